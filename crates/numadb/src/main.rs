@@ -1,0 +1,42 @@
+//! `numadb`: one binary for everything numadb does. Each subcommand lives in its own module; this file only parses
+//! the command line and turns errors into a message and an exit status.
+
+mod format;
+mod topo;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// numadb: a NUMA-aware in-memory column store that also measures the memory system it runs on.
+///
+/// Start with `numadb topo` to see how numadb reads this machine: its NUMA nodes, CPUs, caches, the distance
+/// matrix and the scheduling domains derived from them.
+#[derive(Parser, Debug)]
+#[command(name = "numadb", version, about, long_about, propagate_version = true, max_term_width = 110)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    Topo(topo::TopoArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Topo(args) => topo::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("numadb: error: {error}");
+            for cause in error.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
