@@ -1,0 +1,533 @@
+//! `numa-vm`: numadb's emulated multi-node test harness.
+//!
+//! numadb's claims about placement and pinning must be tested on machines with several NUMA nodes, but developers
+//! and CI have one-node machines. This tool boots a stock Debian kernel under QEMU (software emulation, about five
+//! seconds per boot) with the NUMA topology of a machine description (`machines/*.json`: nodes, CPUs per node,
+//! memory per node, SMT, the SLIT matrix), with a busybox initramfs holding statically linked numadb binaries and
+//! test binaries, and reports the guest's exit status.
+//!
+//! `numa-vm test` builds the guest test suite (`crates/guest-tests`, compiled with `--features guest`) and the
+//! `numadb` binary statically, then runs them in each built-in machine with automatic NUMA balancing off, and once
+//! more with it on. `numa-vm run --machine FILE -- COMMAND` boots any description and runs any command, with
+//! `numadb` on the guest's PATH: that is how to check numadb against a topology that is not in the repository.
+//!
+//! What it needs on the host (installed with apt-get when missing and running as root): `qemu-system-x86_64`,
+//! a static busybox (`busybox-static`), `xz`, and, once, `apt-get download` of the `linux-image-amd64` kernel,
+//! kept in the cache directory.
+
+mod cpio;
+mod qemu;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand};
+use numadb_topology::MachineSpec;
+
+use crate::qemu::{Accel, Boot};
+
+/// Boot QEMU guests with a chosen NUMA topology and run numadb's tests (or any command) inside them.
+#[derive(Parser, Debug)]
+#[command(name = "numa-vm", version, about, long_about, max_term_width = 110)]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand, Debug)]
+enum Task {
+    /// Build the guest test suite and run it in every built-in machine (balancing off), then once with
+    /// automatic NUMA balancing on.
+    Test(TestArgs),
+    /// Boot one machine and run a shell command in it, with `numadb` on PATH; exits with the command's status.
+    Run(RunArgs),
+    /// Print the QEMU topology arguments for a machine description.
+    QemuArgs {
+        /// A built-in machine name or a JSON description file.
+        #[arg(long)]
+        machine: String,
+    },
+    /// List the built-in machines.
+    Machines,
+}
+
+#[derive(Args, Debug)]
+struct CommonArgs {
+    /// Seconds before a guest is killed.
+    #[arg(long, default_value_t = 300)]
+    timeout: u64,
+    /// How QEMU runs the vCPUs.
+    #[arg(long, value_enum, default_value = "single")]
+    accel: Accel,
+    /// Directory for the kernel, the initramfs images and the console logs.
+    #[arg(long, env = "NUMADB_VM_CACHE")]
+    cache: Option<PathBuf>,
+    /// Use this kernel image instead of downloading Debian's.
+    #[arg(long, env = "NUMADB_VM_KERNEL")]
+    kernel: Option<PathBuf>,
+    /// Build the guest binaries in release mode.
+    #[arg(long)]
+    release: bool,
+    /// The QEMU CPU model. Intel's vendor string makes the guest kernel read SMT siblings from CPUID leaf 0xB,
+    /// which QEMU's emulation provides (with AMD's it would need `topoext`).
+    #[arg(long, default_value = "max,vendor=GenuineIntel")]
+    cpu: String,
+}
+
+#[derive(Args, Debug)]
+struct TestArgs {
+    /// Machines to run (built-in names or JSON files); default: all built-in machines.
+    #[arg(long = "machine")]
+    machines: Vec<String>,
+    /// Skip the extra run with automatic NUMA balancing on.
+    #[arg(long)]
+    no_balancing_run: bool,
+    /// Only run guest tests whose name contains this string.
+    #[arg(long)]
+    filter: Option<String>,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// A built-in machine name or a JSON description file.
+    #[arg(long)]
+    machine: String,
+    /// Boot with automatic NUMA balancing on (default off).
+    #[arg(long)]
+    balancing: bool,
+    /// Extra files to copy into the guest's /tests.
+    #[arg(long = "file")]
+    files: Vec<PathBuf>,
+    /// Also build and copy the guest test binaries.
+    #[arg(long)]
+    with_tests: bool,
+    #[command(flatten)]
+    common: CommonArgs,
+    /// The shell command to run in the guest (in /tests, with numadb on PATH).
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.task {
+        Task::Test(args) => test(args),
+        Task::Run(args) => run(args),
+        Task::QemuArgs { machine } => load_machine(&machine).and_then(|(spec, _)| {
+            println!("{}", qemu::topology_args(&spec)?.join(" "));
+            Ok(0)
+        }),
+        Task::Machines => {
+            for (name, path) in builtin_machines() {
+                println!("{name}\t{}", path.display());
+            }
+            Ok(0)
+        }
+    };
+    match result {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1).max(1)),
+        Err(error) => {
+            eprintln!("numa-vm: error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn builtin_machines() -> Vec<(String, PathBuf)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("machines");
+    let mut machines: Vec<(String, PathBuf)> = std::fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "json"))
+                .map(|p| (p.file_stem().unwrap_or_default().to_string_lossy().into_owned(), p))
+                .collect()
+        })
+        .unwrap_or_default();
+    machines.sort();
+    machines
+}
+
+/// Loads a machine by built-in name or file path; returns it with its JSON text.
+fn load_machine(name_or_path: &str) -> anyhow::Result<(MachineSpec, String)> {
+    let path = match builtin_machines().into_iter().find(|(name, _)| name == name_or_path) {
+        Some((_, path)) => path,
+        None => PathBuf::from(name_or_path),
+    };
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        let names: Vec<String> = builtin_machines().into_iter().map(|(n, _)| n).collect();
+        format!("{name_or_path} is neither a built-in machine ({}) nor a readable file", names.join(", "))
+    })?;
+    let spec = MachineSpec::from_json(&text).with_context(|| format!("reading {}", path.display()))?;
+    qemu::topology_args(&spec)?;
+    Ok((spec, text))
+}
+
+fn cache_dir(common: &CommonArgs) -> anyhow::Result<PathBuf> {
+    let dir = common.cache.clone().unwrap_or_else(|| workspace_root().join("target/numa-vm"));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+fn have(program: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {program} >/dev/null 2>&1"))
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+const BUSYBOX: &str = "/bin/busybox";
+
+fn busybox_is_static() -> bool {
+    std::fs::read(BUSYBOX).is_ok_and(|bytes| elf_is_static(&bytes))
+}
+
+/// Whether a 64-bit little-endian ELF file has no program interpreter (no `PT_INTERP` header): it runs in an
+/// initramfs without a dynamic loader.
+fn elf_is_static(bytes: &[u8]) -> bool {
+    const PT_INTERP: u32 = 3;
+    let read = |offset: usize, width: usize| -> Option<u64> {
+        let slice = bytes.get(offset..offset + width)?;
+        Some(slice.iter().rev().fold(0u64, |value, &byte| (value << 8) | u64::from(byte)))
+    };
+    if !bytes.starts_with(b"\x7fELF\x02\x01") {
+        return false;
+    }
+    let (Some(table), Some(entry_size), Some(count)) = (read(0x20, 8), read(0x36, 2), read(0x38, 2)) else {
+        return false;
+    };
+    (0..count).all(|index| read((table + index * entry_size) as usize, 4).is_some_and(|kind| kind != PT_INTERP as u64))
+}
+
+/// Makes sure qemu, a static busybox and xz are installed, installing them with apt-get when we are root.
+fn ensure_host_tools() -> anyhow::Result<()> {
+    let mut missing = Vec::new();
+    if !have("qemu-system-x86_64") {
+        missing.push("qemu-system-x86");
+    }
+    if !busybox_is_static() {
+        missing.push("busybox-static");
+    }
+    if !have("xz") {
+        missing.push("xz-utils");
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let is_root = Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    if !is_root || !have("apt-get") {
+        bail!("missing host packages; install them with: sudo apt-get install {}", missing.join(" "));
+    }
+    eprintln!("numa-vm: installing {}", missing.join(" "));
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends {} >/dev/null",
+            missing.join(" ")
+        ))
+        .status()?;
+    if !status.success() {
+        bail!("apt-get install {} failed", missing.join(" "));
+    }
+    Ok(())
+}
+
+/// The guest kernel: `--kernel`, or Debian's `linux-image-amd64` downloaded once and decompressed to an ELF
+/// `vmlinux` (booted through PVH, which skips several seconds of in-guest decompression under emulation).
+fn ensure_kernel(common: &CommonArgs, cache: &Path) -> anyhow::Result<PathBuf> {
+    if let Some(kernel) = &common.kernel {
+        return Ok(kernel.clone());
+    }
+    let vmlinux = cache.join("vmlinux");
+    if vmlinux.exists() {
+        return Ok(vmlinux);
+    }
+    let vmlinuz = cache.join("vmlinuz");
+    if !vmlinuz.exists() {
+        eprintln!("numa-vm: downloading Debian's kernel (once)");
+        let download = cache.join("kernel-download");
+        let _ = std::fs::remove_dir_all(&download);
+        std::fs::create_dir_all(&download)?;
+        let script = r#"set -e
+pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+[ -n "$pkg" ] || { echo "apt-cache knows no linux-image-amd64 (run apt-get update)" >&2; exit 1; }
+apt-get -o APT::Sandbox::User=root download "$pkg" >/dev/null
+dpkg-deb -x ./*.deb extracted
+cp extracted/boot/vmlinuz-* ../vmlinuz"#;
+        let status = Command::new("sh").arg("-c").arg(script).current_dir(&download).status()?;
+        let _ = std::fs::remove_dir_all(&download);
+        if !status.success() || !vmlinuz.exists() {
+            bail!("could not download the kernel; pass one with --kernel PATH (a bzImage or an ELF vmlinux)");
+        }
+    }
+    // The bzImage carries an xz stream; its decompressed payload is the ELF kernel.
+    let image = std::fs::read(&vmlinuz)?;
+    const XZ_MAGIC: &[u8] = b"\xfd7zXZ\x00";
+    let Some(offset) = image.windows(XZ_MAGIC.len()).position(|w| w == XZ_MAGIC) else {
+        eprintln!("numa-vm: the kernel is not xz-compressed; booting the compressed image");
+        return Ok(vmlinuz);
+    };
+    let stream = cache.join("vmlinux.xz");
+    std::fs::write(&stream, &image[offset..])?;
+    let output = Command::new("xz").args(["-dc", "--single-stream"]).arg(&stream).output()?;
+    let _ = std::fs::remove_file(&stream);
+    if output.stdout.starts_with(b"\x7fELF") {
+        std::fs::write(&vmlinux, &output.stdout)?;
+        Ok(vmlinux)
+    } else {
+        eprintln!("numa-vm: could not decompress the kernel; booting the compressed image");
+        Ok(vmlinuz)
+    }
+}
+
+/// The built-in machine that `numa-vm test` also boots with automatic NUMA balancing on.
+const BALANCING_MACHINE: &str = "2s-snc2";
+
+const TARGET: &str = "x86_64-unknown-linux-gnu";
+
+/// Builds statically linked binaries: the `numadb` binary, and with `tests` the guest test executables.
+/// Returns (numadb, test executables).
+fn build_static(common: &CommonArgs, tests: bool) -> anyhow::Result<(PathBuf, Vec<PathBuf>)> {
+    if std::env::consts::ARCH != "x86_64" {
+        bail!("the harness boots x86-64 guests and needs an x86-64 host");
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let target_dir = workspace_root().join("target/guest");
+    let profile_args: &[&str] = if common.release { &["--release"] } else { &[] };
+    let rustflags = "-C target-feature=+crt-static -C strip=debuginfo";
+    let mut build = Command::new(&cargo);
+    build
+        .current_dir(workspace_root())
+        .env("RUSTFLAGS", rustflags)
+        .args(["build", "--bin", "numadb", "-p", "numadb", "--target", TARGET, "--target-dir"])
+        .arg(&target_dir)
+        .args(profile_args);
+    eprintln!("numa-vm: building static numadb");
+    if !build.status()?.success() {
+        bail!("building the static numadb binary failed");
+    }
+    let numadb = target_dir.join(TARGET).join(if common.release { "release" } else { "debug" }).join("numadb");
+    if !tests {
+        return Ok((numadb, Vec::new()));
+    }
+    eprintln!("numa-vm: building static guest tests");
+    let output = Command::new(&cargo)
+        .current_dir(workspace_root())
+        .env("RUSTFLAGS", rustflags)
+        .args([
+            "test",
+            "--no-run",
+            "-p",
+            "numadb-guest-tests",
+            "--features",
+            "guest",
+            "--message-format=json",
+            "--target",
+            TARGET,
+            "--target-dir",
+        ])
+        .arg(&target_dir)
+        .args(profile_args)
+        .stderr(std::process::Stdio::inherit())
+        .output()?;
+    if !output.status.success() {
+        bail!("building the guest tests failed");
+    }
+    let mut executables = Vec::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        if message["reason"] == "compiler-artifact"
+            && message["profile"]["test"] == true
+            && message["target"]["kind"] == serde_json::json!(["test"])
+            && let Some(executable) = message["executable"].as_str()
+        {
+            executables.push(PathBuf::from(executable));
+        }
+    }
+    if executables.is_empty() {
+        bail!("cargo built no guest test executables");
+    }
+    Ok((numadb, executables))
+}
+
+const INIT: &str = r#"#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/tests:/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs dev /dev
+mount -t tmpfs tmp /tmp
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+echo "=== GUEST UP kernel=$(uname -r) cpus=$(nproc) numa_balancing=$(cat /proc/sys/kernel/numa_balancing 2>/dev/null)"
+for n in /sys/devices/system/node/node[0-9]*; do
+  echo "=== $(basename $n) cpus=[$(cat $n/cpulist)] distance=[$(cat $n/distance)]"
+done
+cd /tests
+sh ./run.sh
+rc=$?
+echo
+echo "=== GUEST_EXIT_CODE=$rc"
+poweroff -f
+"#;
+
+/// Writes the initramfs: busybox, /init, the machine description, and the given files in /tests.
+fn write_initramfs(path: &Path, machine_json: &str, run_script: &str, files: &[PathBuf]) -> anyhow::Result<()> {
+    let mut archive = cpio::Archive::new();
+    for dir in ["bin", "dev", "proc", "sys", "tmp", "tests"] {
+        archive.directory(dir);
+    }
+    archive.char_device("dev/console", 0o600, 5, 1);
+    archive.char_device("dev/null", 0o666, 1, 3);
+    archive.file("bin/busybox", 0o755, &std::fs::read(BUSYBOX).context("reading /bin/busybox")?);
+    archive.file("init", 0o755, INIT.as_bytes());
+    archive.file("tests/machine.json", 0o644, machine_json.as_bytes());
+    archive.file("tests/run.sh", 0o755, run_script.as_bytes());
+    for file in files {
+        let name = file.file_name().context("file without a name")?.to_string_lossy();
+        let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+        archive.file(&format!("tests/{name}"), 0o755, &bytes);
+    }
+    let mut out = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    archive.write_to(&mut out)?;
+    Ok(())
+}
+
+/// Kernel arguments for one boot: NUMA balancing and the environment of the guest's script (the kernel hands
+/// unknown `NAME=value` arguments to init as environment variables).
+fn kernel_args(balancing: bool) -> Vec<String> {
+    vec![
+        format!("numa_balancing={}", if balancing { "enable" } else { "disable" }),
+        "NUMADB_GUEST_MACHINE=/tests/machine.json".into(),
+        format!("NUMADB_GUEST_BALANCING={}", if balancing { "on" } else { "off" }),
+        "NUMADB_BIN=/tests/numadb".into(),
+        "RUST_BACKTRACE=1".into(),
+    ]
+}
+
+fn test(args: TestArgs) -> anyhow::Result<i32> {
+    ensure_host_tools()?;
+    let cache = cache_dir(&args.common)?;
+    let kernel = ensure_kernel(&args.common, &cache)?;
+    let (numadb, tests) = build_static(&args.common, true)?;
+    let names: Vec<String> = if args.machines.is_empty() {
+        builtin_machines().into_iter().map(|(name, _)| name).collect()
+    } else {
+        args.machines.clone()
+    };
+    let mut files = vec![numadb];
+    files.extend(tests.iter().cloned());
+    let filter = args.filter.as_deref().unwrap_or("");
+    let mut run_script = String::from("rc=0\n");
+    for test in &tests {
+        let name = test.file_name().unwrap_or_default().to_string_lossy();
+        run_script.push_str(&format!(
+            "echo \"=== running {name}\"\n./{name} --test-threads=1 --show-output {filter} || rc=1\n"
+        ));
+    }
+    run_script.push_str("exit $rc\n");
+
+    // (machine, balancing) runs: every machine with balancing off, and the SNC machine (or the first one asked
+    // for) once more with it on.
+    let mut runs: Vec<(String, bool)> = names.iter().map(|n| (n.clone(), false)).collect();
+    if !args.no_balancing_run
+        && let Some(chosen) = names.iter().find(|n| n.as_str() == BALANCING_MACHINE).or(names.first())
+    {
+        runs.push((chosen.clone(), true));
+    }
+    let mut failures = Vec::new();
+    for (name, balancing) in &runs {
+        let (spec, json) = load_machine(name)?;
+        let label = format!("{}{}", spec.name, if *balancing { "+balancing" } else { "" });
+        let initramfs = cache.join(format!("{label}.cpio"));
+        write_initramfs(&initramfs, &json, &run_script, &files)?;
+        let log = cache.join(format!("{label}.log"));
+        let code = qemu::boot(&Boot {
+            spec: &spec,
+            kernel: &kernel,
+            initramfs: &initramfs,
+            kernel_args: kernel_args(*balancing),
+            accel: args.common.accel,
+            cpu: args.common.cpu.clone(),
+            timeout: Duration::from_secs(args.common.timeout),
+            log: &log,
+            label: label.clone(),
+        })?;
+        let _ = std::fs::remove_file(&initramfs);
+        if code == 0 {
+            eprintln!("numa-vm: {label}: passed");
+        } else {
+            eprintln!("numa-vm: {label}: FAILED (guest exit status {code}; log: {})", log.display());
+            failures.push(label);
+        }
+    }
+    if failures.is_empty() {
+        eprintln!("numa-vm: all {} guest runs passed", runs.len());
+        Ok(0)
+    } else {
+        eprintln!("numa-vm: failed: {}", failures.join(", "));
+        Ok(1)
+    }
+}
+
+fn run(args: RunArgs) -> anyhow::Result<i32> {
+    ensure_host_tools()?;
+    let (spec, json) = load_machine(&args.machine)?;
+    let cache = cache_dir(&args.common)?;
+    let kernel = ensure_kernel(&args.common, &cache)?;
+    let (numadb, tests) = build_static(&args.common, args.with_tests)?;
+    let mut files = vec![numadb];
+    files.extend(tests);
+    files.extend(args.files.iter().cloned());
+    let label = format!("{}-run", spec.name);
+    let initramfs = cache.join(format!("{label}.cpio"));
+    write_initramfs(&initramfs, &json, &format!("{}\n", args.command.join(" ")), &files)?;
+    let log = cache.join(format!("{label}.log"));
+    let code = qemu::boot(&Boot {
+        spec: &spec,
+        kernel: &kernel,
+        initramfs: &initramfs,
+        kernel_args: kernel_args(args.balancing),
+        accel: args.common.accel,
+        cpu: args.common.cpu.clone(),
+        timeout: Duration::from_secs(args.common.timeout),
+        log: &log,
+        label,
+    })?;
+    let _ = std::fs::remove_file(&initramfs);
+    Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn static_and_dynamic_elf_files_are_told_apart() {
+        let shell = std::fs::read("/bin/sh").unwrap();
+        assert!(!elf_is_static(&shell), "/bin/sh is dynamically linked on every Debian");
+        assert!(!elf_is_static(b"#!/bin/sh\n"));
+        assert!(!elf_is_static(b"\x7fELF\x02\x01"));
+    }
+
+    #[test]
+    fn built_in_machines_load() {
+        let machines = builtin_machines();
+        assert!(machines.len() >= 3);
+        for (name, _) in machines {
+            let (spec, _) = load_machine(&name).unwrap();
+            assert_eq!(spec.name, name);
+        }
+        assert!(load_machine("no-such-machine").unwrap_err().to_string().contains("2s-snc2"));
+    }
+}
