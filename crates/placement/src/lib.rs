@@ -158,12 +158,12 @@ pub enum PlacementError {
     #[error("{0}")]
     InvalidPolicy(String),
     /// The kernel refused a call.
-    #[error("{call} failed: {source}")]
+    #[error("{call} failed: {reason}")]
     Syscall {
         /// The call and what it was asked (`mbind(node(2))`).
         call: String,
-        /// The kernel's error.
-        source: std::io::Error,
+        /// The kernel's error (part of the message, so not also a `source`).
+        reason: std::io::Error,
     },
     /// After the allowed number of attempts, some pages are still not where they were asked to be.
     #[error("migration to {policy} left {misplaced} of {pages} pages elsewhere after {attempts} attempts")]
@@ -184,7 +184,7 @@ pub enum PlacementError {
 
 impl PlacementError {
     pub(crate) fn syscall(call: impl Into<String>, source: std::io::Error) -> Self {
-        Self::Syscall { call: call.into(), source }
+        Self::Syscall { call: call.into(), reason: source }
     }
 }
 

@@ -5,12 +5,12 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum TopologyError {
     /// A file the reader needs is missing or unreadable.
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}: {reason}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
-        /// The operating system's reason.
-        source: std::io::Error,
+        /// The operating system's reason (part of the message, so not also a `source`).
+        reason: std::io::Error,
     },
     /// A file exists but its contents are not what the kernel writes there.
     #[error("{}: {message}", path.display())]

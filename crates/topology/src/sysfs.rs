@@ -55,7 +55,7 @@ impl Reader<'_> {
     fn read(&mut self, relative: &str) -> Result<String, TopologyError> {
         self.read_optional(relative)?.ok_or_else(|| TopologyError::Read {
             path: self.path(relative),
-            source: std::io::Error::new(ErrorKind::NotFound, "no such file"),
+            reason: std::io::Error::new(ErrorKind::NotFound, "no such file"),
         })
     }
 
@@ -70,7 +70,7 @@ impl Reader<'_> {
                     .map_err(|_| TopologyError::malformed(&path, "file is not UTF-8 text"))
             }
             Err(error) if error.kind() == ErrorKind::NotFound => Ok(None),
-            Err(source) => Err(TopologyError::Read { path, source }),
+            Err(source) => Err(TopologyError::Read { path, reason: source }),
         }
     }
 
@@ -113,11 +113,11 @@ impl Reader<'_> {
         let entries = match std::fs::read_dir(&path) {
             Ok(entries) => entries,
             Err(error) if error.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(source) => return Err(TopologyError::Read { path, source }),
+            Err(source) => return Err(TopologyError::Read { path, reason: source }),
         };
         let mut numbers = Vec::new();
         for entry in entries {
-            let entry = entry.map_err(|source| TopologyError::Read { path: path.clone(), source })?;
+            let entry = entry.map_err(|source| TopologyError::Read { path: path.clone(), reason: source })?;
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
             if let Some(number) = name.strip_prefix(prefix).and_then(|rest| rest.parse::<u32>().ok()) {
@@ -291,7 +291,7 @@ fn read_cpu(reader: &mut Reader<'_>, cpu: u32) -> Result<CpuFiles, TopologyError
     if !reader.exists(&dir) {
         return Err(TopologyError::Read {
             path: reader.path(&dir),
-            source: std::io::Error::new(ErrorKind::NotFound, "CPU is listed online but has no directory"),
+            reason: std::io::Error::new(ErrorKind::NotFound, "CPU is listed online but has no directory"),
         });
     }
     let package = reader.read_optional_id(&format!("{dir}/topology/physical_package_id"))?;

@@ -17,7 +17,7 @@ fn one_node_vm() {
     let topology = read("vm-1node");
     assert_eq!(topology.nodes.len(), 1);
     assert_eq!(topology.nodes[0].cpus.to_list_string(), "0-1");
-    assert_eq!(topology.nodes[0].memory_bytes, 4_417_312 * 1024);
+    assert_eq!(topology.nodes[0].memory_bytes, 5_596_960 * 1024);
     assert_eq!(topology.distances.rows, vec![vec![10]]);
     assert_eq!(topology.threads_per_core(), 1);
     assert_eq!(topology.core_count(), 2);

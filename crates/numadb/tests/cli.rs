@@ -1,0 +1,120 @@
+//! The `numadb` command line as a user meets it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn numadb(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_numadb")).args(args).output().unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).unwrap()
+}
+
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixture(name: &str) -> String {
+    repository().join("fixtures/sysfs").join(name).display().to_string()
+}
+
+#[test]
+fn help_lists_the_subcommands() {
+    let output = numadb(&["--help"]);
+    assert!(output.status.success());
+    assert!(stdout(&output).contains("topo"), "{}", stdout(&output));
+    let output = numadb(&["topo", "--help"]);
+    assert!(stdout(&output).contains("--root"));
+    assert!(stdout(&output).contains("--json-schema"));
+}
+
+#[test]
+fn the_committed_json_schema_is_the_one_numadb_prints() {
+    let output = numadb(&["topo", "--json-schema"]);
+    assert!(output.status.success());
+    let committed = std::fs::read_to_string(repository().join("docs/schema/topo.schema.json")).unwrap();
+    assert_eq!(
+        stdout(&output),
+        committed,
+        "docs/schema/topo.schema.json is stale: regenerate it with `numadb topo --json-schema`"
+    );
+}
+
+#[test]
+fn topo_summarises_a_snc_machine() {
+    let output = numadb(&["topo", "--root", &fixture("skylake-2s-snc2")]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    // Compare with runs of spaces folded, so column widths do not matter.
+    let fold = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let text = fold(&stdout(&output));
+    for expected in [
+        "Machine   Intel(R) Xeon(R) Platinum 8180 CPU @ 2.50GHz",
+        "Shape     2 package(s), 56 core(s), 2 thread(s) per core, 112 CPU(s) online; 4 node(s); 2 L3 group(s)",
+        "  0  10  11  21  21",
+        "  L3     38.5 MiB  56 CPU(s)",
+        "  0       node0  0-3,7-9,14-17,21-23,56-59,63-65,70-73,77-79  0             1 @11 · 2-3 @21",
+        "SMT siblings  0+56  1+57",
+    ] {
+        let expected = fold(expected);
+        assert!(text.contains(&expected), "missing {expected:?} in:\n{text}");
+    }
+    let output = numadb(&["topo", "--root", &fixture("skylake-2s-snc2"), "--domains", "package"]);
+    assert!(fold(&stdout(&output)).contains("1 package1 28-55,84-111 2-3 0 @21"), "{}", stdout(&output));
+}
+
+#[test]
+fn topo_lists_offline_cpus_and_memory_only_nodes() {
+    let output = numadb(&["topo", "--root", &fixture("offline-gaps"), "--cpus"]);
+    let text = stdout(&output);
+    assert!(text.contains("12 CPU(s)") || text.contains("10 CPU(s) online (2 offline: 12-13)"), "{text}");
+    assert!(text.contains("  12   no      -     -"), "{text}");
+    assert!(text.contains("Allowed   CPUs 0-3,8-11   memory nodes 0"), "{text}");
+    let output = numadb(&["topo", "--root", &fixture("cxl-memory-only-node")]);
+    let text = stdout(&output);
+    assert!(text.contains("  1     (memory only)  128 GiB"), "{text}");
+    assert!(text.contains("2 node(s) (1 without CPUs)"), "{text}");
+}
+
+#[test]
+fn topo_json_has_every_granularity() {
+    let output = numadb(&["topo", "--root", &fixture("epyc-2s-nps4"), "--json"]);
+    let document: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(document["domains"]["node"]["domains"].as_array().unwrap().len(), 8);
+    assert_eq!(document["domains"]["package"]["domains"].as_array().unwrap().len(), 2);
+    assert_eq!(document["domains"]["l3"]["domains"].as_array().unwrap().len(), 16);
+    assert_eq!(document["topology"]["distances"]["rows"][0], serde_json::json!([10, 12, 12, 12, 32, 32, 32, 32]));
+}
+
+#[test]
+fn a_broken_root_is_a_clear_error_not_a_panic() {
+    let output = numadb(&["topo", "--root", "/nonexistent-root"]);
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(message.contains("numadb: error: reading the topology below /nonexistent-root"), "{message}");
+    assert!(message.contains("cannot read /nonexistent-root/sys/devices/system/cpu/possible"), "{message}");
+    assert!(!message.contains("panicked"), "{message}");
+
+    let output = numadb(&["topo", "--domains", "sockets"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("expected node, package or l3"));
+}
+
+#[test]
+fn capture_writes_a_tree_that_reads_back() {
+    let destination = tempfile::tempdir().unwrap();
+    let target = destination.path().join("captured");
+    let output = numadb(&["topo", "--root", &fixture("epyc-2s-nps4"), "--capture", target.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let original = numadb(&["topo", "--root", &fixture("epyc-2s-nps4"), "--json"]);
+    let captured = numadb(&["topo", "--root", target.to_str().unwrap(), "--json"]);
+    let mut original: serde_json::Value = serde_json::from_slice(&original.stdout).unwrap();
+    let mut captured: serde_json::Value = serde_json::from_slice(&captured.stdout).unwrap();
+    original["topology"]["source"] = serde_json::Value::Null;
+    captured["topology"]["source"] = serde_json::Value::Null;
+    assert_eq!(original, captured);
+}
