@@ -13,8 +13,8 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use numadb_scheduler::{
-    Binding, Pinning, Priority, QueryError, Scheduler, SchedulerConfig, StealBatch, Stealing, TaskContext, TaskGraph,
-    TaskSpec, WorkerLayout,
+    Binding, Pinning, Priority, QueryError, Scheduler, SchedulerConfig, Stealing, TaskContext, TaskGraph, TaskSpec,
+    WorkerLayout,
 };
 use numadb_topology::{CpuSet, DomainGranularity, MachineSpec, Topology};
 
