@@ -11,7 +11,6 @@ use serde::Serialize;
 /// Live counters of one domain (all relaxed atomics: they are statistics, not synchronisation).
 pub(crate) struct DomainCounters {
     pub(crate) workers: usize,
-    pub(crate) tasks_run: AtomicU64,
     /// Tasks this domain's workers took from each other domain's queue (index = victim domain).
     pub(crate) stolen_in_from: Vec<AtomicU64>,
     pub(crate) tasks_stolen_out: AtomicU64,
@@ -30,7 +29,6 @@ impl DomainCounters {
     pub(crate) fn new(domains: usize, workers: usize) -> Self {
         DomainCounters {
             workers,
-            tasks_run: AtomicU64::new(0),
             stolen_in_from: (0..domains).map(|_| AtomicU64::new(0)).collect(),
             tasks_stolen_out: AtomicU64::new(0),
             steal_operations: AtomicU64::new(0),
@@ -61,7 +59,6 @@ impl DomainCounters {
 
     pub(crate) fn reset(&self) {
         let zero = |c: &AtomicU64| c.store(0, Ordering::Relaxed);
-        zero(&self.tasks_run);
         self.stolen_in_from.iter().for_each(zero);
         zero(&self.tasks_stolen_out);
         zero(&self.steal_operations);
@@ -75,7 +72,7 @@ impl DomainCounters {
         zero(&self.pin_failures);
     }
 
-    pub(crate) fn snapshot(&self, domain: u32, domains: &Domains) -> DomainCountersSnapshot {
+    pub(crate) fn snapshot(&self, domain: u32, domains: &Domains, tasks_run: u64) -> DomainCountersSnapshot {
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let mut stolen_in_by_distance: BTreeMap<u32, u64> = BTreeMap::new();
         let mut stolen_in_from = BTreeMap::new();
@@ -93,7 +90,7 @@ impl DomainCounters {
             domain,
             name: domains.get(domain).map(|d| d.name.clone()).unwrap_or_default(),
             workers: self.workers,
-            tasks_run: load(&self.tasks_run),
+            tasks_run,
             tasks_stolen_in: stolen_in_from.values().sum(),
             tasks_stolen_in_from: stolen_in_from,
             tasks_stolen_in_by_distance: stolen_in_by_distance,
@@ -136,7 +133,7 @@ pub struct DomainCountersSnapshot {
     pub steal_batch_sizes: BTreeMap<usize, u64>,
     /// Time the domain's workers spent waiting for work, summed over workers.
     pub idle_ns: u64,
-    /// Mean length of the domain's queue, sampled whenever a worker took a task from it.
+    /// Mean length of the domain's queue, sampled every 64th time a worker took a task from it.
     pub queue_length_mean: f64,
     /// Longest queue seen.
     pub queue_length_max: u64,

@@ -111,6 +111,9 @@ pub(crate) struct Shared {
     /// Per victim domain: domains with workers that may steal from it, nearest first.
     thieves: Vec<Vec<u32>>,
     pub(crate) counters: Vec<CachePadded<DomainCounters>>,
+    /// Tasks run, per worker (one cache line each: the hottest counter must not be shared).
+    pub(crate) worker_tasks_run: Vec<CachePadded<AtomicU64>>,
+    worker_domains: Vec<u32>,
     /// Domain of each CPU id (for accounting unpinned workers by where they run).
     pub(crate) cpu_domain: Vec<Option<u32>>,
     pub(crate) shutdown: AtomicBool,
@@ -125,17 +128,28 @@ impl Shared {
         if task.priority.is_high() { queue.high.push(task) } else { queue.normal.push(task) }
     }
 
-    /// Wakes a sleeping worker that can take a task just queued in `domain`.
-    pub(crate) fn wake_for(&self, domain: u32) {
+    /// Wakes up to `count` sleeping workers that can take tasks just queued in `domain`: the domain's own first,
+    /// then those of the nearest domains allowed to steal from it.
+    pub(crate) fn wake(&self, domain: u32, count: usize) {
         fence(Ordering::SeqCst);
+        let mut remaining = count;
         let candidates = std::iter::once(domain).chain(self.thieves[domain as usize].iter().copied());
         for candidate in candidates {
-            let queue = &self.queues[candidate as usize];
-            if queue.sleepers.load(Ordering::SeqCst) > 0 {
-                let _guard = queue.lock.lock().unwrap_or_else(|p| p.into_inner());
-                queue.wake.notify_one();
+            if remaining == 0 {
                 return;
             }
+            let queue = &self.queues[candidate as usize];
+            let sleepers = queue.sleepers.load(Ordering::SeqCst);
+            if sleepers == 0 {
+                continue;
+            }
+            let _guard = queue.lock.lock().unwrap_or_else(|p| p.into_inner());
+            if remaining >= sleepers {
+                queue.wake.notify_all();
+            } else {
+                (0..remaining).for_each(|_| queue.wake.notify_one());
+            }
+            remaining = remaining.saturating_sub(sleepers);
         }
     }
 
@@ -150,6 +164,9 @@ impl Shared {
 
     /// The domain for a task without a preference.
     fn fallback_domain(&self, submitter_domain: Option<u32>) -> u32 {
+        if self.domains_with_workers.len() == 1 {
+            return self.domains_with_workers[0];
+        }
         match submitter_domain.filter(|&d| self.has_workers.get(d as usize).copied().unwrap_or(false)) {
             Some(domain) => domain,
             None => {
@@ -159,15 +176,16 @@ impl Shared {
         }
     }
 
-    /// Queues a task whose dependencies are done and wakes a worker for it.
-    fn submit_ready(
+    /// Queues a task whose dependencies are done and returns the domain it was queued in; the caller wakes a
+    /// worker for it (one wake-up for many tasks when it queues many).
+    fn enqueue(
         &self,
         query: &Arc<query::QueryState>,
         spec: TaskSpec,
         node: Option<usize>,
         inherited_binding: Option<u32>,
         submitter_domain: Option<u32>,
-    ) {
+    ) -> u32 {
         let fallback = self.fallback_domain(submitter_domain);
         let (domain, rerouted) =
             policy::queue_for(&self.domains, &self.has_workers, spec.preferred, fallback, self.config.stealing.mode);
@@ -184,7 +202,7 @@ impl Shared {
             stolen: false,
         };
         self.push(domain, task);
-        self.wake_for(domain);
+        domain
     }
 
     /// Queues a task spawned by a running task.
@@ -196,7 +214,8 @@ impl Shared {
         submitter_domain: Option<u32>,
     ) {
         query.add_outstanding(1);
-        self.submit_ready(query, spec, None, inherited_binding, submitter_domain);
+        let domain = self.enqueue(query, spec, None, inherited_binding, submitter_domain);
+        self.wake(domain, 1);
     }
 
     /// Releases the graph nodes that waited for `node`.
@@ -206,7 +225,8 @@ impl Shared {
             if graph_node.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
                 let spec = graph_node.spec.lock().unwrap_or_else(|p| p.into_inner()).take();
                 if let Some(spec) = spec {
-                    self.submit_ready(query, spec, Some(dependent), None, Some(from_domain));
+                    let domain = self.enqueue(query, spec, Some(dependent), None, Some(from_domain));
+                    self.wake(domain, 1);
                 }
             }
         }
@@ -319,6 +339,8 @@ impl Scheduler {
                 .iter()
                 .map(|&w| CachePadded::new(DomainCounters::new(domain_count, w)))
                 .collect(),
+            worker_tasks_run: plans.iter().map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
+            worker_domains: plans.iter().map(|p| p.domain).collect(),
             domains,
             config,
             node_ids,
@@ -359,32 +381,64 @@ impl Scheduler {
     pub fn submit(&self, graph: TaskGraph) -> Query {
         let shared = &self.shared;
         let id = shared.next_query.fetch_add(1, Ordering::Relaxed);
-        let mut ready = Vec::new();
-        let mut specs = Vec::with_capacity(graph.nodes.len());
-        let nodes: Vec<GraphNode> = graph
-            .nodes
-            .into_iter()
-            .enumerate()
-            .map(|(index, node)| {
-                if node.dependencies == 0 {
-                    ready.push(index);
-                    specs.push(Some(node.spec));
-                    GraphNode { spec: Mutex::new(None), remaining: AtomicUsize::new(0), dependents: node.dependents }
-                } else {
-                    specs.push(None);
-                    GraphNode {
-                        spec: Mutex::new(Some(node.spec)),
-                        remaining: AtomicUsize::new(node.dependencies),
-                        dependents: node.dependents,
-                    }
-                }
-            })
-            .collect();
-        let state = Arc::new(QueryState::new(id, shared, nodes));
+        let total = graph.nodes.len();
+        // Only tasks that take part in dependencies get a run-time graph node; independent tasks (most of a scan)
+        // cost nothing beyond their queue entry.
+        const UNTRACKED: u32 = u32::MAX;
+        let tracked = |node: &query::GraphNodeSpec| node.dependencies > 0 || !node.dependents.is_empty();
+        let mut runtime_index: Vec<u32> = Vec::new();
+        let mut runtime: Vec<GraphNode> = Vec::new();
+        if graph.nodes.iter().any(tracked) {
+            runtime_index = graph
+                .nodes
+                .iter()
+                .scan(0u32, |next, node| {
+                    Some(if tracked(node) {
+                        *next += 1;
+                        *next - 1
+                    } else {
+                        UNTRACKED
+                    })
+                })
+                .collect();
+            runtime = graph
+                .nodes
+                .iter()
+                .filter(|node| tracked(node))
+                .map(|node| GraphNode {
+                    spec: Mutex::new(None),
+                    // Waiting nodes start one above their dependency count: the submitter holds that one until
+                    // the node's task is stored, so a dependency finishing early cannot release an empty node.
+                    remaining: AtomicUsize::new(if node.dependencies > 0 { node.dependencies + 1 } else { 0 }),
+                    dependents: node.dependents.iter().map(|&d| runtime_index[d] as usize).collect(),
+                })
+                .collect();
+        }
+        let state = Arc::new(QueryState::new(id, shared, runtime, total));
         let submitter = worker::WORKER_DOMAIN.with(|d| d.get());
-        for index in ready {
-            if let Some(spec) = specs[index].take() {
-                shared.submit_ready(&state, spec, Some(index), None, submitter);
+        let mut queued_per_domain = vec![0usize; shared.domains.len()];
+        for (index, node) in graph.nodes.into_iter().enumerate() {
+            let runtime_node = runtime_index.get(index).copied().filter(|&r| r != UNTRACKED).map(|r| r as usize);
+            let ready_spec = match runtime_node {
+                Some(r) if node.dependencies > 0 => {
+                    let graph_node = &state.graph[r];
+                    *graph_node.spec.lock().unwrap_or_else(|p| p.into_inner()) = Some(node.spec);
+                    if graph_node.remaining.fetch_sub(1, Ordering::AcqRel) != 1 {
+                        continue;
+                    }
+                    // Every dependency finished while we were submitting: queue it ourselves.
+                    graph_node.spec.lock().unwrap_or_else(|p| p.into_inner()).take()
+                }
+                _ => Some(node.spec),
+            };
+            if let Some(spec) = ready_spec {
+                let domain = shared.enqueue(&state, spec, runtime_node, None, submitter);
+                queued_per_domain[domain as usize] += 1;
+            }
+        }
+        for (domain, &count) in queued_per_domain.iter().enumerate() {
+            if count > 0 {
+                shared.wake(domain as u32, count);
             }
         }
         Query { state }
@@ -428,7 +482,17 @@ impl Scheduler {
                 .counters
                 .iter()
                 .enumerate()
-                .map(|(domain, counters)| counters.snapshot(domain as u32, &self.shared.domains))
+                .map(|(domain, counters)| {
+                    let tasks_run = self
+                        .shared
+                        .worker_domains
+                        .iter()
+                        .zip(&self.shared.worker_tasks_run)
+                        .filter(|&(&d, _)| d == domain as u32)
+                        .map(|(_, counter)| counter.load(Ordering::Relaxed))
+                        .sum();
+                    counters.snapshot(domain as u32, &self.shared.domains, tasks_run)
+                })
                 .collect(),
         }
     }
@@ -436,6 +500,7 @@ impl Scheduler {
     /// Sets every counter back to zero (between the runs of a benchmark).
     pub fn reset_counters(&self) {
         self.shared.counters.iter().for_each(|c| c.reset());
+        self.shared.worker_tasks_run.iter().for_each(|c| c.store(0, Ordering::Relaxed));
     }
 
     /// Stops the workers (each finishes the task it is running), skips the tasks still queued (their queries end

@@ -32,6 +32,11 @@ impl TaskGraph {
         Self::default()
     }
 
+    /// An empty graph with room for `tasks` tasks.
+    pub fn with_capacity(tasks: usize) -> Self {
+        Self { nodes: Vec::with_capacity(tasks) }
+    }
+
     /// Adds a task that can run at once.
     pub fn add(&mut self, spec: TaskSpec) -> NodeId {
         self.add_after(&[], spec)
@@ -107,15 +112,15 @@ pub(crate) struct QueryState {
 }
 
 impl QueryState {
-    pub(crate) fn new(id: u64, shared: &Shared, graph: Vec<GraphNode>) -> Self {
+    pub(crate) fn new(id: u64, shared: &Shared, graph: Vec<GraphNode>, tasks: usize) -> Self {
         let domains = shared.domains.len();
         let columns = shared.node_ids.len();
         QueryState {
             id,
             cancelled: AtomicBool::new(false),
             error: Mutex::new(None),
-            outstanding: AtomicUsize::new(graph.len()),
-            done: Mutex::new(graph.is_empty()),
+            outstanding: AtomicUsize::new(tasks),
+            done: Mutex::new(tasks == 0),
             done_signal: Condvar::new(),
             graph,
             started: Instant::now(),
@@ -153,19 +158,28 @@ impl QueryState {
 
     /// Marks one task finished; wakes the waiter when it was the last.
     pub(crate) fn finish_one(&self) {
-        if self.outstanding.fetch_sub(1, Ordering::AcqRel) == 1 {
+        self.finish_many(1);
+    }
+
+    /// Marks `count` tasks finished; wakes the waiter when they were the last.
+    pub(crate) fn finish_many(&self, count: usize) {
+        if count > 0 && self.outstanding.fetch_sub(count, Ordering::AcqRel) == count {
             let mut done = self.done.lock().unwrap_or_else(|poison| poison.into_inner());
             *done = true;
             self.done_signal.notify_all();
         }
     }
 
-    pub(crate) fn record_run(&self, domain: u32, stolen: bool) {
-        if let Some(counter) = self.tasks_run.get(domain as usize) {
-            counter.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn record_runs(&self, domain: u32, runs: u64, stolen: u64) {
+        if runs > 0
+            && let Some(counter) = self.tasks_run.get(domain as usize)
+        {
+            counter.fetch_add(runs, Ordering::Relaxed);
         }
-        if stolen && let Some(counter) = self.tasks_stolen.get(domain as usize) {
-            counter.fetch_add(1, Ordering::Relaxed);
+        if stolen > 0
+            && let Some(counter) = self.tasks_stolen.get(domain as usize)
+        {
+            counter.fetch_add(stolen, Ordering::Relaxed);
         }
     }
 

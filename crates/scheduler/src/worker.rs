@@ -31,7 +31,30 @@ pub(crate) struct WorkerView {
     pub(crate) pinned: RefCell<Option<CpuSet>>,
     /// The domain the worker is currently pinned to by `Preferred`/`Opportunistic` binding.
     bound_to: Cell<Option<u32>>,
+    /// Tasks taken from the own queue, for sampling its length now and then.
+    pops: Cell<u64>,
+    /// Finished tasks not yet reported to their query (see [`Pending`]).
+    pending: RefCell<Option<Pending>>,
 }
+
+/// A worker reports finished tasks to their query in batches: every report touches cache lines all workers share
+/// (the query's outstanding count and per-domain counters), and for short tasks that traffic costs more than the
+/// task. The batch is flushed when the worker turns to another query or domain, before it sleeps, and every
+/// [`PENDING_FLUSH_EVERY`] tasks, so a query never waits on a worker that has moved on.
+struct Pending {
+    query: Arc<crate::query::QueryState>,
+    running_domain: u32,
+    finished: usize,
+    runs: u64,
+    stolen: u64,
+}
+
+/// Most finished tasks a worker holds back from their query.
+const PENDING_FLUSH_EVERY: usize = 64;
+
+/// The queue length is sampled once per this many tasks a worker takes from its own queue: sampling reads two
+/// shared indices and updates three shared counters, too much to do for every task.
+const QUEUE_SAMPLE_EVERY: u64 = 64;
 
 /// Takes one task from an injector, retrying while another thread is mid-operation.
 fn pop(injector: &Injector<Task>) -> Option<Task> {
@@ -46,7 +69,15 @@ fn pop(injector: &Injector<Task>) -> Option<Task> {
 
 pub(crate) fn run_worker(shared: Arc<Shared>, domain: u32, index: usize) {
     WORKER_DOMAIN.with(|cell| cell.set(Some(domain)));
-    let view = WorkerView { shared, domain, index, pinned: RefCell::new(None), bound_to: Cell::new(None) };
+    let view = WorkerView {
+        shared,
+        domain,
+        index,
+        pinned: RefCell::new(None),
+        bound_to: Cell::new(None),
+        pops: Cell::new(0),
+        pending: RefCell::new(None),
+    };
     if view.shared.config.binding == Binding::Always {
         let cpus = view.shared.worker_cpus[domain as usize].clone();
         view.pin(&cpus);
@@ -54,13 +85,50 @@ pub(crate) fn run_worker(shared: Arc<Shared>, domain: u32, index: usize) {
     while !view.shared.shutdown.load(Ordering::Acquire) {
         match view.find_task() {
             Some(task) => view.run(task),
-            None => view.idle(),
+            None => {
+                view.flush();
+                view.idle();
+            }
         }
     }
+    view.flush();
     view.shared.alive_workers.fetch_sub(1, Ordering::AcqRel);
 }
 
 impl WorkerView {
+    /// Reports the held-back finished tasks to their query.
+    fn flush(&self) {
+        if let Some(pending) = self.pending.borrow_mut().take() {
+            pending.query.record_runs(pending.running_domain, pending.runs, pending.stolen);
+            pending.query.finish_many(pending.finished);
+        }
+    }
+
+    /// Counts a finished (`ran`) or skipped task of `query` towards the batch.
+    fn account(&self, query: &Arc<crate::query::QueryState>, running_domain: u32, ran: bool, stolen: bool) {
+        let same = self
+            .pending
+            .borrow()
+            .as_ref()
+            .is_some_and(|p| Arc::ptr_eq(&p.query, query) && p.running_domain == running_domain);
+        if !same {
+            self.flush();
+            *self.pending.borrow_mut() =
+                Some(Pending { query: Arc::clone(query), running_domain, finished: 0, runs: 0, stolen: 0 });
+        }
+        let full = {
+            let mut pending = self.pending.borrow_mut();
+            let pending = pending.as_mut().expect("just set");
+            pending.finished += 1;
+            pending.runs += u64::from(ran);
+            pending.stolen += u64::from(ran && stolen);
+            pending.finished >= PENDING_FLUSH_EVERY
+        };
+        if full {
+            self.flush();
+        }
+    }
+
     fn counters(&self) -> &crate::counters::DomainCounters {
         &self.shared.counters[self.domain as usize]
     }
@@ -68,12 +136,12 @@ impl WorkerView {
     fn find_task(&self) -> Option<Task> {
         let shared = &self.shared;
         let queue = &shared.queues[self.domain as usize];
-        let length = queue.high.len() + queue.normal.len();
-        if length > 0 {
-            self.counters().sample_queue_length(length);
-            if let Some(task) = pop(&queue.high).or_else(|| pop(&queue.normal)) {
-                return Some(task);
-            }
+        if self.pops.get().is_multiple_of(QUEUE_SAMPLE_EVERY) {
+            self.counters().sample_queue_length(queue.high.len() + queue.normal.len());
+        }
+        if let Some(task) = pop(&queue.high).or_else(|| pop(&queue.normal)) {
+            self.pops.set(self.pops.get() + 1);
+            return Some(task);
         }
         let batch = shared.config.stealing.batch;
         for tier in &shared.tiers[self.domain as usize] {
@@ -99,7 +167,7 @@ impl WorkerView {
                 self.counters().record_steal(victim, moved);
                 shared.counters[victim as usize].tasks_stolen_out.fetch_add(moved as u64, Ordering::Relaxed);
                 if moved > 1 {
-                    shared.wake_for(self.domain);
+                    shared.wake(self.domain, moved - 1);
                 }
                 return Some(first);
             }
@@ -161,7 +229,7 @@ impl WorkerView {
             if let Some(node) = node {
                 shared.release_dependents(&query, node, self.domain);
             }
-            query.finish_one();
+            self.account(&query, self.domain, false, false);
             return;
         }
         let binding = shared.config.binding;
@@ -200,12 +268,11 @@ impl WorkerView {
                 query.fail(QueryError::Panic(message));
             }
         }
-        query.record_run(running_domain, stolen);
-        self.counters().tasks_run.fetch_add(1, Ordering::Relaxed);
+        shared.worker_tasks_run[self.index].fetch_add(1, Ordering::Relaxed);
         if let Some(node) = node {
             shared.release_dependents(&query, node, self.domain);
         }
-        query.finish_one();
+        self.account(&query, running_domain, true, stolen);
     }
 }
 
