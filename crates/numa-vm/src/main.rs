@@ -38,8 +38,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Task {
-    /// Build the guest test suite and run it in every built-in machine (balancing off), then once with
-    /// automatic NUMA balancing on.
+    /// Build the guest test suite and run it in every built-in machine (balancing off), then on the SNC machine
+    /// once with automatic NUMA balancing on and once with one host thread per vCPU.
     Test(TestArgs),
     /// Boot one machine and run a shell command in it, with `numadb` on PATH; exits with the command's status.
     Run(RunArgs),
@@ -84,6 +84,9 @@ struct TestArgs {
     /// Skip the extra run with automatic NUMA balancing on.
     #[arg(long)]
     no_balancing_run: bool,
+    /// Skip the extra run with one host thread per vCPU (real parallelism in the guest, for race coverage).
+    #[arg(long)]
+    no_mttcg_run: bool,
     /// Only run guest tests whose name contains this string.
     #[arg(long)]
     filter: Option<String>,
@@ -291,8 +294,9 @@ cp extracted/boot/vmlinuz-* ../vmlinuz"#;
     }
 }
 
-/// The built-in machine that `numa-vm test` also boots with automatic NUMA balancing on.
-const BALANCING_MACHINE: &str = "2s-snc2";
+/// The built-in machine that `numa-vm test` also boots with automatic NUMA balancing on, and with one host
+/// thread per vCPU.
+const EXTRA_RUNS_MACHINE: &str = "2s-snc2";
 
 const TARGET: &str = "x86_64-unknown-linux-gnu";
 
@@ -437,18 +441,27 @@ fn test(args: TestArgs) -> anyhow::Result<i32> {
     }
     run_script.push_str("exit $rc\n");
 
-    // (machine, balancing) runs: every machine with balancing off, and the SNC machine (or the first one asked
-    // for) once more with it on.
-    let mut runs: Vec<(String, bool)> = names.iter().map(|n| (n.clone(), false)).collect();
-    if !args.no_balancing_run
-        && let Some(chosen) = names.iter().find(|n| n.as_str() == BALANCING_MACHINE).or(names.first())
-    {
-        runs.push((chosen.clone(), true));
+    // (machine, balancing, accel) runs: every machine with balancing off, and the SNC machine (or the first one
+    // asked for) once more with balancing on and once more with truly parallel vCPUs.
+    let mut runs: Vec<(String, bool, Accel)> = names.iter().map(|n| (n.clone(), false, args.common.accel)).collect();
+    let extra = names.iter().find(|n| n.as_str() == EXTRA_RUNS_MACHINE).or(names.first()).cloned();
+    if let Some(machine) = &extra {
+        if !args.no_balancing_run {
+            runs.push((machine.clone(), true, args.common.accel));
+        }
+        if !args.no_mttcg_run && args.common.accel != Accel::Multi {
+            runs.push((machine.clone(), false, Accel::Multi));
+        }
     }
     let mut failures = Vec::new();
-    for (name, balancing) in &runs {
+    for (name, balancing, accel) in &runs {
         let (spec, json) = load_machine(name)?;
-        let label = format!("{}{}", spec.name, if *balancing { "+balancing" } else { "" });
+        let label = format!(
+            "{}{}{}",
+            spec.name,
+            if *balancing { "+balancing" } else { "" },
+            if *accel == Accel::Multi && args.common.accel != Accel::Multi { "+mttcg" } else { "" }
+        );
         let initramfs = cache.join(format!("{label}.cpio"));
         write_initramfs(&initramfs, &json, &run_script, &files)?;
         let log = cache.join(format!("{label}.log"));
@@ -457,7 +470,7 @@ fn test(args: TestArgs) -> anyhow::Result<i32> {
             kernel: &kernel,
             initramfs: &initramfs,
             kernel_args: kernel_args(*balancing),
-            accel: args.common.accel,
+            accel: *accel,
             cpu: args.common.cpu.clone(),
             timeout: Duration::from_secs(args.common.timeout),
             log: &log,
