@@ -1,0 +1,466 @@
+//! Bit-packed integer blocks, and predicates evaluated on the packed codes.
+//!
+//! # Layout
+//! A block holds [`BLOCK_ROWS`] = 1024 codes of `width` bits (0-32). The codes are *interleaved over 16 lanes*:
+//! code `i` belongs to lane `i % 16` at position `i / 16`, and each lane's 64 codes are packed back to back into a
+//! stream of 32-bit words; word `k` of lane `l` is stored at index `k * 16 + l`. A block is therefore exactly
+//! `32 * width` words (`128 * width` bytes) with no padding, and the codes of 16 consecutive rows sit at the same
+//! bit offset of 16 consecutive words. That is the point of the layout (Lemire's SIMD-BP128, FastLanes): one
+//! 512-bit load, one uniform shift and one mask decode the codes of 16 rows, in row order, without gathers or
+//! shuffles, and the same code runs as 2 × 256-bit (AVX2) or as plain scalar code with identical results.
+//!
+//! # Predicates on codes
+//! Every comparison the engine needs reduces to "code in [lo, hi]": `x < p` is `[0, p-base-1]` after
+//! frame-of-reference, `x = p` is `[p-base, p-base]`, `BETWEEN` is a range, `<>` and `NOT` are complements, `IN` is
+//! a union. So there is one kernel, [`range_mask`]: `(code - lo) <= (hi - lo)` in wrapping unsigned arithmetic,
+//! producing a 1024-bit selection mask for the block. It never writes the decoded codes anywhere: decoding lives
+//! in registers between the load and the compare ("scanned without unpacking first").
+//!
+//! The kernel is one generic function, monomorphised per width (so shifts are constants and the 64 positions of
+//! a lane unroll) and compiled three times: for AVX-512, for AVX2 and for the baseline target. The variant is
+//! chosen once at run time from the CPU's features; tests check all available variants against each other.
+
+use std::sync::OnceLock;
+
+/// Codes per block.
+pub const BLOCK_ROWS: usize = 1024;
+/// Interleaving lanes (32-bit words per 512 bits).
+pub const LANES: usize = 16;
+/// Codes per lane in a block.
+const POSITIONS: usize = BLOCK_ROWS / LANES;
+/// 64-bit words in a block's selection mask.
+pub const MASK_WORDS: usize = BLOCK_ROWS / 64;
+/// Widest packed code.
+pub const MAX_WIDTH: u32 = 32;
+
+/// A block's selection mask: bit `i % 64` of word `i / 64` is row `i` of the block.
+pub type BlockMask = [u64; MASK_WORDS];
+
+/// 32-bit words of a packed block of `width`-bit codes.
+pub const fn words_for_width(width: u32) -> usize {
+    32 * width as usize
+}
+
+/// Bits needed to represent `max` (0 for 0).
+pub fn width_for(max: u32) -> u32 {
+    u32::BITS - max.leading_zeros()
+}
+
+/// Packs 1024 codes (each `< 2^width`) into `out` (`words_for_width(width)` words, overwritten).
+pub fn pack(codes: &[u32; BLOCK_ROWS], width: u32, out: &mut [u32]) {
+    assert!(width <= MAX_WIDTH, "width {width} > {MAX_WIDTH}");
+    assert_eq!(out.len(), words_for_width(width));
+    out.fill(0);
+    if width == 0 {
+        return;
+    }
+    let width = width as usize;
+    for (row, &code) in codes.iter().enumerate() {
+        debug_assert!(width == 32 || code >> width == 0, "code {code} does not fit in {width} bits");
+        let lane = row % LANES;
+        let bit = (row / LANES) * width;
+        let (word, shift) = (bit / 32, bit % 32);
+        out[word * LANES + lane] |= code << shift;
+        if shift + width > 32 {
+            out[(word + 1) * LANES + lane] |= code >> (32 - shift);
+        }
+    }
+}
+
+/// The code of row `row` (0-1023) of a packed block.
+#[inline]
+pub fn get(words: &[u32], width: u32, row: usize) -> u32 {
+    if width == 0 {
+        return 0;
+    }
+    let width = width as usize;
+    let lane = row % LANES;
+    let bit = (row / LANES) * width;
+    let (word, shift) = (bit / 32, bit % 32);
+    let mut code = words[word * LANES + lane] >> shift;
+    if shift + width > 32 {
+        code |= words[(word + 1) * LANES + lane] << (32 - shift);
+    }
+    if width == 32 { code } else { code & ((1u32 << width) - 1) }
+}
+
+/// Decodes all 1024 codes of a block into `out`.
+pub fn unpack(words: &[u32], width: u32, out: &mut [u32; BLOCK_ROWS]) {
+    for (row, slot) in out.iter_mut().enumerate() {
+        *slot = get(words, width, row);
+    }
+}
+
+/// The generic kernel: sets in `out` the rows whose code `c` satisfies `c - lo <= span` (wrapping), i.e.
+/// `lo <= c <= lo + span`. Always inlined into the per-ISA wrappers so that each is compiled with its features.
+#[inline(always)]
+fn range_mask_generic<const W: usize>(words: &[u32], lo: u32, span: u32, out: &mut BlockMask) {
+    *out = [0; MASK_WORDS];
+    if W == 0 {
+        if 0u32.wrapping_sub(lo) <= span {
+            *out = [u64::MAX; MASK_WORDS];
+        }
+        return;
+    }
+    let (lanes, _) = words.as_chunks::<LANES>();
+    let lanes = &lanes[..2 * W];
+    let mask: u32 = if W == 32 { u32::MAX } else { (1u32 << W) - 1 };
+    for position in 0..POSITIONS {
+        let bit = position * W;
+        let (word, shift) = (bit / 32, bit % 32);
+        let current = &lanes[word];
+        let mut bits: u16 = 0;
+        if shift + W > 32 {
+            let next = &lanes[word + 1];
+            for lane in 0..LANES {
+                let code = ((current[lane] >> shift) | (next[lane] << (32 - shift))) & mask;
+                bits |= u16::from(code.wrapping_sub(lo) <= span) << lane;
+            }
+        } else {
+            for lane in 0..LANES {
+                let code = (current[lane] >> shift) & mask;
+                bits |= u16::from(code.wrapping_sub(lo) <= span) << lane;
+            }
+        }
+        out[position / 4] |= u64::from(bits) << ((position % 4) * 16);
+    }
+}
+
+type RangeKernel = unsafe fn(&[u32], u32, u32, &mut BlockMask);
+
+macro_rules! width_table {
+    ($kernel:ident) => {
+        [
+            $kernel::<0>,
+            $kernel::<1>,
+            $kernel::<2>,
+            $kernel::<3>,
+            $kernel::<4>,
+            $kernel::<5>,
+            $kernel::<6>,
+            $kernel::<7>,
+            $kernel::<8>,
+            $kernel::<9>,
+            $kernel::<10>,
+            $kernel::<11>,
+            $kernel::<12>,
+            $kernel::<13>,
+            $kernel::<14>,
+            $kernel::<15>,
+            $kernel::<16>,
+            $kernel::<17>,
+            $kernel::<18>,
+            $kernel::<19>,
+            $kernel::<20>,
+            $kernel::<21>,
+            $kernel::<22>,
+            $kernel::<23>,
+            $kernel::<24>,
+            $kernel::<25>,
+            $kernel::<26>,
+            $kernel::<27>,
+            $kernel::<28>,
+            $kernel::<29>,
+            $kernel::<30>,
+            $kernel::<31>,
+            $kernel::<32>,
+        ]
+    };
+}
+
+mod baseline {
+    use super::*;
+    /// The portable kernel (whatever the compiler makes of it for the baseline target).
+    pub(super) fn kernel<const W: usize>(words: &[u32], lo: u32, span: u32, out: &mut BlockMask) {
+        range_mask_generic::<W>(words, lo, span, out)
+    }
+    pub(super) const TABLE: [RangeKernel; 33] = width_table!(kernel);
+}
+
+/// Calls `$step::<W, P>(args)` for every position `P` of a lane (0-63), so that each position's word index and
+/// shift are compile-time constants: shifts become immediates and the loop disappears.
+macro_rules! for_each_position {
+    ($step:ident::<$w:ident>($($arg:expr),*)) => {
+        for_each_position!(@ $step $w ($($arg),*)
+            0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+            32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63)
+    };
+    (@ $step:ident $w:ident $args:tt $($p:literal)*) => {
+        $( for_each_position!(@call $step $w $p $args); )*
+    };
+    (@call $step:ident $w:ident $p:literal ($($arg:expr),*)) => {
+        $step::<$w, $p>($($arg),*)
+    };
+}
+
+/// Hand-written AVX-512 kernel: per position one (or two, where codes straddle words) 512-bit loads, a shift, a
+/// mask, a subtract and one unsigned compare straight into a 16-bit mask register.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::*;
+    use std::arch::x86_64::*;
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,bmi2")]
+    pub(super) fn kernel<const W: usize>(words: &[u32], lo: u32, span: u32, out: &mut BlockMask) {
+        if W == 0 {
+            return range_mask_generic::<0>(words, lo, span, out);
+        }
+        let (lanes, _) = words.as_chunks::<LANES>();
+        let lanes = &lanes[..2 * W];
+        let code_mask = _mm512_set1_epi32(if W == 32 { -1 } else { ((1u32 << W) - 1) as i32 });
+        let lo_vector = _mm512_set1_epi32(lo as i32);
+        let span_vector = _mm512_set1_epi32(span as i32);
+        let mut words_out = [0u64; MASK_WORDS];
+        for_each_position!(step::<W>(lanes, code_mask, lo_vector, span_vector, &mut words_out));
+        *out = words_out;
+    }
+
+    #[inline(always)]
+    fn load(lanes: &[[u32; LANES]], word: usize) -> __m512i {
+        // SAFETY: `lanes[word]` is a `[u32; 16]`: 64 readable bytes; the load is unaligned.
+        unsafe { _mm512_loadu_si512(lanes[word].as_ptr().cast()) }
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,bmi2")]
+    #[inline]
+    fn step<const W: usize, const P: usize>(
+        lanes: &[[u32; LANES]],
+        code_mask: __m512i,
+        lo_vector: __m512i,
+        span_vector: __m512i,
+        words_out: &mut BlockMask,
+    ) {
+        let bit = P * W;
+        let (word, shift) = (bit / 32, (bit % 32) as u32);
+        let mut codes = _mm512_srl_epi32(load(lanes, word), _mm_cvtsi32_si128(shift as i32));
+        if shift as usize + W > 32 {
+            let high = _mm512_sll_epi32(load(lanes, word + 1), _mm_cvtsi32_si128((32 - shift) as i32));
+            codes = _mm512_or_si512(codes, high);
+        }
+        codes = _mm512_and_si512(codes, code_mask);
+        let selected = _mm512_cmple_epu32_mask(_mm512_sub_epi32(codes, lo_vector), span_vector);
+        words_out[P / 4] |= u64::from(selected) << ((P % 4) * 16);
+    }
+    pub(super) const TABLE: [RangeKernel; 33] = width_table!(kernel);
+}
+
+/// Hand-written AVX2 kernel: the 16 lanes as two 256-bit halves; unsigned `<=` as `min(x, span) == x`.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::*;
+    use std::arch::x86_64::*;
+
+    #[target_feature(enable = "avx2,bmi2")]
+    pub(super) fn kernel<const W: usize>(words: &[u32], lo: u32, span: u32, out: &mut BlockMask) {
+        if W == 0 {
+            return range_mask_generic::<0>(words, lo, span, out);
+        }
+        let (lanes, _) = words.as_chunks::<LANES>();
+        let lanes = &lanes[..2 * W];
+        let code_mask = _mm256_set1_epi32(if W == 32 { -1 } else { ((1u32 << W) - 1) as i32 });
+        let lo_vector = _mm256_set1_epi32(lo as i32);
+        let span_vector = _mm256_set1_epi32(span as i32);
+        let mut words_out = [0u64; MASK_WORDS];
+        for_each_position!(step::<W>(lanes, code_mask, lo_vector, span_vector, &mut words_out));
+        *out = words_out;
+    }
+
+    #[inline(always)]
+    fn load(lanes: &[[u32; LANES]], word: usize, half: usize) -> __m256i {
+        // SAFETY: `lanes[word]` is a `[u32; 16]`; halves 0 and 1 are its two 32-byte halves.
+        unsafe { _mm256_loadu_si256(lanes[word][half * 8..].as_ptr().cast()) }
+    }
+
+    #[target_feature(enable = "avx2,bmi2")]
+    #[inline]
+    fn step<const W: usize, const P: usize>(
+        lanes: &[[u32; LANES]],
+        code_mask: __m256i,
+        lo_vector: __m256i,
+        span_vector: __m256i,
+        words_out: &mut BlockMask,
+    ) {
+        let bit = P * W;
+        let (word, shift) = (bit / 32, (bit % 32) as i32);
+        let mut selected: u32 = 0;
+        for half in 0..2 {
+            let mut codes = _mm256_srl_epi32(load(lanes, word, half), _mm_cvtsi32_si128(shift));
+            if shift as usize + W > 32 {
+                codes = _mm256_or_si256(
+                    codes,
+                    _mm256_sll_epi32(load(lanes, word + 1, half), _mm_cvtsi32_si128(32 - shift)),
+                );
+            }
+            codes = _mm256_and_si256(codes, code_mask);
+            let offset = _mm256_sub_epi32(codes, lo_vector);
+            let within = _mm256_cmpeq_epi32(_mm256_min_epu32(offset, span_vector), offset);
+            selected |= (_mm256_movemask_ps(_mm256_castsi256_ps(within)) as u32) << (half * 8);
+        }
+        words_out[P / 4] |= u64::from(selected) << ((P % 4) * 16);
+    }
+    pub(super) const TABLE: [RangeKernel; 33] = width_table!(kernel);
+}
+
+/// An instruction set the scan kernels are compiled for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Isa {
+    /// The target's baseline (SSE2 on x86-64).
+    Baseline,
+    /// AVX2.
+    Avx2,
+    /// AVX-512 (F, BW, VL).
+    Avx512,
+}
+
+impl Isa {
+    /// Whether this CPU can run the variant.
+    pub fn is_available(self) -> bool {
+        match self {
+            Isa::Baseline => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("bmi2"),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("avx512bw")
+                    && std::arch::is_x86_feature_detected!("avx512vl")
+                    && std::arch::is_x86_feature_detected!("bmi2")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+
+    /// The best variant this CPU runs.
+    pub fn best() -> Isa {
+        static BEST: OnceLock<Isa> = OnceLock::new();
+        *BEST.get_or_init(|| {
+            [Isa::Avx512, Isa::Avx2].into_iter().find(|isa| isa.is_available()).unwrap_or(Isa::Baseline)
+        })
+    }
+
+    /// Its name, for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Baseline => "baseline",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
+        }
+    }
+
+    fn table(self) -> &'static [RangeKernel; 33] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => &avx512::TABLE,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => &avx2::TABLE,
+            _ => &baseline::TABLE,
+        }
+    }
+}
+
+/// Sets `out` to the rows of a packed block whose code lies in `[lo, lo + span]`, with the best kernel this CPU
+/// runs.
+#[inline]
+pub fn range_mask(words: &[u32], width: u32, lo: u32, span: u32, out: &mut BlockMask) {
+    range_mask_with(Isa::best(), words, width, lo, span, out)
+}
+
+/// As [`range_mask`] with a chosen kernel variant (which must be available: checked).
+pub fn range_mask_with(isa: Isa, words: &[u32], width: u32, lo: u32, span: u32, out: &mut BlockMask) {
+    assert!(width <= MAX_WIDTH);
+    assert!(words.len() >= words_for_width(width), "block of width {width} needs {} words", words_for_width(width));
+    let isa = if isa.is_available() { isa } else { Isa::Baseline };
+    let kernel = isa.table()[width as usize];
+    // SAFETY: `isa` is available on this CPU (checked just above), so the kernel's target features are present;
+    // the word slice is long enough for the width (asserted), which is all the kernel indexes.
+    unsafe { kernel(words, lo, span, out) }
+}
+
+/// Number of selected rows.
+#[inline]
+pub fn count(mask: &BlockMask) -> u32 {
+    mask.iter().map(|w| w.count_ones()).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{RngExt, SeedableRng};
+
+    fn random_codes(width: u32, seed: u64) -> [u32; BLOCK_ROWS] {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut codes = [0u32; BLOCK_ROWS];
+        for code in codes.iter_mut() {
+            *code = if width == 0 {
+                0
+            } else if width == 32 {
+                rng.random()
+            } else {
+                rng.random_range(0..1u32 << width)
+            };
+        }
+        codes
+    }
+
+    #[test]
+    fn pack_get_unpack_round_trip_for_every_width() {
+        for width in 0..=MAX_WIDTH {
+            let codes = random_codes(width, u64::from(width));
+            let mut words = vec![0u32; words_for_width(width)];
+            pack(&codes, width, &mut words);
+            let mut back = [0u32; BLOCK_ROWS];
+            unpack(&words, width, &mut back);
+            assert_eq!(back, codes, "width {width}");
+        }
+    }
+
+    #[test]
+    fn widths_are_minimal() {
+        assert_eq!(width_for(0), 0);
+        assert_eq!(width_for(1), 1);
+        assert_eq!(width_for(1023), 10);
+        assert_eq!(width_for(1024), 11);
+        assert_eq!(width_for(49_999_999), 26);
+        assert_eq!(width_for(u32::MAX), 32);
+    }
+
+    fn reference(codes: &[u32; BLOCK_ROWS], lo: u32, span: u32) -> BlockMask {
+        let mut mask = [0u64; MASK_WORDS];
+        for (row, &code) in codes.iter().enumerate() {
+            if code.wrapping_sub(lo) <= span {
+                mask[row / 64] |= 1 << (row % 64);
+            }
+        }
+        mask
+    }
+
+    #[test]
+    fn every_kernel_variant_agrees_with_the_definition() {
+        let isas: Vec<Isa> = [Isa::Baseline, Isa::Avx2, Isa::Avx512].into_iter().filter(|i| i.is_available()).collect();
+        for width in 0..=MAX_WIDTH {
+            let codes = random_codes(width, 1000 + u64::from(width));
+            let mut words = vec![0u32; words_for_width(width)];
+            pack(&codes, width, &mut words);
+            let max = if width == 32 { u32::MAX } else { (1u32 << width).wrapping_sub(1) };
+            let probes = [(0, 0), (0, max / 2), (max / 3, max / 4), (max, 0), (1, u32::MAX), (max / 2, u32::MAX - 5)];
+            for (lo, span) in probes {
+                let expected = reference(&codes, lo, span);
+                for &isa in &isas {
+                    let mut mask = [0u64; MASK_WORDS];
+                    range_mask_with(isa, &words, width, lo, span, &mut mask);
+                    assert_eq!(mask, expected, "width {width}, lo {lo}, span {span}, {isa:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn counting_selected_rows() {
+        let mut mask = [0u64; MASK_WORDS];
+        assert_eq!(count(&mask), 0);
+        mask[3] = 0b1011;
+        mask[15] = 1 << 63;
+        assert_eq!(count(&mask), 4);
+    }
+}
