@@ -112,13 +112,13 @@ fn range_mask_generic<const W: usize>(words: &[u32], lo: u32, span: u32, out: &m
         let mut bits: u16 = 0;
         if shift + W > 32 {
             let next = &lanes[word + 1];
-            for lane in 0..LANES {
-                let code = ((current[lane] >> shift) | (next[lane] << (32 - shift))) & mask;
+            for (lane, (&low, &high)) in current.iter().zip(next).enumerate() {
+                let code = ((low >> shift) | (high << (32 - shift))) & mask;
                 bits |= u16::from(code.wrapping_sub(lo) <= span) << lane;
             }
         } else {
-            for lane in 0..LANES {
-                let code = (current[lane] >> shift) & mask;
+            for (lane, &low) in current.iter().enumerate() {
+                let code = (low >> shift) & mask;
                 bits |= u16::from(code.wrapping_sub(lo) <= span) << lane;
             }
         }
