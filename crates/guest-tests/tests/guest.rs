@@ -165,9 +165,9 @@ fn binding_to_a_missing_node_fails_cleanly() {
             "NUMA node {missing} does not exist (this machine has nodes {existing}; this process may allocate from nodes {existing})"
         )
     );
-    let mut region = Region::new(MIB, Policy::Node(0), HugePages::Never).unwrap();
+    let region = Region::new(MIB, Policy::Node(0), HugePages::Never).unwrap();
     assert!(region.migrate(Policy::Node(missing)).is_err());
-    assert_eq!(region.policy(), &Policy::Node(0), "a refused migration leaves the region as it was");
+    assert_eq!(region.policy(), Policy::Node(0), "a refused migration leaves the region as it was");
 }
 
 #[test]

@@ -97,7 +97,9 @@ pub struct Region {
     /// What was mapped, including alignment slack, for `munmap`.
     mapping_start: *mut u8,
     mapping_length: usize,
-    policy: Policy,
+    /// Behind a lock because migration changes it through `&self`: moving pages never changes their contents, so
+    /// a region can be migrated while other threads read it.
+    policy: std::sync::Mutex<Policy>,
     huge_pages: HugePages,
     page_size: usize,
 }
@@ -113,7 +115,7 @@ impl std::fmt::Debug for Region {
         f.debug_struct("Region")
             .field("start", &self.start)
             .field("length", &self.length)
-            .field("policy", &self.policy)
+            .field("policy", &self.policy())
             .field("huge_pages", &self.huge_pages)
             .finish()
     }
@@ -148,7 +150,7 @@ impl Region {
             length,
             mapping_start,
             mapping_length,
-            policy: Policy::OsDefault,
+            policy: std::sync::Mutex::new(Policy::OsDefault),
             huge_pages,
             page_size,
         };
@@ -163,13 +165,12 @@ impl Region {
             unsafe { sys::madvise(start, length, advice) }
                 .map_err(|error| PlacementError::syscall(format!("madvise({huge_pages:?})"), error))?;
         }
-        let mut region = region;
         region.apply_policy(&policy, 0)?;
-        region.policy = policy;
+        *region.policy.lock().unwrap_or_else(|p| p.into_inner()) = policy;
         Ok(region)
     }
 
-    fn apply_policy(&mut self, policy: &Policy, flags: u32) -> Result<(), PlacementError> {
+    fn apply_policy(&self, policy: &Policy, flags: u32) -> Result<(), PlacementError> {
         if *policy == Policy::OsDefault && flags == 0 {
             return Ok(());
         }
@@ -195,8 +196,8 @@ impl Region {
     }
 
     /// The policy the region was created or last migrated with.
-    pub fn policy(&self) -> &Policy {
-        &self.policy
+    pub fn policy(&self) -> Policy {
+        self.policy.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The huge-page request the region was made with.
@@ -271,16 +272,19 @@ impl Region {
     /// For `node(n)` the result is verified page by page and stragglers are retried with `move_pages` up to
     /// [`MIGRATION_ATTEMPTS_MAX`] times; pages never touched stay untouched (they will be placed by the new
     /// policy when first written).
-    pub fn migrate(&mut self, policy: Policy) -> Result<MigrationReport, PlacementError> {
+    ///
+    /// It takes `&self`: the kernel preserves every page's contents while it moves it, so readers on other
+    /// threads see the same bytes before, during and after (they may wait a moment on a page in flight).
+    pub fn migrate(&self, policy: Policy) -> Result<MigrationReport, PlacementError> {
         self.migrate_checked(policy, system_topology()?)
     }
 
     /// As [`Region::migrate`], checking nodes against the given topology.
-    pub fn migrate_checked(&mut self, policy: Policy, topology: &Topology) -> Result<MigrationReport, PlacementError> {
+    pub fn migrate_checked(&self, policy: Policy, topology: &Topology) -> Result<MigrationReport, PlacementError> {
         policy.check(topology)?;
         let before = self.page_locations()?;
         self.apply_policy(&policy, sys::MPOL_MF_MOVE)?;
-        self.policy = policy.clone();
+        *self.policy.lock().unwrap_or_else(|p| p.into_inner()) = policy.clone();
         let mut attempts = 1;
         let mut after = self.page_locations()?;
         if let Policy::Node(target) = policy {

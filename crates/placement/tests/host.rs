@@ -49,7 +49,7 @@ fn every_policy_places_pages_on_an_allowed_node() {
     for policy in [Policy::OsDefault, Policy::FirstTouch, Policy::Preferred(node), Policy::Interleave(allowed.clone())]
     {
         let mut region = Region::new(2 * MIB, policy.clone(), HugePages::Never).unwrap();
-        assert_eq!(region.policy(), &policy);
+        assert_eq!(region.policy(), policy);
         region.populate();
         let histogram = region.page_locations().unwrap();
         assert_eq!(histogram.unknown, 0, "{policy}");
@@ -84,7 +84,7 @@ fn migration_preserves_data() {
     assert!(report.after.all_on(node), "{report:?}");
     assert_eq!(report.before.known(), report.after.known());
     assert_eq!(&buffer[..], &values[..]);
-    assert_eq!(buffer.region().policy(), &Policy::Node(node));
+    assert_eq!(buffer.region().policy(), Policy::Node(node));
     let error = buffer.region_mut().migrate(Policy::Node(999)).unwrap_err();
     assert!(error.to_string().contains("NUMA node 999 does not exist"));
 }
