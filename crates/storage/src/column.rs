@@ -1,0 +1,569 @@
+//! One column of one partition, encoded and placed.
+//!
+//! - Integers (and booleans, as 0/1) are split into blocks of 1024 rows; each block stores `value - base` (its
+//!   minimum: frame of reference) in the fewest bits that hold the block's range ([`crate::bitpack`]). A block
+//!   whose range does not fit in 32 bits (possible for BIGINT) is stored "wide": two words per row.
+//! - Text is an order-preserving dictionary per partition (sorted distinct strings) plus integer codes encoded as
+//!   above, so `s < 'm'` becomes a code range and scans never touch the strings.
+//! - Doubles are stored as they are.
+//! - NULLs are a bitmap (bit set = NULL) present only when the chunk has a NULL; a NULL row's code is 0.
+//!
+//! All bytes live in [`NumaBuffer`]s placed by the chunk's policy, and the chunk remembers, from the last
+//! page-location query, what share of its pages each node holds: that is how a scan task knows which node the
+//! bytes it reads came from.
+
+use std::sync::{Arc, Mutex};
+
+use numadb_placement::{HugePages, NumaBuffer, PageHistogram, PlacementError, Policy, Region};
+
+use crate::bitpack::{self, BLOCK_ROWS, BlockMask, MASK_WORDS};
+use crate::types::{DataType, Value};
+
+/// Width marking a block stored as full 64-bit codes (two words per row, low word first).
+pub const WIDE: u8 = 64;
+
+/// Buffers at least this large use transparent huge pages (smaller ones would waste most of a 2 MiB page).
+const HUGE_PAGE_THRESHOLD_BYTES: usize = 8 << 20;
+
+fn huge_pages_for(bytes: usize) -> HugePages {
+    if bytes >= HUGE_PAGE_THRESHOLD_BYTES { HugePages::Transparent } else { HugePages::Never }
+}
+
+fn placed<T: bytemuck::Pod>(values: &[T], policy: &Policy) -> Result<NumaBuffer<T>, PlacementError> {
+    NumaBuffer::from_slice(values, policy.clone(), huge_pages_for(std::mem::size_of_val(values)))
+}
+
+/// Per-block encoding facts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockMeta {
+    /// The block's frame of reference (its smallest value).
+    pub base: i64,
+    /// Bits per code, or [`WIDE`].
+    pub width: u8,
+    /// Offset of the block's first word in the chunk's word buffer.
+    pub offset: u32,
+}
+
+impl BlockMeta {
+    /// Words the block occupies.
+    pub fn words(&self) -> usize {
+        if self.width == WIDE { 2 * BLOCK_ROWS } else { bitpack::words_for_width(u32::from(self.width)) }
+    }
+}
+
+/// Frame-of-reference bit-packed integers.
+pub struct IntColumn {
+    rows: usize,
+    blocks: Vec<BlockMeta>,
+    words: NumaBuffer<u32>,
+}
+
+impl IntColumn {
+    /// Encodes `values` (the value of a NULL row is ignored: pass anything) placed by `policy`.
+    pub fn encode(values: &[i64], nulls: Option<&[u64]>, policy: &Policy) -> Result<Self, PlacementError> {
+        let is_null = |row: usize| nulls.is_some_and(|bits| bits[row / 64] >> (row % 64) & 1 == 1);
+        let mut blocks = Vec::with_capacity(values.len().div_ceil(BLOCK_ROWS));
+        let mut words: Vec<u32> = Vec::new();
+        let mut codes = [0u32; BLOCK_ROWS];
+        for (block_index, chunk) in values.chunks(BLOCK_ROWS).enumerate() {
+            let first_row = block_index * BLOCK_ROWS;
+            let valid = chunk.iter().enumerate().filter(|(i, _)| !is_null(first_row + i)).map(|(_, &v)| v);
+            let (min, max) = valid.fold((i64::MAX, i64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)));
+            let (base, range) = if min > max { (0, 0u128) } else { (min, (max as i128 - min as i128) as u128) };
+            let offset = u32::try_from(words.len()).expect("a partition holds fewer than 2^32 words");
+            if range <= u128::from(u32::MAX) {
+                let width = bitpack::width_for(range as u32);
+                codes.fill(0);
+                for (i, &value) in chunk.iter().enumerate() {
+                    if !is_null(first_row + i) {
+                        codes[i] = (value as i128 - base as i128) as u32;
+                    }
+                }
+                let start = words.len();
+                words.resize(start + bitpack::words_for_width(width), 0);
+                bitpack::pack(&codes, width, &mut words[start..]);
+                blocks.push(BlockMeta { base, width: width as u8, offset });
+            } else {
+                for row in 0..BLOCK_ROWS {
+                    let code = match chunk.get(row) {
+                        Some(&value) if !is_null(first_row + row) => (value as i128 - base as i128) as u64,
+                        _ => 0,
+                    };
+                    words.push(code as u32);
+                    words.push((code >> 32) as u32);
+                }
+                blocks.push(BlockMeta { base, width: WIDE, offset });
+            }
+        }
+        if words.is_empty() {
+            words.push(0);
+        }
+        Ok(IntColumn { rows: values.len(), blocks, words: placed(&words, policy)? })
+    }
+
+    /// Rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Block descriptors.
+    pub fn blocks(&self) -> &[BlockMeta] {
+        &self.blocks
+    }
+
+    /// The words of block `block`.
+    pub fn block_words(&self, block: usize) -> &[u32] {
+        let meta = self.blocks[block];
+        &self.words[meta.offset as usize..meta.offset as usize + meta.words()]
+    }
+
+    /// The value of a row (meaningless for a NULL row).
+    pub fn get(&self, row: usize) -> i64 {
+        let block = row / BLOCK_ROWS;
+        let meta = self.blocks[block];
+        let words = self.block_words(block);
+        let within = row % BLOCK_ROWS;
+        let code = if meta.width == WIDE {
+            u64::from(words[2 * within]) | (u64::from(words[2 * within + 1]) << 32)
+        } else {
+            u64::from(bitpack::get(words, u32::from(meta.width), within))
+        };
+        (meta.base as i128 + code as i128) as i64
+    }
+
+    /// Decodes a block's values into `out` (rows past the end of a partial last block are the base).
+    pub fn decode_block(&self, block: usize, out: &mut [i64; BLOCK_ROWS]) {
+        let meta = self.blocks[block];
+        let words = self.block_words(block);
+        if meta.width == WIDE {
+            for (row, slot) in out.iter_mut().enumerate() {
+                let code = u64::from(words[2 * row]) | (u64::from(words[2 * row + 1]) << 32);
+                *slot = (meta.base as i128 + code as i128) as i64;
+            }
+            return;
+        }
+        let mut codes = [0u32; BLOCK_ROWS];
+        bitpack::unpack(words, u32::from(meta.width), &mut codes);
+        for (slot, &code) in out.iter_mut().zip(codes.iter()) {
+            *slot = meta.base.wrapping_add(i64::from(code));
+        }
+    }
+
+    /// Sets `out` to the rows of `block` whose value lies in `[low, high]` (inclusive). NULL rows and rows past
+    /// the end are not cleared here: callers combine with the validity mask.
+    pub fn range_mask(&self, block: usize, low: i64, high: i64, out: &mut BlockMask) {
+        let meta = self.blocks[block];
+        if low > high {
+            *out = [0; MASK_WORDS];
+            return;
+        }
+        let code_low = (low as i128 - meta.base as i128).max(0);
+        let code_high = high as i128 - meta.base as i128;
+        let max_code: i128 = if meta.width == WIDE { i128::from(u64::MAX) } else { (1i128 << meta.width) - 1 };
+        let code_high = code_high.min(max_code);
+        if code_high < code_low {
+            *out = [0; MASK_WORDS];
+            return;
+        }
+        let words = self.block_words(block);
+        if meta.width == WIDE {
+            *out = [0; MASK_WORDS];
+            let (lo, span) = (code_low as u64, (code_high - code_low) as u64);
+            for row in 0..BLOCK_ROWS {
+                let code = u64::from(words[2 * row]) | (u64::from(words[2 * row + 1]) << 32);
+                if code.wrapping_sub(lo) <= span {
+                    out[row / 64] |= 1 << (row % 64);
+                }
+            }
+            return;
+        }
+        bitpack::range_mask(words, u32::from(meta.width), code_low as u32, (code_high - code_low) as u32, out);
+    }
+
+    /// Bytes of blocks `blocks`.
+    pub fn bytes_of_blocks(&self, blocks: std::ops::Range<usize>) -> u64 {
+        self.blocks[blocks].iter().map(|m| m.words() as u64 * 4).sum()
+    }
+
+    /// All bytes.
+    pub fn bytes(&self) -> u64 {
+        self.bytes_of_blocks(0..self.blocks.len())
+    }
+
+    fn regions(&self) -> Vec<&Region> {
+        vec![self.words.region()]
+    }
+}
+
+/// Sorted distinct strings of a partition's text column.
+pub struct Dictionary {
+    bytes: NumaBuffer<u8>,
+    /// `len + 1` offsets into `bytes`.
+    offsets: NumaBuffer<u32>,
+}
+
+impl Dictionary {
+    fn build(sorted: &[&str], policy: &Policy) -> Result<Self, PlacementError> {
+        let mut bytes = Vec::new();
+        let mut offsets = Vec::with_capacity(sorted.len() + 1);
+        offsets.push(0u32);
+        for text in sorted {
+            bytes.extend_from_slice(text.as_bytes());
+            offsets.push(u32::try_from(bytes.len()).expect("a dictionary holds fewer than 4 GiB"));
+        }
+        if bytes.is_empty() {
+            bytes.push(0);
+        }
+        Ok(Dictionary { bytes: placed(&bytes, policy)?, offsets: placed(&offsets, policy)? })
+    }
+
+    /// Distinct strings.
+    pub fn len(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The string with code `code`.
+    pub fn get(&self, code: usize) -> &str {
+        let (start, end) = (self.offsets[code] as usize, self.offsets[code + 1] as usize);
+        std::str::from_utf8(&self.bytes[start..end]).expect("dictionaries hold UTF-8")
+    }
+
+    /// The number of strings `< text` (as byte strings, PostgreSQL's "C" collation): the first code whose string
+    /// is `>= text`.
+    pub fn lower_bound(&self, text: &str) -> usize {
+        let (mut low, mut high) = (0, self.len());
+        while low < high {
+            let middle = (low + high) / 2;
+            if self.get(middle).as_bytes() < text.as_bytes() { low = middle + 1 } else { high = middle }
+        }
+        low
+    }
+
+    /// The number of strings `<= text`.
+    pub fn upper_bound(&self, text: &str) -> usize {
+        let (mut low, mut high) = (0, self.len());
+        while low < high {
+            let middle = (low + high) / 2;
+            if self.get(middle).as_bytes() <= text.as_bytes() { low = middle + 1 } else { high = middle }
+        }
+        low
+    }
+
+    /// Bytes.
+    pub fn bytes(&self) -> u64 {
+        (self.bytes.len() + self.offsets.len() * 4) as u64
+    }
+}
+
+/// A column's encoded data.
+pub enum ColumnData {
+    /// INTEGER or BIGINT.
+    Int(IntColumn),
+    /// BOOLEAN as 0/1 codes.
+    Bool(IntColumn),
+    /// DOUBLE PRECISION.
+    Double(NumaBuffer<f64>),
+    /// TEXT: dictionary and codes.
+    Text {
+        /// The partition's distinct strings, sorted.
+        dictionary: Dictionary,
+        /// Dictionary codes.
+        codes: IntColumn,
+    },
+}
+
+/// One column of one partition.
+pub struct ColumnChunk {
+    data_type: DataType,
+    rows: usize,
+    data: ColumnData,
+    /// Bit set = NULL; absent when no row is NULL.
+    nulls: Option<NumaBuffer<u64>>,
+    /// Share of the chunk's pages on each node at the last verification.
+    node_shares: Mutex<Arc<[(u32, f64)]>>,
+}
+
+impl ColumnChunk {
+    /// Encodes a column of `data_type` from values (which must match the type or be NULL).
+    pub fn from_values(data_type: DataType, values: &[Value], policy: &Policy) -> Result<Self, PlacementError> {
+        let rows = values.len();
+        let mut null_bits = vec![0u64; rows.div_ceil(64).max(1)];
+        let mut any_null = false;
+        for (row, value) in values.iter().enumerate() {
+            if value.is_null() {
+                null_bits[row / 64] |= 1 << (row % 64);
+                any_null = true;
+            }
+        }
+        let nulls_slice = any_null.then_some(null_bits.as_slice());
+        let data = match data_type {
+            DataType::Integer | DataType::BigInt => {
+                let ints: Vec<i64> = values.iter().map(|v| if let Value::Int(i) = v { *i } else { 0 }).collect();
+                ColumnData::Int(IntColumn::encode(&ints, nulls_slice, policy)?)
+            }
+            DataType::Boolean => {
+                let ints: Vec<i64> = values.iter().map(|v| i64::from(matches!(v, Value::Bool(true)))).collect();
+                ColumnData::Bool(IntColumn::encode(&ints, nulls_slice, policy)?)
+            }
+            DataType::Double => {
+                let doubles: Vec<f64> = values
+                    .iter()
+                    .map(|v| match v {
+                        Value::Double(d) => *d,
+                        Value::Int(i) => *i as f64,
+                        _ => 0.0,
+                    })
+                    .collect();
+                ColumnData::Double(if doubles.is_empty() { placed(&[0.0], policy)? } else { placed(&doubles, policy)? })
+            }
+            DataType::Text => {
+                let mut distinct: Vec<&str> =
+                    values.iter().filter_map(|v| if let Value::Text(t) = v { Some(&**t) } else { None }).collect();
+                distinct.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+                distinct.dedup();
+                let dictionary = Dictionary::build(&distinct, policy)?;
+                let codes: Vec<i64> = values
+                    .iter()
+                    .map(|v| match v {
+                        Value::Text(t) => dictionary.lower_bound(t) as i64,
+                        _ => 0,
+                    })
+                    .collect();
+                let codes = IntColumn::encode(&codes, nulls_slice, policy)?;
+                ColumnData::Text { dictionary, codes }
+            }
+        };
+        ColumnChunk::assemble(data_type, rows, data, any_null.then_some(null_bits), policy)
+    }
+
+    /// Encodes a non-null integer column (the fast path for generated data).
+    pub fn from_ints(data_type: DataType, values: &[i64], policy: &Policy) -> Result<Self, PlacementError> {
+        assert!(data_type.is_integer());
+        let data = ColumnData::Int(IntColumn::encode(values, None, policy)?);
+        ColumnChunk::assemble(data_type, values.len(), data, None, policy)
+    }
+
+    fn assemble(
+        data_type: DataType,
+        rows: usize,
+        data: ColumnData,
+        null_bits: Option<Vec<u64>>,
+        policy: &Policy,
+    ) -> Result<Self, PlacementError> {
+        let nulls = match null_bits {
+            Some(bits) => Some(placed(&bits, policy)?),
+            None => None,
+        };
+        let shares: Arc<[(u32, f64)]> = match policy {
+            Policy::Node(node) | Policy::Preferred(node) => Arc::from(vec![(*node, 1.0)]),
+            Policy::Interleave(nodes) => {
+                Arc::from(nodes.iter().map(|n| (n, 1.0 / nodes.len() as f64)).collect::<Vec<_>>())
+            }
+            Policy::FirstTouch | Policy::OsDefault => Arc::from(Vec::new()),
+        };
+        let chunk = ColumnChunk { data_type, rows, data, nulls, node_shares: Mutex::new(shares) };
+        if matches!(policy, Policy::FirstTouch | Policy::OsDefault) {
+            // Where the pages went is only known by asking.
+            let _ = chunk.verify();
+        }
+        Ok(chunk)
+    }
+
+    /// The type.
+    pub fn data_type(&self) -> DataType {
+        self.data_type
+    }
+
+    /// Rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// The encoded data.
+    pub fn data(&self) -> &ColumnData {
+        &self.data
+    }
+
+    /// Whether any row is NULL.
+    pub fn has_nulls(&self) -> bool {
+        self.nulls.is_some()
+    }
+
+    /// Whether row `row` is NULL.
+    pub fn is_null(&self, row: usize) -> bool {
+        self.nulls.as_ref().is_some_and(|bits| bits[row / 64] >> (row % 64) & 1 == 1)
+    }
+
+    /// The NULL bits of block `block` (bit set = NULL), or `None` without NULLs.
+    pub fn null_mask(&self, block: usize) -> Option<BlockMask> {
+        let bits = self.nulls.as_ref()?;
+        let mut mask = [0u64; MASK_WORDS];
+        let first = block * MASK_WORDS;
+        for (i, word) in mask.iter_mut().enumerate() {
+            *word = bits.get(first + i).copied().unwrap_or(0);
+        }
+        Some(mask)
+    }
+
+    /// The value of a row.
+    pub fn value(&self, row: usize) -> Value {
+        if self.is_null(row) {
+            return Value::Null;
+        }
+        match &self.data {
+            ColumnData::Int(ints) => Value::Int(ints.get(row)),
+            ColumnData::Bool(ints) => Value::Bool(ints.get(row) != 0),
+            ColumnData::Double(doubles) => Value::Double(doubles[row]),
+            ColumnData::Text { dictionary, codes } => Value::text(dictionary.get(codes.get(row) as usize)),
+        }
+    }
+
+    /// Bytes read when a task scans blocks `blocks` of this chunk (encoded data plus NULL bits).
+    pub fn bytes_of_blocks(&self, blocks: std::ops::Range<usize>) -> u64 {
+        let rows = (blocks.end.min(self.rows.div_ceil(BLOCK_ROWS)) - blocks.start) * BLOCK_ROWS;
+        let data = match &self.data {
+            ColumnData::Int(ints) | ColumnData::Bool(ints) | ColumnData::Text { codes: ints, .. } => {
+                ints.bytes_of_blocks(blocks.start..blocks.end.min(ints.blocks().len()))
+            }
+            ColumnData::Double(_) => rows as u64 * 8,
+        };
+        data + if self.nulls.is_some() { rows as u64 / 8 } else { 0 }
+    }
+
+    /// All bytes the chunk holds.
+    pub fn bytes(&self) -> u64 {
+        let data = match &self.data {
+            ColumnData::Int(ints) | ColumnData::Bool(ints) => ints.bytes(),
+            ColumnData::Double(doubles) => doubles.len() as u64 * 8,
+            ColumnData::Text { dictionary, codes } => codes.bytes() + dictionary.bytes(),
+        };
+        data + self.nulls.as_ref().map_or(0, |n| n.len() as u64 * 8)
+    }
+
+    /// The memory regions holding the chunk.
+    pub fn regions(&self) -> Vec<&Region> {
+        let mut regions = match &self.data {
+            ColumnData::Int(ints) | ColumnData::Bool(ints) => ints.regions(),
+            ColumnData::Double(doubles) => vec![doubles.region()],
+            ColumnData::Text { dictionary, codes } => {
+                let mut regions = codes.regions();
+                regions.push(dictionary.bytes.region());
+                regions.push(dictionary.offsets.region());
+                regions
+            }
+        };
+        if let Some(nulls) = &self.nulls {
+            regions.push(nulls.region());
+        }
+        regions
+    }
+
+    /// Asks the kernel where the chunk's pages are, and remembers each node's share for byte accounting.
+    pub fn verify(&self) -> Result<PageHistogram, PlacementError> {
+        let mut histogram = PageHistogram::default();
+        for region in self.regions() {
+            histogram.add(&region.page_locations()?);
+        }
+        let known = histogram.known();
+        if known > 0 {
+            let shares: Vec<(u32, f64)> =
+                histogram.per_node.iter().map(|(&node, &pages)| (node, pages as f64 / known as f64)).collect();
+            *self.node_shares.lock().unwrap_or_else(|p| p.into_inner()) = Arc::from(shares);
+        }
+        Ok(histogram)
+    }
+
+    /// Moves the chunk's pages by `policy` (see [`Region::migrate`]) and re-verifies.
+    pub fn migrate(&self, policy: &Policy) -> Result<PageHistogram, PlacementError> {
+        for region in self.regions() {
+            region.migrate(policy.clone())?;
+        }
+        self.verify()
+    }
+
+    /// Each node's share of the chunk's pages (at the last verification, or by policy).
+    pub fn node_shares(&self) -> Arc<[(u32, f64)]> {
+        Arc::clone(&self.node_shares.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The policy the chunk's data was last placed with.
+    pub fn policy(&self) -> Policy {
+        self.regions().first().map(|r| r.policy()).unwrap_or(Policy::OsDefault)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_round_trip_through_every_encoding() {
+        let mut values: Vec<i64> = (0..5000).map(|i| i * 7 - 1000).collect();
+        values[1500] = i64::MAX; // a wide block
+        values[1501] = i64::MIN;
+        let column = IntColumn::encode(&values, None, &Policy::OsDefault).unwrap();
+        for (row, &value) in values.iter().enumerate() {
+            assert_eq!(column.get(row), value, "row {row}");
+        }
+        assert_eq!(column.blocks()[1].width, WIDE);
+        assert_eq!(column.blocks()[0].width, 13); // 1023 * 7 needs 13 bits
+        let mut decoded = [0i64; BLOCK_ROWS];
+        column.decode_block(4, &mut decoded);
+        assert_eq!(&decoded[..5000 - 4096], &values[4096..]);
+    }
+
+    #[test]
+    fn range_masks_follow_the_frame_of_reference() {
+        let values: Vec<i64> = (0..2048).map(|i| 1_000_000 + i).collect();
+        let column = IntColumn::encode(&values, None, &Policy::OsDefault).unwrap();
+        let mut mask = [0u64; MASK_WORDS];
+        column.range_mask(0, 1_000_010, 1_000_019, &mut mask);
+        assert_eq!(bitpack::count(&mask), 10);
+        assert_eq!(mask[0], 0x3ff << 10);
+        column.range_mask(1, i64::MIN, 1_000_000, &mut mask);
+        assert_eq!(bitpack::count(&mask), 0);
+        column.range_mask(1, i64::MIN, i64::MAX, &mut mask);
+        assert_eq!(bitpack::count(&mask), 1024);
+        column.range_mask(1, 5, 4, &mut mask);
+        assert_eq!(bitpack::count(&mask), 0);
+    }
+
+    #[test]
+    fn text_uses_an_order_preserving_dictionary() {
+        let values: Vec<Value> = ["pear", "apple", "fig", "apple", "banana"].iter().map(|s| Value::text(s)).collect();
+        let mut values = values;
+        values.push(Value::Null);
+        let chunk = ColumnChunk::from_values(DataType::Text, &values, &Policy::OsDefault).unwrap();
+        let ColumnData::Text { dictionary, .. } = chunk.data() else { panic!() };
+        assert_eq!(
+            (0..dictionary.len()).map(|c| dictionary.get(c)).collect::<Vec<_>>(),
+            ["apple", "banana", "fig", "pear"]
+        );
+        assert_eq!(dictionary.lower_bound("b"), 1);
+        assert_eq!(dictionary.upper_bound("fig"), 3);
+        assert_eq!(dictionary.lower_bound("zzz"), 4);
+        for (row, value) in values.iter().enumerate() {
+            assert_eq!(&chunk.value(row), value);
+        }
+        assert!(chunk.is_null(5));
+        assert!(chunk.has_nulls());
+    }
+
+    #[test]
+    fn nulls_doubles_and_booleans() {
+        let values = vec![Value::Double(1.5), Value::Null, Value::Double(f64::NEG_INFINITY)];
+        let chunk = ColumnChunk::from_values(DataType::Double, &values, &Policy::OsDefault).unwrap();
+        assert_eq!(chunk.value(0), Value::Double(1.5));
+        assert_eq!(chunk.value(1), Value::Null);
+        let values = vec![Value::Bool(true), Value::Bool(false), Value::Null];
+        let chunk = ColumnChunk::from_values(DataType::Boolean, &values, &Policy::OsDefault).unwrap();
+        assert_eq!((0..3).map(|r| chunk.value(r)).collect::<Vec<_>>(), values);
+        let empty = ColumnChunk::from_values(DataType::Integer, &[], &Policy::OsDefault).unwrap();
+        assert_eq!(empty.rows(), 0);
+    }
+}

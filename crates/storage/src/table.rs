@@ -1,0 +1,762 @@
+//! Tables: sealed, encoded, placed partitions plus a small unsealed delta of recent inserts.
+//!
+//! A table is append-only (the engine's workloads are read-mostly; updates are not part of it yet). Bulk loads
+//! build whole partitions (possibly on many threads, each on the node its partition goes to) and append them;
+//! single-row inserts go to the *delta*, a plain row store that is encoded into a partition once it holds a
+//! partition's worth of rows. Readers take a [`TableSnapshot`]: the partitions and the delta as they were, shared
+//! by reference counting, so a scan never blocks an insert and never sees half of one (the delta is
+//! copy-on-write: an insert copies it only while a snapshot holds it).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, RwLock};
+
+use numadb_placement::{PageHistogram, PlacementError, Policy};
+
+use crate::column::ColumnChunk;
+use crate::index::{DuplicateKey, Index, IndexKind};
+use crate::placement::TablePlacement;
+use crate::types::{ColumnDef, DataType, Value};
+
+/// Default rows per partition: 4 Mi rows, so that a 26-bit column partition (13 MiB) is worth huge pages.
+pub const PARTITION_ROWS_DEFAULT: usize = 1 << 22;
+/// Smallest partition size accepted (one block).
+pub const PARTITION_ROWS_MIN: usize = crate::bitpack::BLOCK_ROWS;
+
+/// Why a storage operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// A unique index already holds the key.
+    #[error(transparent)]
+    Duplicate(#[from] DuplicateKey),
+    /// NULL in a NOT NULL column.
+    #[error("null value in column \"{column}\" of relation \"{table}\" violates not-null constraint")]
+    NotNull {
+        /// Table.
+        table: String,
+        /// Column.
+        column: String,
+    },
+    /// A row or value that does not fit the table.
+    #[error("{0}")]
+    Invalid(String),
+    /// Memory placement failed.
+    #[error(transparent)]
+    Placement(#[from] PlacementError),
+}
+
+/// How a column's values are handed to [`Partition::build`].
+pub enum ColumnInput {
+    /// Any values of the column's type (or NULL).
+    Values(Vec<Value>),
+    /// Non-null integers (the fast path for generated data).
+    Ints(Vec<i64>),
+}
+
+impl ColumnInput {
+    fn len(&self) -> usize {
+        match self {
+            ColumnInput::Values(values) => values.len(),
+            ColumnInput::Ints(values) => values.len(),
+        }
+    }
+}
+
+/// A contiguous range of a table's rows, encoded column by column.
+pub struct Partition {
+    index: usize,
+    first_row: u64,
+    rows: usize,
+    columns: Vec<ColumnChunk>,
+}
+
+impl Partition {
+    /// Encodes a partition. `policies[c]` places column `c`.
+    pub fn build(
+        index: usize,
+        first_row: u64,
+        schema: &[ColumnDef],
+        columns: Vec<ColumnInput>,
+        policies: &[Policy],
+    ) -> Result<Partition, StorageError> {
+        if columns.len() != schema.len() || policies.len() != schema.len() {
+            return Err(StorageError::Invalid(format!(
+                "a partition needs {} columns, got {} (and {} placements)",
+                schema.len(),
+                columns.len(),
+                policies.len()
+            )));
+        }
+        let rows = columns.first().map_or(0, ColumnInput::len);
+        if columns.iter().any(|c| c.len() != rows) {
+            return Err(StorageError::Invalid("the columns of a partition differ in length".into()));
+        }
+        let mut chunks = Vec::with_capacity(schema.len());
+        for ((definition, input), policy) in schema.iter().zip(columns).zip(policies) {
+            let chunk = match input {
+                ColumnInput::Ints(values) if definition.data_type.is_integer() => {
+                    ColumnChunk::from_ints(definition.data_type, &values, policy)?
+                }
+                ColumnInput::Ints(values) => {
+                    let values: Vec<Value> = values.into_iter().map(Value::Int).collect();
+                    ColumnChunk::from_values(definition.data_type, &values, policy)?
+                }
+                ColumnInput::Values(values) => ColumnChunk::from_values(definition.data_type, &values, policy)?,
+            };
+            chunks.push(chunk);
+        }
+        Ok(Partition { index, first_row, rows, columns: chunks })
+    }
+
+    /// The partition's position in its table.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The table row id of the partition's first row.
+    pub fn first_row(&self) -> u64 {
+        self.first_row
+    }
+
+    /// Rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Blocks of 1024 rows (the last may be partial).
+    pub fn blocks(&self) -> usize {
+        self.rows.div_ceil(crate::bitpack::BLOCK_ROWS)
+    }
+
+    /// A column.
+    pub fn column(&self, column: usize) -> &ColumnChunk {
+        &self.columns[column]
+    }
+
+    /// All columns.
+    pub fn columns(&self) -> &[ColumnChunk] {
+        &self.columns
+    }
+
+    /// The node holding most of the bytes of `columns` (by the last verification), if one holds more than half:
+    /// the node a task scanning these columns should run near.
+    pub fn home_node(&self, columns: &[usize]) -> Option<u32> {
+        let mut weight: BTreeMap<u32, f64> = BTreeMap::new();
+        let mut total = 0.0;
+        for &column in columns {
+            let chunk = &self.columns[column];
+            let bytes = chunk.bytes() as f64;
+            total += bytes;
+            for &(node, share) in chunk.node_shares().iter() {
+                *weight.entry(node).or_default() += share * bytes;
+            }
+        }
+        weight.into_iter().filter(|&(_, w)| w * 2.0 > total).map(|(node, _)| node).next()
+    }
+}
+
+/// Inserted rows not yet encoded into a partition.
+#[derive(Clone, Default)]
+pub struct Delta {
+    first_row: u64,
+    columns: Vec<Vec<Value>>,
+}
+
+impl Delta {
+    /// Rows.
+    pub fn rows(&self) -> usize {
+        self.columns.first().map_or(0, Vec::len)
+    }
+
+    /// The row id of the first row.
+    pub fn first_row(&self) -> u64 {
+        self.first_row
+    }
+
+    /// A column's values.
+    pub fn column(&self, column: usize) -> &[Value] {
+        &self.columns[column]
+    }
+}
+
+/// A consistent view of a table for one statement.
+#[derive(Clone)]
+pub struct TableSnapshot {
+    /// Sealed partitions, in row order.
+    pub partitions: Vec<Arc<Partition>>,
+    /// Rows inserted since the last sealed partition.
+    pub delta: Arc<Delta>,
+    /// The table's indexes.
+    pub indexes: Vec<Arc<Index>>,
+}
+
+impl TableSnapshot {
+    /// Rows in the snapshot.
+    pub fn rows(&self) -> u64 {
+        self.delta.first_row + self.delta.rows() as u64
+    }
+
+    /// The value at a row id.
+    pub fn value(&self, row: u64, column: usize) -> Option<Value> {
+        if row >= self.delta.first_row {
+            return self.delta.columns.get(column)?.get((row - self.delta.first_row) as usize).cloned();
+        }
+        let position = self.partitions.partition_point(|p| p.first_row + p.rows as u64 <= row);
+        let partition = self.partitions.get(position)?;
+        Some(partition.column(column).value((row - partition.first_row) as usize))
+    }
+
+    /// The index on `column` (a unique one first, then sorted before hash), if any.
+    pub fn index_on(&self, column: usize) -> Option<&Arc<Index>> {
+        self.indexes_on(column).next()
+    }
+
+    /// Indexes on `column`, unique ones first.
+    pub fn indexes_on(&self, column: usize) -> impl Iterator<Item = &Arc<Index>> {
+        let mut found: Vec<&Arc<Index>> = self.indexes.iter().filter(|i| i.column() == column).collect();
+        found.sort_by_key(|i| (!i.is_unique(), i.kind() != IndexKind::Sorted));
+        found.into_iter()
+    }
+}
+
+struct TableState {
+    partitions: Vec<Arc<Partition>>,
+    delta: Arc<Delta>,
+    indexes: Vec<Arc<Index>>,
+    placement: TablePlacement,
+    column_placement: BTreeMap<usize, TablePlacement>,
+}
+
+/// Checks that every node a placement names can hold this process's memory.
+pub fn check_placement(placement: &TablePlacement) -> Result<(), StorageError> {
+    let nodes = placement.nodes();
+    if nodes.is_empty() {
+        return Ok(());
+    }
+    let topology = numadb_placement::system_topology()?;
+    for node in nodes.iter() {
+        topology.check_memory_node(node).map_err(PlacementError::from)?;
+    }
+    Ok(())
+}
+
+/// Options of a new table.
+#[derive(Debug, Clone)]
+pub struct TableOptions {
+    /// Rows per partition.
+    pub partition_rows: usize,
+    /// Placement of every column (unless overridden per column).
+    pub placement: TablePlacement,
+    /// Kind of the primary-key index.
+    pub primary_key_index: IndexKind,
+}
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        TableOptions {
+            partition_rows: PARTITION_ROWS_DEFAULT,
+            placement: TablePlacement::OsDefault,
+            primary_key_index: IndexKind::Sorted,
+        }
+    }
+}
+
+/// Where one column of one partition is, as the kernel reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkPlacement {
+    /// Partition position.
+    pub partition: usize,
+    /// Column name.
+    pub column: String,
+    /// Rows.
+    pub rows: usize,
+    /// Encoded bytes.
+    pub bytes: u64,
+    /// The policy it was placed with.
+    pub policy: String,
+    /// Where its pages are.
+    pub pages: PageHistogram,
+}
+
+/// A table.
+pub struct Table {
+    name: String,
+    columns: Vec<ColumnDef>,
+    primary_key: Option<usize>,
+    partition_rows: usize,
+    state: RwLock<TableState>,
+    /// Serialises writers (inserts, bulk appends, placement changes); readers never take it.
+    writer: Mutex<()>,
+}
+
+impl Table {
+    /// A new, empty table.
+    pub fn new(
+        name: &str,
+        columns: Vec<ColumnDef>,
+        primary_key: Option<usize>,
+        options: TableOptions,
+    ) -> Result<Table, StorageError> {
+        if columns.is_empty() {
+            return Err(StorageError::Invalid(format!("table \"{name}\" needs at least one column")));
+        }
+        check_placement(&options.placement)?;
+        if options.partition_rows < PARTITION_ROWS_MIN {
+            return Err(StorageError::Invalid(format!("partitions must hold at least {PARTITION_ROWS_MIN} rows")));
+        }
+        let mut columns = columns;
+        let mut indexes = Vec::new();
+        if let Some(key) = primary_key {
+            let definition = columns.get_mut(key).ok_or_else(|| StorageError::Invalid("no such key column".into()))?;
+            if matches!(definition.data_type, DataType::Double | DataType::Boolean) {
+                return Err(StorageError::Invalid(format!(
+                    "a primary key on a {} column is not supported",
+                    definition.data_type
+                )));
+            }
+            definition.nullable = false;
+            indexes.push(Arc::new(
+                Index::build(
+                    &format!("{name}_pkey"),
+                    key,
+                    &definition.name,
+                    options.primary_key_index,
+                    true,
+                    definition.data_type == DataType::Text,
+                    std::iter::empty(),
+                )
+                .expect("an empty index has no duplicates"),
+            ));
+        }
+        let delta = Delta { first_row: 0, columns: vec![Vec::new(); columns.len()] };
+        Ok(Table {
+            name: name.to_string(),
+            columns,
+            primary_key,
+            partition_rows: options.partition_rows,
+            state: RwLock::new(TableState {
+                partitions: Vec::new(),
+                delta: Arc::new(delta),
+                indexes,
+                placement: options.placement,
+                column_placement: BTreeMap::new(),
+            }),
+            writer: Mutex::new(()),
+        })
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, TableState> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, TableState> {
+        self.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The columns.
+    pub fn columns(&self) -> &[ColumnDef] {
+        &self.columns
+    }
+
+    /// The position of a column by name.
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name == name)
+    }
+
+    /// The primary-key column.
+    pub fn primary_key(&self) -> Option<usize> {
+        self.primary_key
+    }
+
+    /// Rows per partition.
+    pub fn partition_rows(&self) -> usize {
+        self.partition_rows
+    }
+
+    /// A consistent view for one statement.
+    pub fn snapshot(&self) -> TableSnapshot {
+        let state = self.read();
+        TableSnapshot {
+            partitions: state.partitions.clone(),
+            delta: Arc::clone(&state.delta),
+            indexes: state.indexes.clone(),
+        }
+    }
+
+    /// Rows.
+    pub fn rows(&self) -> u64 {
+        let state = self.read();
+        state.delta.first_row + state.delta.rows() as u64
+    }
+
+    /// The placement of the table (or of one column).
+    pub fn placement(&self, column: Option<usize>) -> TablePlacement {
+        let state = self.read();
+        column.and_then(|c| state.column_placement.get(&c).cloned()).unwrap_or_else(|| state.placement.clone())
+    }
+
+    /// The policies for partition `index`, one per column.
+    pub fn policies_for_partition(&self, index: usize) -> Vec<Policy> {
+        let state = self.read();
+        (0..self.columns.len())
+            .map(|c| state.column_placement.get(&c).unwrap_or(&state.placement).policy_for_partition(index))
+            .collect()
+    }
+
+    /// Checks and inserts rows (each with one value per column, already of the column's type). Returns the
+    /// number inserted. All rows are checked before any is inserted: a failing statement inserts nothing.
+    pub fn insert(&self, rows: Vec<Vec<Value>>) -> Result<u64, StorageError> {
+        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        for row in &rows {
+            if row.len() != self.columns.len() {
+                return Err(StorageError::Invalid(format!(
+                    "INSERT has {} values but table \"{}\" has {} columns",
+                    row.len(),
+                    self.name,
+                    self.columns.len()
+                )));
+            }
+            for (value, definition) in row.iter().zip(&self.columns) {
+                if value.is_null() && !definition.nullable {
+                    return Err(StorageError::NotNull { table: self.name.clone(), column: definition.name.clone() });
+                }
+            }
+        }
+        let indexes = self.read().indexes.clone();
+        for index in &indexes {
+            let keys: Vec<Value> = rows.iter().map(|r| r[index.column()].clone()).collect();
+            index.check_insert(&keys)?;
+        }
+        let inserted = rows.len() as u64;
+        let mut state = self.write();
+        let first_new = state.delta.first_row + state.delta.rows() as u64;
+        for index in &indexes {
+            let entries: Vec<(Value, u32)> = rows
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| !r[index.column()].is_null())
+                .map(|(i, r)| (r[index.column()].clone(), (first_new + i as u64) as u32))
+                .collect();
+            index.insert(&entries);
+        }
+        let delta = Arc::make_mut(&mut state.delta);
+        for row in rows {
+            for (column, value) in delta.columns.iter_mut().zip(row) {
+                column.push(value);
+            }
+        }
+        while state.delta.rows() >= self.partition_rows {
+            self.seal_locked(&mut state, self.partition_rows)?;
+        }
+        Ok(inserted)
+    }
+
+    /// Encodes up to `rows` delta rows into a new partition.
+    fn seal_locked(&self, state: &mut TableState, rows: usize) -> Result<(), StorageError> {
+        let take = rows.min(state.delta.rows());
+        if take == 0 {
+            return Ok(());
+        }
+        let index = state.partitions.len();
+        let policies: Vec<Policy> = (0..self.columns.len())
+            .map(|c| state.column_placement.get(&c).unwrap_or(&state.placement).policy_for_partition(index))
+            .collect();
+        let first_row = state.delta.first_row;
+        let delta = Arc::make_mut(&mut state.delta);
+        let columns: Vec<ColumnInput> =
+            delta.columns.iter_mut().map(|c| ColumnInput::Values(c.drain(..take).collect())).collect();
+        delta.first_row += take as u64;
+        let partition = Partition::build(index, first_row, &self.columns, columns, &policies)?;
+        state.partitions.push(Arc::new(partition));
+        Ok(())
+    }
+
+    /// Encodes all delta rows into a partition (after a load, so that everything is compressed and placed).
+    pub fn seal(&self) -> Result<(), StorageError> {
+        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.write();
+        let rows = state.delta.rows();
+        self.seal_locked(&mut state, rows)
+    }
+
+    /// Where the next bulk-built partition starts: `(partition index, first row id)`. Seals the delta first.
+    pub fn next_partition_slot(&self) -> Result<(usize, u64), StorageError> {
+        self.seal()?;
+        let state = self.read();
+        Ok((state.partitions.len(), state.delta.first_row))
+    }
+
+    /// Appends partitions built with [`Partition::build`] from consecutive slots, checking keys against the
+    /// unique indexes. When the table was empty, indexes are rebuilt from the data in one pass.
+    pub fn append_partitions(&self, partitions: Vec<Partition>) -> Result<u64, StorageError> {
+        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let (mut next_index, mut next_row, indexes, was_empty) = {
+            let state = self.read();
+            (state.partitions.len(), state.delta.first_row, state.indexes.clone(), state.delta.first_row == 0)
+        };
+        if self.read().delta.rows() > 0 {
+            return Err(StorageError::Invalid("seal the table before appending partitions".into()));
+        }
+        let mut added = 0u64;
+        for partition in &partitions {
+            if partition.index != next_index || partition.first_row != next_row {
+                return Err(StorageError::Invalid(format!(
+                    "partition {} starting at row {} does not follow partition {} ending at row {next_row}",
+                    partition.index,
+                    partition.first_row,
+                    next_index.wrapping_sub(1)
+                )));
+            }
+            next_index += 1;
+            next_row += partition.rows as u64;
+            added += partition.rows as u64;
+        }
+        if next_row > u64::from(u32::MAX) {
+            return Err(StorageError::Invalid(format!("a table holds at most {} rows", u32::MAX)));
+        }
+        let keys_of = |column: usize| {
+            partitions.iter().flat_map(move |p| {
+                (0..p.rows).map(move |r| (p.column(column).value(r), (p.first_row + r as u64) as u32))
+            })
+        };
+        let mut rebuilt = Vec::new();
+        for index in &indexes {
+            let definition = &self.columns[index.column()];
+            if was_empty {
+                let built = Index::build(
+                    index.name(),
+                    index.column(),
+                    &definition.name,
+                    index.kind(),
+                    index.is_unique(),
+                    definition.data_type == DataType::Text,
+                    keys_of(index.column()),
+                )?;
+                rebuilt.push(Arc::new(built));
+            } else {
+                let entries: Vec<(Value, u32)> = keys_of(index.column()).filter(|(k, _)| !k.is_null()).collect();
+                let keys: Vec<Value> = entries.iter().map(|(k, _)| k.clone()).collect();
+                index.check_insert(&keys)?;
+                rebuilt.push(Arc::clone(index));
+            }
+        }
+        for (position, definition) in self.columns.iter().enumerate() {
+            if !definition.nullable && partitions.iter().any(|p| p.column(position).has_nulls()) {
+                return Err(StorageError::NotNull { table: self.name.clone(), column: definition.name.clone() });
+            }
+        }
+        if !was_empty {
+            for index in &indexes {
+                let entries: Vec<(Value, u32)> = keys_of(index.column()).filter(|(k, _)| !k.is_null()).collect();
+                index.insert(&entries);
+            }
+        }
+        let mut state = self.write();
+        state.partitions.extend(partitions.into_iter().map(Arc::new));
+        Arc::make_mut(&mut state.delta).first_row = next_row;
+        if was_empty {
+            state.indexes = rebuilt;
+        }
+        Ok(added)
+    }
+
+    /// Adds an index over the current rows.
+    pub fn create_index(&self, name: &str, column: usize, kind: IndexKind, unique: bool) -> Result<(), StorageError> {
+        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let snapshot = self.snapshot();
+        let definition = &self.columns[column];
+        let rows = snapshot.rows();
+        let entries = (0..rows).map(|row| (snapshot.value(row, column).unwrap_or(Value::Null), row as u32));
+        let index = Index::build(
+            name,
+            column,
+            &definition.name,
+            kind,
+            unique,
+            definition.data_type == DataType::Text,
+            entries,
+        )?;
+        self.write().indexes.push(Arc::new(index));
+        Ok(())
+    }
+
+    /// Drops an index by name; returns whether it existed. The primary key's index cannot be dropped.
+    pub fn drop_index(&self, name: &str) -> bool {
+        let mut state = self.write();
+        let before = state.indexes.len();
+        let primary = format!("{}_pkey", self.name);
+        state.indexes.retain(|i| i.name() != name || i.name() == primary);
+        state.indexes.len() != before
+    }
+
+    /// Changes the placement of the table (or of one column) and moves the existing partitions' pages while
+    /// queries keep running; returns where the pages are afterwards.
+    pub fn set_placement(
+        &self,
+        placement: TablePlacement,
+        column: Option<usize>,
+    ) -> Result<Vec<ChunkPlacement>, StorageError> {
+        check_placement(&placement)?;
+        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let partitions = {
+            let mut state = self.write();
+            match column {
+                Some(c) => {
+                    state.column_placement.insert(c, placement.clone());
+                }
+                None => {
+                    state.placement = placement.clone();
+                    state.column_placement.clear();
+                }
+            }
+            state.partitions.clone()
+        };
+        for partition in &partitions {
+            for (c, chunk) in partition.columns.iter().enumerate() {
+                if column.is_none_or(|wanted| wanted == c) {
+                    chunk.migrate(&placement.policy_for_partition(partition.index))?;
+                }
+            }
+        }
+        self.placement_report()
+    }
+
+    /// Where every column of every partition is, asking the kernel now.
+    pub fn placement_report(&self) -> Result<Vec<ChunkPlacement>, StorageError> {
+        let snapshot = self.snapshot();
+        let mut report = Vec::new();
+        for partition in &snapshot.partitions {
+            for (c, chunk) in partition.columns.iter().enumerate() {
+                report.push(ChunkPlacement {
+                    partition: partition.index,
+                    column: self.columns[c].name.clone(),
+                    rows: partition.rows,
+                    bytes: chunk.bytes(),
+                    policy: chunk.policy().to_string(),
+                    pages: chunk.verify()?,
+                });
+            }
+        }
+        Ok(report)
+    }
+
+    /// Encoded bytes per column (sealed partitions only) and the rows they hold.
+    pub fn column_bytes(&self) -> (Vec<u64>, u64) {
+        let snapshot = self.snapshot();
+        let mut bytes = vec![0u64; self.columns.len()];
+        let mut rows = 0u64;
+        for partition in &snapshot.partitions {
+            rows += partition.rows as u64;
+            for (slot, chunk) in bytes.iter_mut().zip(&partition.columns) {
+                *slot += chunk.bytes();
+            }
+        }
+        (bytes, rows)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema() -> Vec<ColumnDef> {
+        vec![
+            ColumnDef { name: "id".into(), data_type: DataType::Integer, nullable: false },
+            ColumnDef { name: "name".into(), data_type: DataType::Text, nullable: true },
+        ]
+    }
+
+    fn small() -> TableOptions {
+        TableOptions { partition_rows: 1024, ..TableOptions::default() }
+    }
+
+    #[test]
+    fn inserts_seal_into_partitions_and_stay_readable() {
+        let table = Table::new("t", schema(), Some(0), small()).unwrap();
+        for start in (0..3000).step_by(500) {
+            let rows = (start..start + 500).map(|i| vec![Value::Int(i), Value::text(&format!("n{i}"))]).collect();
+            table.insert(rows).unwrap();
+        }
+        let snapshot = table.snapshot();
+        assert_eq!(snapshot.partitions.len(), 2);
+        assert_eq!(snapshot.delta.rows(), 3000 - 2048);
+        assert_eq!(snapshot.rows(), 3000);
+        for row in [0u64, 1023, 1024, 2047, 2048, 2999] {
+            assert_eq!(snapshot.value(row, 0), Some(Value::Int(row as i64)));
+            assert_eq!(snapshot.value(row, 1), Some(Value::text(&format!("n{row}"))));
+        }
+        let pk = snapshot.index_on(0).unwrap();
+        assert_eq!(pk.lookup_one(&Value::Int(2500)), Some(2500));
+        let error = table.insert(vec![vec![Value::Int(7), Value::Null]]).unwrap_err();
+        assert!(error.to_string().contains("duplicate key value violates unique constraint \"t_pkey\""));
+        let error = table.insert(vec![vec![Value::Null, Value::Null]]).unwrap_err();
+        assert!(error.to_string().contains("null value in column \"id\""));
+        assert_eq!(table.rows(), 3000, "failed statements insert nothing");
+        table.seal().unwrap();
+        assert_eq!(table.snapshot().partitions.len(), 3);
+        assert_eq!(table.snapshot().value(2999, 0), Some(Value::Int(2999)));
+    }
+
+    #[test]
+    fn bulk_partitions_append_in_order_and_rebuild_indexes() {
+        let table = Table::new("t", schema(), Some(0), small()).unwrap();
+        let (index, first) = table.next_partition_slot().unwrap();
+        let build = |index: usize, first: u64, keys: std::ops::Range<i64>| {
+            let names = keys.clone().map(|k| Value::text(&k.to_string())).collect();
+            Partition::build(
+                index,
+                first,
+                table.columns(),
+                vec![ColumnInput::Ints(keys.collect()), ColumnInput::Values(names)],
+                &table.policies_for_partition(index),
+            )
+            .unwrap()
+        };
+        let parts = vec![build(index, first, 0..1024), build(index + 1, first + 1024, 1024..1500)];
+        assert_eq!(table.append_partitions(parts).unwrap(), 1500);
+        assert_eq!(table.snapshot().index_on(0).unwrap().lookup_one(&Value::Int(1400)), Some(1400));
+        let duplicate = build(2, 1500, 0..10);
+        assert!(table.append_partitions(vec![duplicate]).unwrap_err().to_string().contains("duplicate key"));
+        let gap = build(2, 1600, 5000..5010);
+        assert!(table.append_partitions(vec![gap]).unwrap_err().to_string().contains("does not follow"));
+        table.insert(vec![vec![Value::Int(99_999), Value::Null]]).unwrap();
+        assert_eq!(table.snapshot().index_on(0).unwrap().lookup_one(&Value::Int(99_999)), Some(1500));
+    }
+
+    #[test]
+    fn placement_is_verified_and_can_change() {
+        let table = Table::new("t", schema(), Some(0), small()).unwrap();
+        let rows = (0..5000).map(|i| vec![Value::Int(i), Value::text("x")]).collect();
+        table.insert(rows).unwrap();
+        table.seal().unwrap();
+        let node = numadb_placement::system_topology().unwrap().nodes_with_cpus().first().unwrap();
+        let report = table.set_placement(TablePlacement::Node(node), None).unwrap();
+        assert_eq!(report.len(), 5 * 2);
+        for chunk in &report {
+            assert_eq!(chunk.policy, format!("node({node})"));
+            assert!(chunk.pages.all_on(node), "{chunk:?}");
+        }
+        assert_eq!(table.snapshot().partitions[0].home_node(&[0, 1]), Some(node));
+        assert_eq!(table.placement(None), TablePlacement::Node(node));
+        let error = table.set_placement(TablePlacement::Node(99), Some(1)).unwrap_err();
+        assert!(error.to_string().contains("NUMA node 99 does not exist"));
+        assert_eq!(table.snapshot().value(4321, 0), Some(Value::Int(4321)));
+    }
+
+    #[test]
+    fn indexes_can_be_added_and_dropped() {
+        let table = Table::new("t", schema(), None, small()).unwrap();
+        table.insert((0..100).map(|i| vec![Value::Int(i % 10), Value::Null]).collect()).unwrap();
+        table.create_index("by_id", 0, IndexKind::Hash, false).unwrap();
+        let mut rows = 0;
+        table.snapshot().index_on(0).unwrap().lookup(&Value::Int(3), |_| rows += 1);
+        assert_eq!(rows, 10);
+        assert!(table.create_index("u", 0, IndexKind::Sorted, true).is_err());
+        assert!(table.drop_index("by_id"));
+        assert!(!table.drop_index("by_id"));
+    }
+}

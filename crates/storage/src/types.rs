@@ -1,0 +1,268 @@
+//! SQL types and values as storage knows them.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+/// A column type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DataType {
+    /// 32-bit signed integer (`INTEGER`, `INT`, `INT4`).
+    Integer,
+    /// 64-bit signed integer (`BIGINT`, `INT8`).
+    BigInt,
+    /// 64-bit IEEE float (`DOUBLE PRECISION`, `FLOAT8`).
+    Double,
+    /// Variable-length text (`TEXT`, `VARCHAR`).
+    Text,
+    /// `BOOLEAN`.
+    Boolean,
+}
+
+impl DataType {
+    /// The PostgreSQL name.
+    pub fn sql_name(self) -> &'static str {
+        match self {
+            DataType::Integer => "integer",
+            DataType::BigInt => "bigint",
+            DataType::Double => "double precision",
+            DataType::Text => "text",
+            DataType::Boolean => "boolean",
+        }
+    }
+
+    /// Whether values are integers stored with frame-of-reference bit packing.
+    pub fn is_integer(self) -> bool {
+        matches!(self, DataType::Integer | DataType::BigInt)
+    }
+
+    /// Whether arithmetic applies.
+    pub fn is_numeric(self) -> bool {
+        matches!(self, DataType::Integer | DataType::BigInt | DataType::Double)
+    }
+
+    /// The range an integer type holds.
+    pub fn integer_range(self) -> Option<(i64, i64)> {
+        match self {
+            DataType::Integer => Some((i64::from(i32::MIN), i64::from(i32::MAX))),
+            DataType::BigInt => Some((i64::MIN, i64::MAX)),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for DataType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.sql_name())
+    }
+}
+
+/// A single value. Integers of both widths are `Int`; the column type says which.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Value {
+    /// SQL NULL.
+    Null,
+    /// An integer.
+    Int(i64),
+    /// A double.
+    Double(f64),
+    /// A string.
+    Text(Arc<str>),
+    /// A boolean.
+    Bool(bool),
+}
+
+impl Value {
+    /// Whether this is NULL.
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    /// A text value.
+    pub fn text(text: &str) -> Value {
+        Value::Text(Arc::from(text))
+    }
+
+    /// Total order used by ORDER BY and sorting: NULLs last (PostgreSQL's default for ascending order), numbers
+    /// compared numerically across integer and double, NaN above every other double (as in PostgreSQL).
+    pub fn sort_cmp(&self, other: &Value) -> Ordering {
+        match (self, other) {
+            (Value::Null, Value::Null) => Ordering::Equal,
+            (Value::Null, _) => Ordering::Greater,
+            (_, Value::Null) => Ordering::Less,
+            (Value::Int(a), Value::Int(b)) => a.cmp(b),
+            (Value::Int(a), Value::Double(b)) => (*a as f64).total_cmp(b),
+            (Value::Double(a), Value::Int(b)) => a.total_cmp(&(*b as f64)),
+            (Value::Double(a), Value::Double(b)) => a.total_cmp(b),
+            (Value::Text(a), Value::Text(b)) => a.as_bytes().cmp(b.as_bytes()),
+            (Value::Bool(a), Value::Bool(b)) => a.cmp(b),
+            // Mixed kinds never meet in a well-typed plan; order them by kind to stay total.
+            (a, b) => a.kind_rank().cmp(&b.kind_rank()),
+        }
+    }
+
+    fn kind_rank(&self) -> u8 {
+        match self {
+            Value::Bool(_) => 0,
+            Value::Int(_) | Value::Double(_) => 1,
+            Value::Text(_) => 2,
+            Value::Null => 3,
+        }
+    }
+
+    /// Parses the text form of a value of `data_type` (as in CSV files and the text wire format).
+    pub fn parse(text: &str, data_type: DataType) -> Result<Value, String> {
+        let trimmed = text.trim();
+        match data_type {
+            DataType::Integer | DataType::BigInt => {
+                let value: i64 =
+                    trimmed.parse().map_err(|_| format!("invalid input syntax for type {data_type}: \"{text}\""))?;
+                let (min, max) = data_type.integer_range().expect("integer type");
+                if value < min || value > max {
+                    return Err(format!("value \"{text}\" is out of range for type {data_type}"));
+                }
+                Ok(Value::Int(value))
+            }
+            DataType::Double => {
+                let value = match trimmed.to_ascii_lowercase().as_str() {
+                    "nan" => f64::NAN,
+                    "infinity" | "inf" | "+infinity" => f64::INFINITY,
+                    "-infinity" | "-inf" => f64::NEG_INFINITY,
+                    _ => trimmed
+                        .parse::<f64>()
+                        .map_err(|_| format!("invalid input syntax for type double precision: \"{text}\""))?,
+                };
+                Ok(Value::Double(value))
+            }
+            DataType::Text => Ok(Value::text(text)),
+            DataType::Boolean => match trimmed.to_ascii_lowercase().as_str() {
+                "t" | "true" | "yes" | "y" | "on" | "1" => Ok(Value::Bool(true)),
+                "f" | "false" | "no" | "n" | "off" | "0" => Ok(Value::Bool(false)),
+                _ => Err(format!("invalid input syntax for type boolean: \"{text}\"")),
+            },
+        }
+    }
+
+    /// PostgreSQL's text output of the value (`None` for NULL).
+    pub fn to_pg_text(&self) -> Option<String> {
+        match self {
+            Value::Null => None,
+            Value::Int(v) => Some(v.to_string()),
+            Value::Double(v) => Some(format_double(*v)),
+            Value::Text(v) => Some(v.to_string()),
+            Value::Bool(v) => Some(if *v { "t" } else { "f" }.to_string()),
+        }
+    }
+}
+
+/// PostgreSQL's output of a double: shortest round-trip digits, `Infinity`, `-Infinity`, `NaN`.
+pub fn format_double(value: f64) -> String {
+    if value.is_nan() {
+        "NaN".into()
+    } else if value.is_infinite() {
+        if value > 0.0 { "Infinity".into() } else { "-Infinity".into() }
+    } else if value == 0.0 {
+        if value.is_sign_negative() { "-0".into() } else { "0".into() }
+    } else {
+        let text = format!("{value}");
+        // Rust prints large and small magnitudes without an exponent; PostgreSQL switches to e-notation outside
+        // 1e-4..1e15, like %g with 15+ significant digits.
+        let magnitude = value.abs();
+        if !(1e-4..1e15).contains(&magnitude) {
+            let formatted = format!("{value:e}");
+            let (mantissa, exponent) = formatted.split_once('e').unwrap_or((&formatted, "0"));
+            let exponent: i32 = exponent.parse().unwrap_or(0);
+            let sign = if exponent < 0 { '-' } else { '+' };
+            return format!("{mantissa}e{sign}{:02}", exponent.abs());
+        }
+        text
+    }
+}
+
+impl PartialEq for Value {
+    /// SQL-agnostic structural equality used by tests and grouping: NULL equals NULL here, and doubles compare by
+    /// bits-aware total order (so NaN groups with NaN, as in PostgreSQL's GROUP BY).
+    fn eq(&self, other: &Value) -> bool {
+        self.sort_cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Value {}
+
+impl std::hash::Hash for Value {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        match self {
+            Value::Null => 0u8.hash(state),
+            // Integers and integral doubles must hash alike because they compare equal.
+            Value::Int(v) => (*v as f64).to_bits().hash(state),
+            Value::Double(v) => {
+                let normalised = if *v == 0.0 { 0.0f64 } else { *v };
+                normalised.to_bits().hash(state)
+            }
+            Value::Text(v) => v.hash(state),
+            Value::Bool(v) => v.hash(state),
+        }
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.to_pg_text() {
+            Some(text) => f.write_str(&text),
+            None => f.write_str("NULL"),
+        }
+    }
+}
+
+/// A column's definition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ColumnDef {
+    /// Name as written (already case-folded by the SQL layer).
+    pub name: String,
+    /// Type.
+    pub data_type: DataType,
+    /// Whether NULL is allowed.
+    pub nullable: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parsing_follows_postgres() {
+        assert_eq!(Value::parse(" 42 ", DataType::Integer).unwrap(), Value::Int(42));
+        assert!(Value::parse("2147483648", DataType::Integer).unwrap_err().contains("out of range for type integer"));
+        assert_eq!(Value::parse("2147483648", DataType::BigInt).unwrap(), Value::Int(2_147_483_648));
+        assert!(Value::parse("4x", DataType::BigInt).unwrap_err().contains("invalid input syntax for type bigint"));
+        assert_eq!(Value::parse("yes", DataType::Boolean).unwrap(), Value::Bool(true));
+        assert!(Value::parse("maybe", DataType::Boolean).is_err());
+        assert!(matches!(Value::parse("NaN", DataType::Double).unwrap(), Value::Double(v) if v.is_nan()));
+        assert_eq!(Value::parse("-Infinity", DataType::Double).unwrap(), Value::Double(f64::NEG_INFINITY));
+    }
+
+    #[test]
+    fn doubles_print_like_postgres() {
+        assert_eq!(format_double(1.5), "1.5");
+        assert_eq!(format_double(100.0), "100");
+        assert_eq!(format_double(0.1 + 0.2), "0.30000000000000004");
+        assert_eq!(format_double(1e20), "1e+20");
+        assert_eq!(format_double(1.5e-7), "1.5e-07");
+        assert_eq!(format_double(f64::INFINITY), "Infinity");
+        assert_eq!(format_double(f64::NAN), "NaN");
+    }
+
+    #[test]
+    fn ordering_puts_nulls_last_and_compares_numbers_across_kinds() {
+        let mut values = vec![Value::Null, Value::Int(3), Value::Double(2.5), Value::Double(f64::NAN), Value::Int(-1)];
+        values.sort_by(Value::sort_cmp);
+        assert_eq!(values[0], Value::Int(-1));
+        assert_eq!(values[1], Value::Double(2.5));
+        assert_eq!(values[2], Value::Int(3));
+        assert!(matches!(values[3], Value::Double(v) if v.is_nan()));
+        assert_eq!(values[4], Value::Null);
+        assert_eq!(Value::Int(2), Value::Double(2.0));
+    }
+}
