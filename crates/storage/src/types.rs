@@ -256,7 +256,7 @@ mod tests {
 
     #[test]
     fn ordering_puts_nulls_last_and_compares_numbers_across_kinds() {
-        let mut values = vec![Value::Null, Value::Int(3), Value::Double(2.5), Value::Double(f64::NAN), Value::Int(-1)];
+        let mut values = [Value::Null, Value::Int(3), Value::Double(2.5), Value::Double(f64::NAN), Value::Int(-1)];
         values.sort_by(Value::sort_cmp);
         assert_eq!(values[0], Value::Int(-1));
         assert_eq!(values[1], Value::Double(2.5));
