@@ -1,0 +1,321 @@
+//! Aggregate functions: accumulate per task, merge partials, finish with PostgreSQL's result types.
+
+use std::collections::HashMap;
+
+use numadb_storage::{DataType, Value};
+
+use crate::error::{ExecError, sqlstate};
+use crate::expr::Expr;
+
+/// An aggregate function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AggregateFunction {
+    /// `COUNT(*)`.
+    CountStar,
+    /// `COUNT(x)`: non-NULL values.
+    Count,
+    /// `SUM(x)`: BIGINT for integer input (overflow is an error), DOUBLE PRECISION for doubles.
+    Sum,
+    /// `MIN(x)`.
+    Min,
+    /// `MAX(x)`.
+    Max,
+    /// `AVG(x)`: DOUBLE PRECISION.
+    Avg,
+}
+
+impl AggregateFunction {
+    /// The SQL name.
+    pub fn name(self) -> &'static str {
+        match self {
+            AggregateFunction::CountStar | AggregateFunction::Count => "count",
+            AggregateFunction::Sum => "sum",
+            AggregateFunction::Min => "min",
+            AggregateFunction::Max => "max",
+            AggregateFunction::Avg => "avg",
+        }
+    }
+
+    /// The result type for an argument of type `input`.
+    pub fn result_type(self, input: Option<DataType>) -> DataType {
+        match self {
+            AggregateFunction::CountStar | AggregateFunction::Count => DataType::BigInt,
+            AggregateFunction::Sum => match input {
+                Some(DataType::Double) => DataType::Double,
+                _ => DataType::BigInt,
+            },
+            AggregateFunction::Avg => DataType::Double,
+            AggregateFunction::Min | AggregateFunction::Max => input.unwrap_or(DataType::BigInt),
+        }
+    }
+}
+
+/// One aggregate in a query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AggregateCall {
+    /// The function.
+    pub function: AggregateFunction,
+    /// Its argument (`None` for `COUNT(*)`).
+    pub argument: Option<Expr>,
+    /// The result type.
+    pub data_type: DataType,
+}
+
+/// The running state of one aggregate.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Accumulator {
+    /// Rows or non-NULL values counted.
+    Count(i64),
+    /// Integer sum (exact; checked against BIGINT when finished), or `None` before the first value.
+    IntSum(Option<i128>),
+    /// Double sum.
+    DoubleSum(Option<f64>),
+    /// Smallest value so far.
+    Min(Option<Value>),
+    /// Largest value so far.
+    Max(Option<Value>),
+    /// Sum and count for the average.
+    Avg {
+        /// Sum.
+        sum: f64,
+        /// Values.
+        count: i64,
+    },
+}
+
+impl Accumulator {
+    /// The empty state of `call`.
+    pub fn new(call: &AggregateCall) -> Self {
+        let input = call.argument.as_ref().map(Expr::data_type);
+        match call.function {
+            AggregateFunction::CountStar | AggregateFunction::Count => Accumulator::Count(0),
+            AggregateFunction::Sum if input == Some(DataType::Double) => Accumulator::DoubleSum(None),
+            AggregateFunction::Sum => Accumulator::IntSum(None),
+            AggregateFunction::Min => Accumulator::Min(None),
+            AggregateFunction::Max => Accumulator::Max(None),
+            AggregateFunction::Avg => Accumulator::Avg { sum: 0.0, count: 0 },
+        }
+    }
+
+    /// Adds one value (the argument's value on a selected row; anything for `COUNT(*)`).
+    #[inline]
+    pub fn add(&mut self, value: &Value, count_star: bool) {
+        if count_star {
+            if let Accumulator::Count(n) = self {
+                *n += 1;
+            }
+            return;
+        }
+        if value.is_null() {
+            return;
+        }
+        match self {
+            Accumulator::Count(n) => *n += 1,
+            Accumulator::IntSum(sum) => {
+                if let Value::Int(v) = value {
+                    *sum = Some(sum.unwrap_or(0) + i128::from(*v));
+                }
+            }
+            Accumulator::DoubleSum(sum) => {
+                let v = match value {
+                    Value::Double(d) => *d,
+                    Value::Int(i) => *i as f64,
+                    _ => return,
+                };
+                *sum = Some(sum.unwrap_or(0.0) + v);
+            }
+            Accumulator::Min(current) => {
+                if current.as_ref().is_none_or(|c| value.sort_cmp(c).is_lt()) {
+                    *current = Some(value.clone());
+                }
+            }
+            Accumulator::Max(current) => {
+                if current.as_ref().is_none_or(|c| value.sort_cmp(c).is_gt()) {
+                    *current = Some(value.clone());
+                }
+            }
+            Accumulator::Avg { sum, count } => {
+                let v = match value {
+                    Value::Double(d) => *d,
+                    Value::Int(i) => *i as f64,
+                    _ => return,
+                };
+                *sum += v;
+                *count += 1;
+            }
+        }
+    }
+
+    /// Adds many integer values at once (the scan's fast path over a decoded block).
+    #[inline]
+    pub fn add_ints(&mut self, count: i64, sum: i128, min: i64, max: i64) {
+        if count == 0 {
+            return;
+        }
+        match self {
+            Accumulator::Count(n) => *n += count,
+            Accumulator::IntSum(s) => *s = Some(s.unwrap_or(0) + sum),
+            Accumulator::DoubleSum(s) => *s = Some(s.unwrap_or(0.0) + sum as f64),
+            Accumulator::Min(current) => {
+                if current.as_ref().is_none_or(|c| Value::Int(min).sort_cmp(c).is_lt()) {
+                    *current = Some(Value::Int(min));
+                }
+            }
+            Accumulator::Max(current) => {
+                if current.as_ref().is_none_or(|c| Value::Int(max).sort_cmp(c).is_gt()) {
+                    *current = Some(Value::Int(max));
+                }
+            }
+            Accumulator::Avg { sum: s, count: c } => {
+                *s += sum as f64;
+                *c += count;
+            }
+        }
+    }
+
+    /// Merges another partial state of the same aggregate.
+    pub fn merge(&mut self, other: &Accumulator) {
+        match (self, other) {
+            (Accumulator::Count(a), Accumulator::Count(b)) => *a += b,
+            (Accumulator::IntSum(a), Accumulator::IntSum(b)) => {
+                if let Some(b) = b {
+                    *a = Some(a.unwrap_or(0) + b);
+                }
+            }
+            (Accumulator::DoubleSum(a), Accumulator::DoubleSum(b)) => {
+                if let Some(b) = b {
+                    *a = Some(a.unwrap_or(0.0) + b);
+                }
+            }
+            (Accumulator::Min(a), Accumulator::Min(Some(b))) => {
+                if a.as_ref().is_none_or(|c| b.sort_cmp(c).is_lt()) {
+                    *a = Some(b.clone());
+                }
+            }
+            (Accumulator::Max(a), Accumulator::Max(Some(b))) => {
+                if a.as_ref().is_none_or(|c| b.sort_cmp(c).is_gt()) {
+                    *a = Some(b.clone());
+                }
+            }
+            (Accumulator::Avg { sum: a, count: n }, Accumulator::Avg { sum: b, count: m }) => {
+                *a += b;
+                *n += m;
+            }
+            _ => {}
+        }
+    }
+
+    /// The final value.
+    pub fn finish(&self) -> Result<Value, ExecError> {
+        Ok(match self {
+            Accumulator::Count(n) => Value::Int(*n),
+            Accumulator::IntSum(None) | Accumulator::DoubleSum(None) => Value::Null,
+            Accumulator::IntSum(Some(sum)) => Value::Int(
+                i64::try_from(*sum)
+                    .map_err(|_| ExecError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "bigint out of range"))?,
+            ),
+            Accumulator::DoubleSum(Some(sum)) => Value::Double(*sum),
+            Accumulator::Min(value) | Accumulator::Max(value) => value.clone().unwrap_or(Value::Null),
+            Accumulator::Avg { count: 0, .. } => Value::Null,
+            Accumulator::Avg { sum, count } => Value::Double(sum / *count as f64),
+        })
+    }
+}
+
+/// Accumulators of one group.
+pub type GroupState = Vec<Accumulator>;
+
+/// A partial aggregation result: groups by key (one empty key without GROUP BY).
+#[derive(Debug, Default, Clone)]
+pub struct PartialAggregate {
+    /// Groups.
+    pub groups: HashMap<Vec<Value>, GroupState>,
+}
+
+impl PartialAggregate {
+    /// Merges another partial into this one.
+    pub fn merge(&mut self, other: PartialAggregate) {
+        if self.groups.is_empty() {
+            self.groups = other.groups;
+            return;
+        }
+        for (key, state) in other.groups {
+            match self.groups.get_mut(&key) {
+                Some(mine) => mine.iter_mut().zip(&state).for_each(|(a, b)| a.merge(b)),
+                None => {
+                    self.groups.insert(key, state);
+                }
+            }
+        }
+    }
+
+    /// Final rows: group keys followed by aggregate values. Without GROUP BY an empty input still gives one row
+    /// (`COUNT(*)` of nothing is 0).
+    pub fn finish(self, calls: &[AggregateCall], grouped: bool) -> Result<Vec<Vec<Value>>, ExecError> {
+        if !grouped && self.groups.is_empty() {
+            let state: GroupState = calls.iter().map(Accumulator::new).collect();
+            return Ok(vec![state.iter().map(Accumulator::finish).collect::<Result<_, _>>()?]);
+        }
+        let mut rows = Vec::with_capacity(self.groups.len());
+        for (key, state) in self.groups {
+            let mut row = key;
+            for accumulator in &state {
+                row.push(accumulator.finish()?);
+            }
+            rows.push(row);
+        }
+        Ok(rows)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(function: AggregateFunction, data_type: DataType) -> AggregateCall {
+        AggregateCall {
+            function,
+            argument: Some(Expr::Column { index: 0, data_type }),
+            data_type: function.result_type(Some(data_type)),
+        }
+    }
+
+    #[test]
+    fn sums_of_integers_are_bigint_and_overflow_is_an_error() {
+        let sum = call(AggregateFunction::Sum, DataType::Integer);
+        assert_eq!(sum.data_type, DataType::BigInt);
+        let mut accumulator = Accumulator::new(&sum);
+        assert_eq!(accumulator.finish().unwrap(), Value::Null);
+        accumulator.add(&Value::Int(i64::MAX), false);
+        accumulator.add(&Value::Null, false);
+        assert_eq!(accumulator.finish().unwrap(), Value::Int(i64::MAX));
+        accumulator.add(&Value::Int(1), false);
+        let error = accumulator.finish().unwrap_err();
+        assert_eq!((error.sqlstate, error.message.as_str()), ("22003", "bigint out of range"));
+    }
+
+    #[test]
+    fn partials_merge() {
+        let calls = vec![
+            AggregateCall { function: AggregateFunction::CountStar, argument: None, data_type: DataType::BigInt },
+            call(AggregateFunction::Min, DataType::Text),
+            call(AggregateFunction::Avg, DataType::Integer),
+        ];
+        let mut left = PartialAggregate::default();
+        let mut right = PartialAggregate::default();
+        for (partial, values) in [(&mut left, ["b", "a"]), (&mut right, ["c", "0"])] {
+            let state = partial.groups.entry(vec![]).or_insert_with(|| calls.iter().map(Accumulator::new).collect());
+            for (i, v) in values.iter().enumerate() {
+                state[0].add(&Value::Null, true);
+                state[1].add(&Value::text(v), false);
+                state[2].add(&Value::Int(i as i64 + 1), false);
+            }
+        }
+        left.merge(right);
+        let rows = left.finish(&calls, false).unwrap();
+        assert_eq!(rows, vec![vec![Value::Int(4), Value::text("0"), Value::Double(1.5)]]);
+        let empty = PartialAggregate::default().finish(&calls, false).unwrap();
+        assert_eq!(empty, vec![vec![Value::Int(0), Value::Null, Value::Null]]);
+        assert!(PartialAggregate::default().finish(&calls, true).unwrap().is_empty());
+    }
+}

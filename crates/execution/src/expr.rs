@@ -1,0 +1,546 @@
+//! Typed expressions and their row-at-a-time evaluation with PostgreSQL's semantics: three-valued logic,
+//! integer overflow and division by zero are errors, comparisons of NULL are NULL.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use numadb_storage::{DataType, Value};
+
+use crate::error::{ExecError, sqlstate};
+
+/// A binary operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/` (integer division truncates toward zero)
+    Div,
+    /// `%`
+    Mod,
+    /// `=`
+    Eq,
+    /// `<>`
+    NotEq,
+    /// `<`
+    Lt,
+    /// `<=`
+    LtEq,
+    /// `>`
+    Gt,
+    /// `>=`
+    GtEq,
+    /// `AND`
+    And,
+    /// `OR`
+    Or,
+    /// `||`
+    Concat,
+}
+
+impl BinaryOp {
+    /// Whether the operator compares.
+    pub fn is_comparison(self) -> bool {
+        matches!(self, BinaryOp::Eq | BinaryOp::NotEq | BinaryOp::Lt | BinaryOp::LtEq | BinaryOp::Gt | BinaryOp::GtEq)
+    }
+
+    /// Whether the operator is arithmetic.
+    pub fn is_arithmetic(self) -> bool {
+        matches!(self, BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Mod)
+    }
+
+    /// The comparison with its operands swapped (`a < b` is `b > a`).
+    pub fn flipped(self) -> BinaryOp {
+        match self {
+            BinaryOp::Lt => BinaryOp::Gt,
+            BinaryOp::LtEq => BinaryOp::GtEq,
+            BinaryOp::Gt => BinaryOp::Lt,
+            BinaryOp::GtEq => BinaryOp::LtEq,
+            other => other,
+        }
+    }
+
+    /// The SQL spelling.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "+",
+            BinaryOp::Sub => "-",
+            BinaryOp::Mul => "*",
+            BinaryOp::Div => "/",
+            BinaryOp::Mod => "%",
+            BinaryOp::Eq => "=",
+            BinaryOp::NotEq => "<>",
+            BinaryOp::Lt => "<",
+            BinaryOp::LtEq => "<=",
+            BinaryOp::Gt => ">",
+            BinaryOp::GtEq => ">=",
+            BinaryOp::And => "AND",
+            BinaryOp::Or => "OR",
+            BinaryOp::Concat => "||",
+        }
+    }
+}
+
+/// A bound, typed expression. Column indexes refer to the row the expression is evaluated on (a table's
+/// columns for filters and projections of a scan; group keys then aggregates after aggregation).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    /// An input column.
+    Column {
+        /// Position in the input row.
+        index: usize,
+        /// Its type.
+        data_type: DataType,
+    },
+    /// A constant.
+    Literal {
+        /// The value (NULL allowed).
+        value: Value,
+        /// Its type.
+        data_type: DataType,
+    },
+    /// A statement parameter (`$1` is index 0).
+    Param {
+        /// Zero-based position.
+        index: usize,
+        /// The type it was inferred to have.
+        data_type: DataType,
+    },
+    /// `left op right`.
+    Binary {
+        /// The operator.
+        op: BinaryOp,
+        /// Left operand.
+        left: Box<Expr>,
+        /// Right operand.
+        right: Box<Expr>,
+        /// Result type.
+        data_type: DataType,
+    },
+    /// `NOT e`.
+    Not(Box<Expr>),
+    /// `-e`.
+    Negate {
+        /// Operand.
+        expr: Box<Expr>,
+        /// Result type.
+        data_type: DataType,
+    },
+    /// `e IS [NOT] NULL`.
+    IsNull {
+        /// Operand.
+        expr: Box<Expr>,
+        /// `IS NOT NULL`.
+        negated: bool,
+    },
+    /// `e [NOT] BETWEEN low AND high`.
+    Between {
+        /// Operand.
+        expr: Box<Expr>,
+        /// Lower bound.
+        low: Box<Expr>,
+        /// Upper bound.
+        high: Box<Expr>,
+        /// `NOT BETWEEN`.
+        negated: bool,
+    },
+    /// `e [NOT] IN (list)`.
+    InList {
+        /// Operand.
+        expr: Box<Expr>,
+        /// Candidates.
+        list: Vec<Expr>,
+        /// `NOT IN`.
+        negated: bool,
+    },
+    /// `CAST(e AS t)`.
+    Cast {
+        /// Operand.
+        expr: Box<Expr>,
+        /// Target type.
+        to: DataType,
+    },
+}
+
+impl Expr {
+    /// The expression's type.
+    pub fn data_type(&self) -> DataType {
+        match self {
+            Expr::Column { data_type, .. }
+            | Expr::Literal { data_type, .. }
+            | Expr::Param { data_type, .. }
+            | Expr::Binary { data_type, .. }
+            | Expr::Negate { data_type, .. } => *data_type,
+            Expr::Not(_) | Expr::IsNull { .. } | Expr::Between { .. } | Expr::InList { .. } => DataType::Boolean,
+            Expr::Cast { to, .. } => *to,
+        }
+    }
+
+    /// A constant.
+    pub fn literal(value: Value, data_type: DataType) -> Expr {
+        Expr::Literal { value, data_type }
+    }
+
+    /// Every input column the expression reads.
+    pub fn columns(&self, out: &mut Vec<usize>) {
+        match self {
+            Expr::Column { index, .. } => {
+                if !out.contains(index) {
+                    out.push(*index);
+                }
+            }
+            Expr::Literal { .. } | Expr::Param { .. } => {}
+            Expr::Binary { left, right, .. } => {
+                left.columns(out);
+                right.columns(out);
+            }
+            Expr::Not(e) | Expr::Negate { expr: e, .. } | Expr::IsNull { expr: e, .. } | Expr::Cast { expr: e, .. } => {
+                e.columns(out)
+            }
+            Expr::Between { expr, low, high, .. } => {
+                expr.columns(out);
+                low.columns(out);
+                high.columns(out);
+            }
+            Expr::InList { expr, list, .. } => {
+                expr.columns(out);
+                list.iter().for_each(|e| e.columns(out));
+            }
+        }
+    }
+
+    /// Whether the expression reads no column (it may read parameters).
+    pub fn is_constant(&self) -> bool {
+        let mut columns = Vec::new();
+        self.columns(&mut columns);
+        columns.is_empty()
+    }
+
+    /// Evaluates on a row of values.
+    pub fn eval(&self, row: &[Value], params: &[Value]) -> Result<Value, ExecError> {
+        match self {
+            Expr::Column { index, .. } => Ok(row.get(*index).cloned().unwrap_or(Value::Null)),
+            Expr::Literal { value, .. } => Ok(value.clone()),
+            Expr::Param { index, data_type } => {
+                let value = params.get(*index).cloned().ok_or_else(|| {
+                    ExecError::new(sqlstate::UNDEFINED_PARAMETER, format!("there is no parameter ${}", index + 1))
+                })?;
+                coerce_param(value, *data_type)
+            }
+            Expr::Binary { op, left, right, data_type } => {
+                let left_value = left.eval(row, params)?;
+                match op {
+                    BinaryOp::And => {
+                        if matches!(left_value, Value::Bool(false)) {
+                            return Ok(Value::Bool(false));
+                        }
+                        let right_value = right.eval(row, params)?;
+                        Ok(and3(&left_value, &right_value))
+                    }
+                    BinaryOp::Or => {
+                        if matches!(left_value, Value::Bool(true)) {
+                            return Ok(Value::Bool(true));
+                        }
+                        let right_value = right.eval(row, params)?;
+                        Ok(or3(&left_value, &right_value))
+                    }
+                    _ => {
+                        let right_value = right.eval(row, params)?;
+                        binary(*op, &left_value, &right_value, *data_type)
+                    }
+                }
+            }
+            Expr::Not(e) => Ok(match e.eval(row, params)? {
+                Value::Bool(b) => Value::Bool(!b),
+                _ => Value::Null,
+            }),
+            Expr::Negate { expr, data_type } => match expr.eval(row, params)? {
+                Value::Null => Ok(Value::Null),
+                Value::Int(v) => checked_int(v.checked_neg(), *data_type),
+                Value::Double(v) => Ok(Value::Double(-v)),
+                other => Err(type_error(&format!("cannot negate {other}"))),
+            },
+            Expr::IsNull { expr, negated } => Ok(Value::Bool(expr.eval(row, params)?.is_null() != *negated)),
+            Expr::Between { expr, low, high, negated } => {
+                let value = expr.eval(row, params)?;
+                let low = compare(BinaryOp::GtEq, &value, &low.eval(row, params)?);
+                let high = compare(BinaryOp::LtEq, &value, &high.eval(row, params)?);
+                let within = and3(&low, &high);
+                Ok(if *negated { not3(&within) } else { within })
+            }
+            Expr::InList { expr, list, negated } => {
+                let value = expr.eval(row, params)?;
+                let mut result = Value::Bool(false);
+                for candidate in list {
+                    let equal = compare(BinaryOp::Eq, &value, &candidate.eval(row, params)?);
+                    result = or3(&result, &equal);
+                    if matches!(result, Value::Bool(true)) {
+                        break;
+                    }
+                }
+                Ok(if *negated { not3(&result) } else { result })
+            }
+            Expr::Cast { expr, to } => cast(expr.eval(row, params)?, *to),
+        }
+    }
+}
+
+fn type_error(message: &str) -> ExecError {
+    ExecError::new(sqlstate::DATATYPE_MISMATCH, message)
+}
+
+/// A parameter value brought to the type its context gave it (clients may send `1` for a `bigint` parameter, or
+/// text for anything).
+pub fn coerce_param(value: Value, data_type: DataType) -> Result<Value, ExecError> {
+    match (&value, data_type) {
+        (Value::Null, _) => Ok(Value::Null),
+        (Value::Text(text), t) if t != DataType::Text => {
+            Value::parse(text, t).map_err(|m| ExecError::new(sqlstate::INVALID_TEXT_REPRESENTATION, m))
+        }
+        (Value::Int(v), DataType::Integer) if i32::try_from(*v).is_err() => {
+            Err(ExecError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "integer out of range"))
+        }
+        (Value::Int(v), DataType::Double) => Ok(Value::Double(*v as f64)),
+        _ => Ok(value),
+    }
+}
+
+fn and3(left: &Value, right: &Value) -> Value {
+    match (left, right) {
+        (Value::Bool(false), _) | (_, Value::Bool(false)) => Value::Bool(false),
+        (Value::Bool(true), Value::Bool(true)) => Value::Bool(true),
+        _ => Value::Null,
+    }
+}
+
+fn or3(left: &Value, right: &Value) -> Value {
+    match (left, right) {
+        (Value::Bool(true), _) | (_, Value::Bool(true)) => Value::Bool(true),
+        (Value::Bool(false), Value::Bool(false)) => Value::Bool(false),
+        _ => Value::Null,
+    }
+}
+
+fn not3(value: &Value) -> Value {
+    match value {
+        Value::Bool(b) => Value::Bool(!b),
+        _ => Value::Null,
+    }
+}
+
+/// PostgreSQL's float comparison: NaN equals NaN and sorts above every other value.
+pub fn compare_doubles(a: f64, b: f64) -> Ordering {
+    match (a.is_nan(), b.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        _ => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
+    }
+}
+
+/// Compares two values (NULL if either is NULL).
+pub fn compare(op: BinaryOp, left: &Value, right: &Value) -> Value {
+    let ordering = match (left, right) {
+        (Value::Null, _) | (_, Value::Null) => return Value::Null,
+        (Value::Int(a), Value::Int(b)) => a.cmp(b),
+        (Value::Int(a), Value::Double(b)) => compare_doubles(*a as f64, *b),
+        (Value::Double(a), Value::Int(b)) => compare_doubles(*a, *b as f64),
+        (Value::Double(a), Value::Double(b)) => compare_doubles(*a, *b),
+        (Value::Text(a), Value::Text(b)) => a.as_bytes().cmp(b.as_bytes()),
+        (Value::Bool(a), Value::Bool(b)) => a.cmp(b),
+        _ => return Value::Null,
+    };
+    Value::Bool(match op {
+        BinaryOp::Eq => ordering == Ordering::Equal,
+        BinaryOp::NotEq => ordering != Ordering::Equal,
+        BinaryOp::Lt => ordering == Ordering::Less,
+        BinaryOp::LtEq => ordering != Ordering::Greater,
+        BinaryOp::Gt => ordering == Ordering::Greater,
+        BinaryOp::GtEq => ordering != Ordering::Less,
+        _ => unreachable!("compare is only called with comparison operators"),
+    })
+}
+
+/// An integer result checked against its type's range.
+fn checked_int(value: Option<i64>, data_type: DataType) -> Result<Value, ExecError> {
+    let out_of_range = || {
+        let name = if data_type == DataType::Integer { "integer" } else { "bigint" };
+        ExecError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, format!("{name} out of range"))
+    };
+    let value = value.ok_or_else(out_of_range)?;
+    if data_type == DataType::Integer && i32::try_from(value).is_err() {
+        return Err(out_of_range());
+    }
+    Ok(Value::Int(value))
+}
+
+fn checked_double(value: f64, inputs_finite: bool) -> Result<Value, ExecError> {
+    if value.is_infinite() && inputs_finite {
+        return Err(ExecError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "value out of range: overflow"));
+    }
+    Ok(Value::Double(value))
+}
+
+fn division_by_zero() -> ExecError {
+    ExecError::new(sqlstate::DIVISION_BY_ZERO, "division by zero")
+}
+
+fn binary(op: BinaryOp, left: &Value, right: &Value, data_type: DataType) -> Result<Value, ExecError> {
+    if op.is_comparison() {
+        return Ok(compare(op, left, right));
+    }
+    if left.is_null() || right.is_null() {
+        return Ok(Value::Null);
+    }
+    match op {
+        BinaryOp::Concat => Ok(Value::Text(Arc::from(format!("{left}{right}")))),
+        _ if data_type == DataType::Double => {
+            let as_double = |v: &Value| match v {
+                Value::Int(i) => *i as f64,
+                Value::Double(d) => *d,
+                _ => f64::NAN,
+            };
+            let (a, b) = (as_double(left), as_double(right));
+            let finite = a.is_finite() && b.is_finite();
+            match op {
+                BinaryOp::Add => checked_double(a + b, finite),
+                BinaryOp::Sub => checked_double(a - b, finite),
+                BinaryOp::Mul => checked_double(a * b, finite),
+                BinaryOp::Div if b == 0.0 => Err(division_by_zero()),
+                BinaryOp::Div => checked_double(a / b, finite),
+                BinaryOp::Mod if b == 0.0 => Err(division_by_zero()),
+                BinaryOp::Mod => Ok(Value::Double(a % b)),
+                _ => Err(type_error("unsupported operator")),
+            }
+        }
+        _ => {
+            let (Value::Int(a), Value::Int(b)) = (left, right) else {
+                return Err(type_error(&format!("operator does not exist: {} {} {}", left, op.symbol(), right)));
+            };
+            match op {
+                BinaryOp::Add => checked_int(a.checked_add(*b), data_type),
+                BinaryOp::Sub => checked_int(a.checked_sub(*b), data_type),
+                BinaryOp::Mul => checked_int(a.checked_mul(*b), data_type),
+                BinaryOp::Div if *b == 0 => Err(division_by_zero()),
+                BinaryOp::Div => checked_int(a.checked_div(*b), data_type),
+                BinaryOp::Mod if *b == 0 => Err(division_by_zero()),
+                BinaryOp::Mod => checked_int(a.checked_rem(*b).or(Some(0)), data_type),
+                _ => Err(type_error("unsupported operator")),
+            }
+        }
+    }
+}
+
+/// `CAST(value AS to)` with PostgreSQL's rules for the supported types.
+pub fn cast(value: Value, to: DataType) -> Result<Value, ExecError> {
+    let out_of_range =
+        |name: &str| ExecError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, format!("{name} out of range"));
+    match (value, to) {
+        (Value::Null, _) => Ok(Value::Null),
+        (Value::Int(v), DataType::Integer) => {
+            i32::try_from(v).map(|v| Value::Int(i64::from(v))).map_err(|_| out_of_range("integer"))
+        }
+        (Value::Int(v), DataType::BigInt) => Ok(Value::Int(v)),
+        (Value::Int(v), DataType::Double) => Ok(Value::Double(v as f64)),
+        (Value::Int(v), DataType::Boolean) => Ok(Value::Bool(v != 0)),
+        (Value::Double(v), DataType::Double) => Ok(Value::Double(v)),
+        (Value::Double(v), t @ (DataType::Integer | DataType::BigInt)) => {
+            let rounded = v.round_ties_even();
+            let (min, max) = t.integer_range().expect("integer type");
+            if !rounded.is_finite() || rounded < min as f64 || rounded > max as f64 {
+                return Err(out_of_range(t.sql_name()));
+            }
+            Ok(Value::Int(rounded as i64))
+        }
+        (Value::Bool(b), DataType::Boolean) => Ok(Value::Bool(b)),
+        (Value::Bool(b), DataType::Integer) => Ok(Value::Int(i64::from(b))),
+        (Value::Text(text), DataType::Text) => Ok(Value::Text(text)),
+        (Value::Text(text), t) => {
+            Value::parse(&text, t).map_err(|m| ExecError::new(sqlstate::INVALID_TEXT_REPRESENTATION, m))
+        }
+        (value, DataType::Text) => Ok(Value::Text(Arc::from(value.to_pg_text().unwrap_or_default()))),
+        (value, to) => Err(ExecError::new(
+            sqlstate::CANNOT_COERCE,
+            format!("cannot cast {} to {to}", value.to_pg_text().unwrap_or_default()),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn int(v: i64) -> Expr {
+        Expr::literal(Value::Int(v), DataType::Integer)
+    }
+
+    fn column(index: usize) -> Expr {
+        Expr::Column { index, data_type: DataType::Integer }
+    }
+
+    fn binary_expr(op: BinaryOp, left: Expr, right: Expr, data_type: DataType) -> Expr {
+        Expr::Binary { op, left: Box::new(left), right: Box::new(right), data_type }
+    }
+
+    #[test]
+    fn arithmetic_checks_overflow_and_division_by_zero() {
+        let add = binary_expr(BinaryOp::Add, int(i64::from(i32::MAX)), int(1), DataType::Integer);
+        let error = add.eval(&[], &[]).unwrap_err();
+        assert_eq!((error.sqlstate, error.message.as_str()), ("22003", "integer out of range"));
+        let add = binary_expr(BinaryOp::Add, int(i64::from(i32::MAX)), int(1), DataType::BigInt);
+        assert_eq!(add.eval(&[], &[]).unwrap(), Value::Int(2_147_483_648));
+        let divide = binary_expr(BinaryOp::Div, int(7), int(0), DataType::Integer);
+        assert_eq!(divide.eval(&[], &[]).unwrap_err().sqlstate, "22012");
+        let divide = binary_expr(BinaryOp::Div, int(-7), int(2), DataType::Integer);
+        assert_eq!(divide.eval(&[], &[]).unwrap(), Value::Int(-3));
+        let modulo = binary_expr(BinaryOp::Mod, int(-7), int(2), DataType::Integer);
+        assert_eq!(modulo.eval(&[], &[]).unwrap(), Value::Int(-1));
+        let min = binary_expr(BinaryOp::Div, int(i64::from(i32::MIN)), int(-1), DataType::Integer);
+        assert_eq!(min.eval(&[], &[]).unwrap_err().sqlstate, "22003");
+    }
+
+    #[test]
+    fn logic_is_three_valued() {
+        let null = Expr::literal(Value::Null, DataType::Boolean);
+        let truth = |b: bool| Expr::literal(Value::Bool(b), DataType::Boolean);
+        let and = binary_expr(BinaryOp::And, null.clone(), truth(false), DataType::Boolean);
+        assert_eq!(and.eval(&[], &[]).unwrap(), Value::Bool(false));
+        let or = binary_expr(BinaryOp::Or, null.clone(), truth(false), DataType::Boolean);
+        assert_eq!(or.eval(&[], &[]).unwrap(), Value::Null);
+        assert_eq!(Expr::Not(Box::new(null)).eval(&[], &[]).unwrap(), Value::Null);
+        let row = [Value::Null, Value::Int(3)];
+        let in_list = Expr::InList {
+            expr: Box::new(column(1)),
+            list: vec![int(1), Expr::literal(Value::Null, DataType::Integer)],
+            negated: false,
+        };
+        assert_eq!(in_list.eval(&row, &[]).unwrap(), Value::Null);
+        let between =
+            Expr::Between { expr: Box::new(column(1)), low: Box::new(int(1)), high: Box::new(int(3)), negated: true };
+        assert_eq!(between.eval(&row, &[]).unwrap(), Value::Bool(false));
+        let is_null = Expr::IsNull { expr: Box::new(column(0)), negated: false };
+        assert_eq!(is_null.eval(&row, &[]).unwrap(), Value::Bool(true));
+    }
+
+    #[test]
+    fn parameters_are_coerced_to_their_inferred_type() {
+        let param = Expr::Param { index: 0, data_type: DataType::BigInt };
+        assert_eq!(param.eval(&[], &[Value::text("42")]).unwrap(), Value::Int(42));
+        assert_eq!(param.eval(&[], &[Value::text("x")]).unwrap_err().sqlstate, "22P02");
+        assert_eq!(param.eval(&[], &[]).unwrap_err().sqlstate, "42P02");
+    }
+
+    #[test]
+    fn casts_round_like_postgres() {
+        assert_eq!(cast(Value::Double(2.5), DataType::Integer).unwrap(), Value::Int(2));
+        assert_eq!(cast(Value::Double(3.5), DataType::Integer).unwrap(), Value::Int(4));
+        assert_eq!(cast(Value::Double(1e20), DataType::Integer).unwrap_err().sqlstate, "22003");
+        assert_eq!(cast(Value::text(" 12 "), DataType::BigInt).unwrap(), Value::Int(12));
+        assert_eq!(cast(Value::Int(5), DataType::Text).unwrap(), Value::text("5"));
+        assert!(compare(BinaryOp::Eq, &Value::Double(f64::NAN), &Value::Double(f64::NAN)) == Value::Bool(true));
+        assert!(compare(BinaryOp::Gt, &Value::Double(f64::NAN), &Value::Double(f64::INFINITY)) == Value::Bool(true));
+    }
+}

@@ -1,0 +1,26 @@
+//! Execution: plans turned into morsel tasks on the NUMA-aware scheduler.
+//!
+//! - [`expr`]: typed expressions with PostgreSQL semantics.
+//! - [`filter`]: WHERE clauses compiled into block filters over encoded data (SIMD kernels on packed codes).
+//! - [`aggregate`]: aggregate functions, partial and merged.
+//! - [`plan`]: the physical plans the SQL layer builds.
+//! - [`run`]: executing plans: one task graph per statement, tasks preferring their data's domain, byte
+//!   accounting per (running domain, memory node).
+//! - [`load`]: parallel, placement-aware data generation.
+//!
+//! Architecture invariant: execution is where the scheduler (domains, tasks) meets storage (partitions, nodes):
+//! it is the only layer that turns "partition p lives on node n" into "task t prefers domain d".
+
+pub mod aggregate;
+pub mod error;
+pub mod expr;
+pub mod filter;
+pub mod load;
+pub mod plan;
+pub mod run;
+
+pub use aggregate::{AggregateCall, AggregateFunction};
+pub use error::{ExecError, sqlstate};
+pub use expr::{BinaryOp, Expr};
+pub use plan::{LookupPlan, Plan, ScanOutput, ScanPlan, SortKey};
+pub use run::{ExecutionResult, Executor, MORSEL_BLOCKS_DEFAULT, ScanStats, execute};

@@ -1,0 +1,248 @@
+//! Physical plans: what the SQL layer hands to the executor.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use numadb_storage::{Table, Value};
+
+use crate::aggregate::AggregateCall;
+use crate::expr::Expr;
+
+/// What a scan produces.
+#[derive(Debug, Clone)]
+pub enum ScanOutput {
+    /// One row per selected row: these expressions over the table's columns.
+    Rows(Vec<Expr>),
+    /// One row per group: the group-by values, then the aggregates.
+    Aggregate {
+        /// Group keys over the table's columns (empty: one group).
+        group_by: Vec<Expr>,
+        /// Aggregates over the table's columns.
+        aggregates: Vec<AggregateCall>,
+    },
+}
+
+/// A filtered scan of a table, split into morsel tasks that prefer the domain holding their partition.
+#[derive(Clone)]
+pub struct ScanPlan {
+    /// The table.
+    pub table: Arc<Table>,
+    /// `WHERE`, over the table's columns.
+    pub filter: Option<Expr>,
+    /// What to produce.
+    pub output: ScanOutput,
+}
+
+/// A lookup through an index (`WHERE key = value`), run on the calling thread.
+#[derive(Clone)]
+pub struct LookupPlan {
+    /// The table.
+    pub table: Arc<Table>,
+    /// The indexed column.
+    pub column: usize,
+    /// The key (constant or parameter).
+    pub key: Expr,
+    /// The rest of `WHERE`, checked on the rows found.
+    pub residual: Option<Expr>,
+    /// What to produce.
+    pub output: ScanOutput,
+}
+
+/// An `ORDER BY` key, over the input of the [`Plan::Post`] node.
+#[derive(Debug, Clone)]
+pub struct SortKey {
+    /// The expression.
+    pub expr: Expr,
+    /// `DESC`.
+    pub descending: bool,
+    /// Where NULLs go (PostgreSQL: last for ascending, first for descending).
+    pub nulls_first: bool,
+}
+
+/// A plan.
+#[derive(Clone)]
+pub enum Plan {
+    /// A table scan.
+    Scan(ScanPlan),
+    /// An index lookup.
+    Lookup(LookupPlan),
+    /// Constant rows (`SELECT` without `FROM`).
+    Values(Vec<Vec<Expr>>),
+    /// `UNION ALL`: the inputs' rows one after another. Their scans run concurrently, in one task graph.
+    UnionAll(Vec<Plan>),
+    /// What happens after the rows are produced: `HAVING`, the select list, `DISTINCT`, `ORDER BY`, `OFFSET`,
+    /// `LIMIT`.
+    Post {
+        /// The input.
+        input: Box<Plan>,
+        /// `HAVING` (over input rows).
+        filter: Option<Expr>,
+        /// The select list (over input rows); `None` passes rows through.
+        projection: Option<Vec<Expr>>,
+        /// `DISTINCT` on the projected rows.
+        distinct: bool,
+        /// `ORDER BY` (over input rows).
+        order_by: Vec<SortKey>,
+        /// `OFFSET`.
+        offset: Option<Expr>,
+        /// `LIMIT`.
+        limit: Option<Expr>,
+    },
+}
+
+impl Plan {
+    /// An indented, human-readable description (the body of `EXPLAIN`).
+    pub fn describe(&self) -> String {
+        let mut out = String::new();
+        self.describe_into(&mut out, 0);
+        out
+    }
+
+    fn describe_into(&self, out: &mut String, depth: usize) {
+        let indent = "  ".repeat(depth);
+        let arrow = if depth == 0 { "" } else { "-> " };
+        match self {
+            Plan::Scan(scan) => {
+                let _ = writeln!(
+                    out,
+                    "{indent}{arrow}Parallel Scan on {} ({})",
+                    scan.table.name(),
+                    output_kind(&scan.output)
+                );
+                if let Some(filter) = &scan.filter {
+                    let _ = writeln!(out, "{indent}      Filter: {}", show_expr(filter, &column_names(&scan.table)));
+                }
+                describe_output(out, &indent, &scan.output, &column_names(&scan.table));
+                let _ = writeln!(out, "{indent}      Placement: {}", scan.table.placement(None));
+            }
+            Plan::Lookup(lookup) => {
+                let names = column_names(&lookup.table);
+                let _ = writeln!(
+                    out,
+                    "{indent}{arrow}Index Lookup on {} using {} ({})",
+                    lookup.table.name(),
+                    names.get(lookup.column).map(String::as_str).unwrap_or("?"),
+                    output_kind(&lookup.output)
+                );
+                let _ = writeln!(out, "{indent}      Key: {}", show_expr(&lookup.key, &names));
+                if let Some(residual) = &lookup.residual {
+                    let _ = writeln!(out, "{indent}      Filter: {}", show_expr(residual, &names));
+                }
+                describe_output(out, &indent, &lookup.output, &names);
+            }
+            Plan::Values(rows) => {
+                let _ = writeln!(
+                    out,
+                    "{indent}{arrow}Result ({} row{})",
+                    rows.len(),
+                    if rows.len() == 1 { "" } else { "s" }
+                );
+            }
+            Plan::UnionAll(inputs) => {
+                let _ = writeln!(out, "{indent}{arrow}Union All ({} inputs, scanned concurrently)", inputs.len());
+                for input in inputs {
+                    input.describe_into(out, depth + 1);
+                }
+            }
+            Plan::Post { input, filter, projection, distinct, order_by, offset, limit } => {
+                let mut parts = Vec::new();
+                if filter.is_some() {
+                    parts.push("Having".to_string());
+                }
+                if *distinct {
+                    parts.push("Distinct".to_string());
+                }
+                if !order_by.is_empty() {
+                    parts.push(format!("Sort ({} key{})", order_by.len(), if order_by.len() == 1 { "" } else { "s" }));
+                }
+                if offset.is_some() {
+                    parts.push("Offset".to_string());
+                }
+                if limit.is_some() {
+                    parts.push("Limit".to_string());
+                }
+                if projection.is_some() {
+                    parts.push("Project".to_string());
+                }
+                if parts.is_empty() {
+                    input.describe_into(out, depth);
+                    return;
+                }
+                let _ = writeln!(out, "{indent}{arrow}{}", parts.join(", "));
+                input.describe_into(out, depth + 1);
+            }
+        }
+    }
+}
+
+fn output_kind(output: &ScanOutput) -> &'static str {
+    match output {
+        ScanOutput::Rows(_) => "rows",
+        ScanOutput::Aggregate { group_by, .. } if group_by.is_empty() => "aggregate",
+        ScanOutput::Aggregate { .. } => "hash aggregate, partial per domain",
+    }
+}
+
+fn describe_output(out: &mut String, indent: &str, output: &ScanOutput, names: &[String]) {
+    match output {
+        ScanOutput::Rows(projections) => {
+            let list: Vec<String> = projections.iter().map(|e| show_expr(e, names)).collect();
+            let _ = writeln!(out, "{indent}      Output: {}", list.join(", "));
+        }
+        ScanOutput::Aggregate { group_by, aggregates } => {
+            if !group_by.is_empty() {
+                let keys: Vec<String> = group_by.iter().map(|e| show_expr(e, names)).collect();
+                let _ = writeln!(out, "{indent}      Group Key: {}", keys.join(", "));
+            }
+            let calls: Vec<String> = aggregates
+                .iter()
+                .map(|a| {
+                    format!(
+                        "{}({})",
+                        a.function.name(),
+                        a.argument.as_ref().map_or("*".to_string(), |e| show_expr(e, names))
+                    )
+                })
+                .collect();
+            let _ = writeln!(out, "{indent}      Aggregates: {}", calls.join(", "));
+        }
+    }
+}
+
+fn column_names(table: &Table) -> Vec<String> {
+    table.columns().iter().map(|c| c.name.clone()).collect()
+}
+
+/// Renders an expression with column names.
+pub fn show_expr(expr: &Expr, names: &[String]) -> String {
+    match expr {
+        Expr::Column { index, .. } => names.get(*index).cloned().unwrap_or_else(|| format!("#{index}")),
+        Expr::Literal { value, .. } => match value {
+            Value::Text(text) => format!("'{}'", text.replace('\'', "''")),
+            other => other.to_string(),
+        },
+        Expr::Param { index, .. } => format!("${}", index + 1),
+        Expr::Binary { op, left, right, .. } => {
+            format!("({} {} {})", show_expr(left, names), op.symbol(), show_expr(right, names))
+        }
+        Expr::Not(inner) => format!("(NOT {})", show_expr(inner, names)),
+        Expr::Negate { expr, .. } => format!("(-{})", show_expr(expr, names)),
+        Expr::IsNull { expr, negated } => {
+            format!("({} IS {}NULL)", show_expr(expr, names), if *negated { "NOT " } else { "" })
+        }
+        Expr::Between { expr, low, high, negated } => format!(
+            "({} {}BETWEEN {} AND {})",
+            show_expr(expr, names),
+            if *negated { "NOT " } else { "" },
+            show_expr(low, names),
+            show_expr(high, names)
+        ),
+        Expr::InList { expr, list, negated } => format!(
+            "({} {}IN ({}))",
+            show_expr(expr, names),
+            if *negated { "NOT " } else { "" },
+            list.iter().map(|e| show_expr(e, names)).collect::<Vec<_>>().join(", ")
+        ),
+        Expr::Cast { expr, to } => format!("CAST({} AS {to})", show_expr(expr, names)),
+    }
+}

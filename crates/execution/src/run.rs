@@ -1,0 +1,854 @@
+//! Running plans: morsel tasks on the scheduler, partial results per domain, post-processing.
+//!
+//! Every scan of a statement (a `UNION ALL` has several) becomes tasks of *one* task graph, so the scans run
+//! concurrently and the statement finishes when the slowest does (the thesis's "UNION ALL to synchronise the
+//! scans of the two tables"). A scan is cut into morsels of [`MORSEL_BLOCKS_DEFAULT`] blocks of one partition;
+//! each morsel task prefers the domain holding the bytes it reads and reports them, per node, to the byte
+//! matrix. Aggregating scans merge their tasks' partial results in one merge task per domain (preferring that
+//! domain), then once on the calling thread.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use numadb_scheduler::{NodeId, QueryReport, Scheduler, TaskContext, TaskGraph, TaskSpec};
+use numadb_storage::bitpack::{self, BLOCK_ROWS, BlockMask, MASK_WORDS};
+use numadb_storage::{ColumnData, Partition, TableSnapshot, Value};
+
+use crate::aggregate::{Accumulator, AggregateCall, AggregateFunction, PartialAggregate};
+use crate::error::{ExecError, sqlstate};
+use crate::expr::Expr;
+use crate::filter::{Filter, compile, tail_mask};
+use crate::plan::{LookupPlan, Plan, ScanOutput, ScanPlan, SortKey};
+
+/// Blocks per morsel: 64 blocks = 65 536 rows, large enough that a task's overhead is noise next to its scan,
+/// small enough that a 4 Mi-row partition gives 64 tasks to balance.
+pub const MORSEL_BLOCKS_DEFAULT: usize = 64;
+
+/// How to run a statement.
+pub struct Executor<'a> {
+    /// The scheduler whose workers run the tasks.
+    pub scheduler: &'a Scheduler,
+    /// Parameter values (`$1` first).
+    pub params: &'a [Value],
+    /// `statement_timeout`.
+    pub timeout: Option<Duration>,
+    /// Blocks per morsel.
+    pub morsel_blocks: usize,
+}
+
+/// Counters of one scan, for `EXPLAIN ANALYZE`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ScanStats {
+    /// The table.
+    pub table: String,
+    /// Scan tasks.
+    pub tasks: usize,
+    /// Partitions scanned.
+    pub partitions: usize,
+    /// Rows looked at.
+    pub rows_scanned: u64,
+    /// Rows that passed the filter.
+    pub rows_selected: u64,
+    /// Encoded bytes read.
+    pub bytes_read: u64,
+    /// Time spent in scan tasks, summed over tasks.
+    pub task_time: Duration,
+    /// Time spent merging partial results (tasks and calling thread).
+    pub merge_time: Duration,
+}
+
+/// What running a statement produced.
+#[derive(Debug, Clone, Default)]
+pub struct ExecutionResult {
+    /// Result rows.
+    pub rows: Vec<Vec<Value>>,
+    /// Per-scan counters.
+    pub scans: Vec<ScanStats>,
+    /// The scheduler's report (tasks per domain, stolen, byte matrix), when tasks ran.
+    pub report: Option<QueryReport>,
+    /// Rows found through indexes.
+    pub index_rows: u64,
+    /// Wall time.
+    pub elapsed: Duration,
+    /// Time after the tasks: merging, sorting, projecting on the calling thread.
+    pub post_time: Duration,
+}
+
+enum TaskOutput {
+    Rows(Vec<Vec<Value>>),
+    Aggregate(PartialAggregate),
+}
+
+/// One scan's shared state while its tasks run.
+struct ScanJob {
+    snapshot: TableSnapshot,
+    filter: Option<Filter>,
+    output: ScanOutput,
+    /// Columns the scan reads (filter and output), for byte accounting and row materialisation.
+    columns_read: Vec<usize>,
+    params: Arc<[Value]>,
+    slots: Vec<Mutex<Option<TaskOutput>>>,
+    merged: Mutex<Vec<PartialAggregate>>,
+    error: Mutex<Option<ExecError>>,
+    rows_scanned: AtomicU64,
+    rows_selected: AtomicU64,
+    bytes_read: AtomicU64,
+    task_ns: AtomicU64,
+    merge_ns: AtomicU64,
+    tasks: usize,
+}
+
+impl ScanJob {
+    fn fail(&self, error: ExecError) -> numadb_scheduler::TaskError {
+        let message = error.message.clone();
+        let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(error);
+        }
+        numadb_scheduler::TaskError::new(message)
+    }
+}
+
+/// A morsel: a block range of one partition, or the unsealed delta.
+#[derive(Clone)]
+enum Morsel {
+    Blocks { partition: usize, blocks: Range<usize> },
+    Delta,
+}
+
+/// Runs a plan.
+pub fn execute(plan: &Plan, executor: &Executor<'_>) -> Result<ExecutionResult, ExecError> {
+    let started = Instant::now();
+    let mut graph = TaskGraph::new();
+    let mut jobs: Vec<Arc<ScanJob>> = Vec::new();
+    let params: Arc<[Value]> = Arc::from(executor.params.to_vec());
+    collect_scans(plan, executor, &params, &mut graph, &mut jobs)?;
+    let report = if graph.is_empty() {
+        None
+    } else {
+        let query = executor.scheduler.submit(graph);
+        let outcome = match executor.timeout {
+            Some(timeout) => query.wait_timeout(timeout),
+            None => query.wait(),
+        };
+        for job in &jobs {
+            if let Some(error) = job.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                return Err(error);
+            }
+        }
+        match outcome {
+            Ok(report) => Some(report),
+            Err(numadb_scheduler::QueryError::Cancelled) if executor.timeout.is_some() => {
+                return Err(ExecError::new(sqlstate::QUERY_CANCELED, "canceling statement due to statement timeout"));
+            }
+            Err(error) => return Err(error.into()),
+        }
+    };
+    let post_started = Instant::now();
+    let mut result = ExecutionResult { report, ..Default::default() };
+    let mut next_job = 0;
+    result.rows = finish(plan, executor, &jobs, &mut next_job, &mut result)?;
+    for job in &jobs {
+        result.scans.push(ScanStats {
+            table: String::new(),
+            tasks: job.tasks,
+            partitions: job.snapshot.partitions.len(),
+            rows_scanned: job.rows_scanned.load(Ordering::Relaxed),
+            rows_selected: job.rows_selected.load(Ordering::Relaxed),
+            bytes_read: job.bytes_read.load(Ordering::Relaxed),
+            task_time: Duration::from_nanos(job.task_ns.load(Ordering::Relaxed)),
+            merge_time: Duration::from_nanos(job.merge_ns.load(Ordering::Relaxed)),
+        });
+    }
+    let mut names = Vec::new();
+    scan_table_names(plan, &mut names);
+    for (stats, name) in result.scans.iter_mut().zip(names) {
+        stats.table = name;
+    }
+    result.post_time = post_started.elapsed();
+    result.elapsed = started.elapsed();
+    Ok(result)
+}
+
+fn scan_table_names(plan: &Plan, out: &mut Vec<String>) {
+    match plan {
+        Plan::Scan(scan) => out.push(scan.table.name().to_string()),
+        Plan::UnionAll(inputs) => inputs.iter().for_each(|p| scan_table_names(p, out)),
+        Plan::Post { input, .. } => scan_table_names(input, out),
+        Plan::Lookup(_) | Plan::Values(_) => {}
+    }
+}
+
+/// Adds the tasks of every scan in `plan` to `graph`, in plan order.
+fn collect_scans(
+    plan: &Plan,
+    executor: &Executor<'_>,
+    params: &Arc<[Value]>,
+    graph: &mut TaskGraph,
+    jobs: &mut Vec<Arc<ScanJob>>,
+) -> Result<(), ExecError> {
+    match plan {
+        Plan::Scan(scan) => {
+            jobs.push(add_scan(scan, executor, params, graph)?);
+            Ok(())
+        }
+        Plan::UnionAll(inputs) => inputs.iter().try_for_each(|p| collect_scans(p, executor, params, graph, jobs)),
+        Plan::Post { input, .. } => collect_scans(input, executor, params, graph, jobs),
+        Plan::Lookup(_) | Plan::Values(_) => Ok(()),
+    }
+}
+
+fn add_scan(
+    scan: &ScanPlan,
+    executor: &Executor<'_>,
+    params: &Arc<[Value]>,
+    graph: &mut TaskGraph,
+) -> Result<Arc<ScanJob>, ExecError> {
+    let snapshot = scan.table.snapshot();
+    let filter = scan.filter.as_ref().map(|f| compile(f, params)).transpose()?;
+    let mut columns_read = Vec::new();
+    if let Some(filter) = &filter {
+        filter.columns(&mut columns_read);
+    }
+    match &scan.output {
+        ScanOutput::Rows(projections) => projections.iter().for_each(|e| e.columns(&mut columns_read)),
+        ScanOutput::Aggregate { group_by, aggregates } => {
+            group_by.iter().for_each(|e| e.columns(&mut columns_read));
+            aggregates.iter().filter_map(|a| a.argument.as_ref()).for_each(|e| e.columns(&mut columns_read));
+        }
+    }
+    columns_read.sort_unstable();
+    let morsel_blocks = executor.morsel_blocks.max(1);
+    let mut morsels = Vec::new();
+    for (position, partition) in snapshot.partitions.iter().enumerate() {
+        let blocks = partition.blocks();
+        for start in (0..blocks).step_by(morsel_blocks) {
+            morsels.push(Morsel::Blocks { partition: position, blocks: start..(start + morsel_blocks).min(blocks) });
+        }
+    }
+    if snapshot.delta.rows() > 0 {
+        morsels.push(Morsel::Delta);
+    }
+    let domains = executor.scheduler.domains();
+    let preferred: Vec<Option<u32>> = morsels
+        .iter()
+        .map(|morsel| match morsel {
+            Morsel::Blocks { partition, .. } => {
+                let home = snapshot.partitions[*partition].home_node(&columns_read);
+                home.and_then(|node| domains.domain_of_node(node)).map(|d| d.id)
+            }
+            Morsel::Delta => None,
+        })
+        .collect();
+    let job = Arc::new(ScanJob {
+        slots: (0..morsels.len()).map(|_| Mutex::new(None)).collect(),
+        merged: Mutex::new(Vec::new()),
+        snapshot,
+        filter,
+        output: scan.output.clone(),
+        columns_read,
+        params: Arc::clone(params),
+        error: Mutex::new(None),
+        rows_scanned: AtomicU64::new(0),
+        rows_selected: AtomicU64::new(0),
+        bytes_read: AtomicU64::new(0),
+        task_ns: AtomicU64::new(0),
+        merge_ns: AtomicU64::new(0),
+        tasks: morsels.len(),
+    });
+    let mut by_domain: BTreeMap<Option<u32>, Vec<NodeId>> = BTreeMap::new();
+    let mut members: BTreeMap<Option<u32>, Vec<usize>> = BTreeMap::new();
+    for (index, morsel) in morsels.into_iter().enumerate() {
+        let task_job = Arc::clone(&job);
+        let node = graph.add(
+            TaskSpec::new(move |ctx| {
+                let started = Instant::now();
+                let outcome = run_morsel(&task_job, &morsel, ctx);
+                task_job.task_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                match outcome {
+                    Ok(output) => {
+                        *task_job.slots[index].lock().unwrap_or_else(|p| p.into_inner()) = Some(output);
+                        Ok(())
+                    }
+                    Err(error) => Err(task_job.fail(error)),
+                }
+            })
+            .prefer_maybe(preferred[index]),
+        );
+        by_domain.entry(preferred[index]).or_default().push(node);
+        members.entry(preferred[index]).or_default().push(index);
+    }
+    if matches!(scan.output, ScanOutput::Aggregate { .. }) {
+        // One merge per domain, near that domain's partials.
+        for (domain, nodes) in by_domain {
+            let merge_job = Arc::clone(&job);
+            let indexes = members.remove(&domain).unwrap_or_default();
+            graph.add_after(
+                &nodes,
+                TaskSpec::new(move |_| {
+                    let started = Instant::now();
+                    let mut merged = PartialAggregate::default();
+                    for index in indexes {
+                        let slot = merge_job.slots[index].lock().unwrap_or_else(|p| p.into_inner()).take();
+                        if let Some(TaskOutput::Aggregate(partial)) = slot {
+                            merged.merge(partial);
+                        }
+                    }
+                    merge_job.merged.lock().unwrap_or_else(|p| p.into_inner()).push(merged);
+                    merge_job.merge_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                    Ok(())
+                })
+                .prefer_maybe(domain),
+            );
+        }
+    }
+    Ok(job)
+}
+
+/// Decoded integer blocks of the current block, by column, so that several expressions over one column decode it
+/// once.
+struct BlockCache {
+    block: usize,
+    ints: Vec<Option<Box<[i64; BLOCK_ROWS]>>>,
+}
+
+impl BlockCache {
+    fn new(columns: usize) -> Self {
+        BlockCache { block: usize::MAX, ints: (0..columns).map(|_| None).collect() }
+    }
+
+    fn ints(&mut self, partition: &Partition, column: usize, block: usize) -> Option<&[i64; BLOCK_ROWS]> {
+        if self.block != block {
+            self.block = block;
+            self.ints.iter_mut().for_each(|slot| *slot = None);
+        }
+        let chunk = partition.column(column);
+        let ColumnData::Int(ints) = chunk.data() else { return None };
+        if self.ints[column].is_none() {
+            let mut decoded = Box::new([0i64; BLOCK_ROWS]);
+            ints.decode_block(block, &mut decoded);
+            self.ints[column] = Some(decoded);
+        }
+        self.ints[column].as_deref()
+    }
+
+    /// Fills `row` with the values of `columns` at partition row `r`.
+    fn fill_row(&mut self, partition: &Partition, columns: &[usize], r: usize, row: &mut [Value]) {
+        let block = r / BLOCK_ROWS;
+        for &c in columns {
+            let chunk = partition.column(c);
+            row[c] = if chunk.is_null(r) {
+                Value::Null
+            } else if let Some(decoded) = self.ints(partition, c, block) {
+                Value::Int(decoded[r % BLOCK_ROWS])
+            } else {
+                chunk.value(r)
+            };
+        }
+    }
+}
+
+fn for_each_set(mask: &BlockMask, mut f: impl FnMut(usize)) {
+    for (word_index, &word) in mask.iter().enumerate() {
+        let mut bits = word;
+        while bits != 0 {
+            let bit = bits.trailing_zeros() as usize;
+            f(word_index * 64 + bit);
+            bits &= bits - 1;
+        }
+    }
+}
+
+fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<TaskOutput, ExecError> {
+    if ctx.is_cancelled() {
+        return Ok(TaskOutput::Rows(Vec::new()));
+    }
+    let params = &job.params[..];
+    let width = job.columns_read.last().map_or(0, |&c| c + 1);
+    let (partition, blocks) = match morsel {
+        Morsel::Delta => return run_delta(job, width),
+        Morsel::Blocks { partition, blocks } => (&job.snapshot.partitions[*partition], blocks.clone()),
+    };
+    // Account the bytes this morsel reads, on the nodes that hold them.
+    for &column in &job.columns_read {
+        let chunk = partition.column(column);
+        let bytes = chunk.bytes_of_blocks(blocks.clone());
+        job.bytes_read.fetch_add(bytes, Ordering::Relaxed);
+        for &(node, share) in chunk.node_shares().iter() {
+            ctx.account_read(node, (bytes as f64 * share).round() as u64);
+        }
+    }
+    let rows_in_partition = partition.rows();
+    let mut scanned = 0u64;
+    let mut selected_total = 0u64;
+    let mut cache = BlockCache::new(width);
+    let mut row = vec![Value::Null; width];
+    let mut output = match &job.output {
+        ScanOutput::Rows(_) => TaskOutput::Rows(Vec::new()),
+        ScanOutput::Aggregate { .. } => TaskOutput::Aggregate(PartialAggregate::default()),
+    };
+    let mut plain_state: Option<Vec<Accumulator>> = None;
+    for block in blocks {
+        let tail = tail_mask(rows_in_partition, block);
+        scanned += u64::from(bitpack::count(&tail));
+        let mask: BlockMask = match &job.filter {
+            Some(filter) => {
+                let t = filter.eval_block(partition, block, params)?.t;
+                std::array::from_fn(|i| t[i] & tail[i])
+            }
+            None => tail,
+        };
+        let selected = bitpack::count(&mask);
+        if selected == 0 {
+            continue;
+        }
+        selected_total += u64::from(selected);
+        let first_row = block * BLOCK_ROWS;
+        match (&job.output, &mut output) {
+            (ScanOutput::Aggregate { group_by, aggregates }, TaskOutput::Aggregate(_)) if group_by.is_empty() => {
+                let state = plain_state.get_or_insert_with(|| aggregates.iter().map(Accumulator::new).collect());
+                for (call, accumulator) in aggregates.iter().zip(state.iter_mut()) {
+                    aggregate_block(
+                        call,
+                        accumulator,
+                        partition,
+                        block,
+                        &mask,
+                        selected,
+                        &mut cache,
+                        &mut row,
+                        params,
+                    )?;
+                }
+            }
+            (ScanOutput::Aggregate { group_by, aggregates }, TaskOutput::Aggregate(partial)) => {
+                let mut error = None;
+                for_each_set(&mask, |i| {
+                    if error.is_some() {
+                        return;
+                    }
+                    cache.fill_row(partition, &job.columns_read, first_row + i, &mut row);
+                    if let Err(e) = group_row(group_by, aggregates, partial, &row, params) {
+                        error = Some(e);
+                    }
+                });
+                if let Some(error) = error {
+                    return Err(error);
+                }
+            }
+            (ScanOutput::Rows(projections), TaskOutput::Rows(rows)) => {
+                let mut error = None;
+                for_each_set(&mask, |i| {
+                    if error.is_some() {
+                        return;
+                    }
+                    cache.fill_row(partition, &job.columns_read, first_row + i, &mut row);
+                    match projections.iter().map(|e| e.eval(&row, params)).collect::<Result<Vec<_>, _>>() {
+                        Ok(values) => rows.push(values),
+                        Err(e) => error = Some(e),
+                    }
+                });
+                if let Some(error) = error {
+                    return Err(error);
+                }
+            }
+            _ => return Err(ExecError::internal("scan output and task output disagree")),
+        }
+    }
+    job.rows_scanned.fetch_add(scanned, Ordering::Relaxed);
+    job.rows_selected.fetch_add(selected_total, Ordering::Relaxed);
+    if let (Some(state), TaskOutput::Aggregate(partial)) = (plain_state, &mut output) {
+        partial.groups.insert(Vec::new(), state);
+    }
+    Ok(output)
+}
+
+fn group_row(
+    group_by: &[Expr],
+    aggregates: &[AggregateCall],
+    partial: &mut PartialAggregate,
+    row: &[Value],
+    params: &[Value],
+) -> Result<(), ExecError> {
+    let key = group_by.iter().map(|e| e.eval(row, params)).collect::<Result<Vec<_>, _>>()?;
+    let state = partial.groups.entry(key).or_insert_with(|| aggregates.iter().map(Accumulator::new).collect());
+    for (call, accumulator) in aggregates.iter().zip(state.iter_mut()) {
+        match &call.argument {
+            None => accumulator.add(&Value::Null, true),
+            Some(argument) => accumulator.add(&argument.eval(row, params)?, false),
+        }
+    }
+    Ok(())
+}
+
+/// Adds one block's selected rows to an aggregate, with fast paths for `COUNT(*)` and plain integer columns.
+#[allow(clippy::too_many_arguments)]
+fn aggregate_block(
+    call: &AggregateCall,
+    accumulator: &mut Accumulator,
+    partition: &Partition,
+    block: usize,
+    mask: &BlockMask,
+    selected: u32,
+    cache: &mut BlockCache,
+    row: &mut [Value],
+    params: &[Value],
+) -> Result<(), ExecError> {
+    if call.function == AggregateFunction::CountStar {
+        accumulator.add_ints(i64::from(selected), 0, 0, 0);
+        return Ok(());
+    }
+    let Some(argument) = &call.argument else { return Ok(()) };
+    if let Expr::Column { index, .. } = argument
+        && let Some(values) = cache.ints(partition, *index, block)
+    {
+        let nulls = partition.column(*index).null_mask(block);
+        let valid: BlockMask = match nulls {
+            Some(n) => std::array::from_fn(|i| mask[i] & !n[i]),
+            None => *mask,
+        };
+        let (mut count, mut sum, mut min, mut max) = (0i64, 0i128, i64::MAX, i64::MIN);
+        for_each_set(&valid, |i| {
+            let v = values[i];
+            count += 1;
+            sum += i128::from(v);
+            min = min.min(v);
+            max = max.max(v);
+        });
+        accumulator.add_ints(count, sum, min, max);
+        return Ok(());
+    }
+    let mut columns = Vec::new();
+    argument.columns(&mut columns);
+    let first_row = block * BLOCK_ROWS;
+    let mut error = None;
+    for_each_set(mask, |i| {
+        if error.is_some() {
+            return;
+        }
+        cache.fill_row(partition, &columns, first_row + i, row);
+        match argument.eval(row, params) {
+            Ok(value) => accumulator.add(&value, false),
+            Err(e) => error = Some(e),
+        }
+    });
+    error.map_or(Ok(()), Err)
+}
+
+/// The unsealed delta, row by row.
+fn run_delta(job: &ScanJob, width: usize) -> Result<TaskOutput, ExecError> {
+    let delta = &job.snapshot.delta;
+    let params = &job.params[..];
+    let filter_expr = job.filter.as_ref();
+    let mut row = vec![Value::Null; width];
+    let mut rows_out = Vec::new();
+    let mut partial = PartialAggregate::default();
+    let mut selected = 0u64;
+    for r in 0..delta.rows() {
+        for &c in &job.columns_read {
+            row[c] = delta.column(c)[r].clone();
+        }
+        if let Some(filter) = filter_expr
+            && !filter_row(filter, &row, params)?
+        {
+            continue;
+        }
+        selected += 1;
+        match &job.output {
+            ScanOutput::Rows(projections) => {
+                rows_out.push(projections.iter().map(|e| e.eval(&row, params)).collect::<Result<Vec<_>, _>>()?)
+            }
+            ScanOutput::Aggregate { group_by, aggregates } => {
+                group_row(group_by, aggregates, &mut partial, &row, params)?
+            }
+        }
+    }
+    job.rows_scanned.fetch_add(delta.rows() as u64, Ordering::Relaxed);
+    job.rows_selected.fetch_add(selected, Ordering::Relaxed);
+    Ok(match job.output {
+        ScanOutput::Rows(_) => TaskOutput::Rows(rows_out),
+        ScanOutput::Aggregate { .. } => TaskOutput::Aggregate(partial),
+    })
+}
+
+/// Evaluates a compiled filter on one row of values (the delta, lookups' residual predicates): TRUE only.
+fn filter_row(filter: &Filter, row: &[Value], params: &[Value]) -> Result<bool, ExecError> {
+    Ok(filter_row3(filter, row, params)? == Some(true))
+}
+
+fn filter_row3(filter: &Filter, row: &[Value], params: &[Value]) -> Result<Option<bool>, ExecError> {
+    use crate::expr::compare;
+    use crate::filter::TextBound;
+    Ok(match filter {
+        Filter::True => Some(true),
+        Filter::False => Some(false),
+        Filter::Unknown => None,
+        Filter::IntRange { column, low, high } => match &row[*column] {
+            Value::Int(v) => Some(low <= v && v <= high),
+            Value::Bool(b) => Some(*low <= i64::from(*b) && i64::from(*b) <= *high),
+            _ => None,
+        },
+        Filter::TextRange { column, low, high } => match &row[*column] {
+            Value::Text(text) => {
+                let bytes = text.as_bytes();
+                let above = match low {
+                    TextBound::Unbounded => true,
+                    TextBound::Inclusive(s) => bytes >= s.as_bytes(),
+                    TextBound::Exclusive(s) => bytes > s.as_bytes(),
+                };
+                let below = match high {
+                    TextBound::Unbounded => true,
+                    TextBound::Inclusive(s) => bytes <= s.as_bytes(),
+                    TextBound::Exclusive(s) => bytes < s.as_bytes(),
+                };
+                Some(above && below)
+            }
+            _ => None,
+        },
+        Filter::DoubleCompare { column, op, value } => match compare(*op, &row[*column], &Value::Double(*value)) {
+            Value::Bool(b) => Some(b),
+            _ => None,
+        },
+        Filter::IsNull { column, negated } => Some(row[*column].is_null() != *negated),
+        Filter::Rows(expr) => match expr.eval(row, params)? {
+            Value::Bool(b) => Some(b),
+            _ => None,
+        },
+        Filter::And(parts) => {
+            let mut result = Some(true);
+            for part in parts {
+                match filter_row3(part, row, params)? {
+                    Some(false) => return Ok(Some(false)),
+                    None => result = None,
+                    Some(true) => {}
+                }
+            }
+            result
+        }
+        Filter::Or(parts) => {
+            let mut result = Some(false);
+            for part in parts {
+                match filter_row3(part, row, params)? {
+                    Some(true) => return Ok(Some(true)),
+                    None => result = None,
+                    Some(false) => {}
+                }
+            }
+            result
+        }
+        Filter::Not(inner) => filter_row3(inner, row, params)?.map(|b| !b),
+    })
+}
+
+/// Produces the rows of `plan` after its tasks have run.
+fn finish(
+    plan: &Plan,
+    executor: &Executor<'_>,
+    jobs: &[Arc<ScanJob>],
+    next_job: &mut usize,
+    result: &mut ExecutionResult,
+) -> Result<Vec<Vec<Value>>, ExecError> {
+    match plan {
+        Plan::Scan(scan) => {
+            let job = &jobs[*next_job];
+            *next_job += 1;
+            finish_scan(scan, job)
+        }
+        Plan::Lookup(lookup) => {
+            let (rows, found) = run_lookup(lookup, executor.params)?;
+            result.index_rows += found;
+            Ok(rows)
+        }
+        Plan::Values(rows) => rows
+            .iter()
+            .map(|row| row.iter().map(|e| e.eval(&[], executor.params)).collect::<Result<Vec<_>, _>>())
+            .collect(),
+        Plan::UnionAll(inputs) => {
+            let mut rows = Vec::new();
+            for input in inputs {
+                rows.extend(finish(input, executor, jobs, next_job, result)?);
+            }
+            Ok(rows)
+        }
+        Plan::Post { input, filter, projection, distinct, order_by, offset, limit } => {
+            let rows = finish(input, executor, jobs, next_job, result)?;
+            post_process(
+                rows,
+                filter.as_ref(),
+                projection.as_deref(),
+                *distinct,
+                order_by,
+                offset.as_ref(),
+                limit.as_ref(),
+                executor.params,
+            )
+        }
+    }
+}
+
+fn finish_scan(scan: &ScanPlan, job: &ScanJob) -> Result<Vec<Vec<Value>>, ExecError> {
+    match &scan.output {
+        ScanOutput::Rows(_) => {
+            let mut rows = Vec::new();
+            for slot in &job.slots {
+                if let Some(TaskOutput::Rows(mut part)) = slot.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                    rows.append(&mut part);
+                }
+            }
+            Ok(rows)
+        }
+        ScanOutput::Aggregate { group_by, aggregates } => {
+            let started = Instant::now();
+            let mut total = PartialAggregate::default();
+            for partial in job.merged.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+                total.merge(partial);
+            }
+            let rows = total.finish(aggregates, !group_by.is_empty())?;
+            job.merge_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            Ok(rows)
+        }
+    }
+}
+
+/// Runs an index lookup on the calling thread; returns rows and the number of rows the index found.
+pub fn run_lookup(lookup: &LookupPlan, params: &[Value]) -> Result<(Vec<Vec<Value>>, u64), ExecError> {
+    let key = lookup.key.eval(&[], params)?;
+    let mut out = Vec::new();
+    let mut partial = PartialAggregate::default();
+    let grouped = matches!(&lookup.output, ScanOutput::Aggregate { group_by, .. } if !group_by.is_empty());
+    if key.is_null() {
+        return match &lookup.output {
+            ScanOutput::Rows(_) => Ok((out, 0)),
+            ScanOutput::Aggregate { aggregates, .. } => Ok((partial.finish(aggregates, grouped)?, 0)),
+        };
+    }
+    let snapshot = lookup.table.snapshot();
+    let index = snapshot.index_on(lookup.column).ok_or_else(|| ExecError::internal("the planned index is gone"))?;
+    let mut found_rows: Vec<u32> = Vec::new();
+    index.lookup(&key, |row| found_rows.push(row));
+    let residual = lookup.residual.as_ref().map(|r| compile(r, params)).transpose()?;
+    let mut columns = Vec::new();
+    if let Some(residual) = &residual {
+        residual.columns(&mut columns);
+    }
+    match &lookup.output {
+        ScanOutput::Rows(projections) => projections.iter().for_each(|e| e.columns(&mut columns)),
+        ScanOutput::Aggregate { group_by, aggregates } => {
+            group_by.iter().for_each(|e| e.columns(&mut columns));
+            aggregates.iter().filter_map(|a| a.argument.as_ref()).for_each(|e| e.columns(&mut columns));
+        }
+    }
+    let width = columns.iter().max().map_or(0, |&m| m + 1);
+    let mut row = vec![Value::Null; width];
+    for &found in &found_rows {
+        for &c in &columns {
+            row[c] = snapshot.value(u64::from(found), c).unwrap_or(Value::Null);
+        }
+        if let Some(residual) = &residual
+            && !filter_row(residual, &row, params)?
+        {
+            continue;
+        }
+        match &lookup.output {
+            ScanOutput::Rows(projections) => {
+                out.push(projections.iter().map(|e| e.eval(&row, params)).collect::<Result<Vec<_>, _>>()?)
+            }
+            ScanOutput::Aggregate { group_by, aggregates } => {
+                group_row(group_by, aggregates, &mut partial, &row, params)?
+            }
+        }
+    }
+    if let ScanOutput::Aggregate { aggregates, .. } = &lookup.output {
+        out = partial.finish(aggregates, grouped)?;
+    }
+    Ok((out, found_rows.len() as u64))
+}
+
+/// A constant, non-negative row count for `LIMIT`/`OFFSET`.
+fn row_count(expr: &Expr, params: &[Value], what: &str) -> Result<Option<usize>, ExecError> {
+    match expr.eval(&[], params)? {
+        Value::Null => Ok(None),
+        Value::Int(n) if n >= 0 => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
+        Value::Int(_) => Err(ExecError::new(
+            if what == "LIMIT" { sqlstate::INVALID_ROW_COUNT_IN_LIMIT } else { "2201X" },
+            format!("{what} must not be negative"),
+        )),
+        other => Err(ExecError::new(
+            sqlstate::DATATYPE_MISMATCH,
+            format!("argument of {what} must be an integer, not {other}"),
+        )),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn post_process(
+    rows: Vec<Vec<Value>>,
+    filter: Option<&Expr>,
+    projection: Option<&[Expr]>,
+    distinct: bool,
+    order_by: &[SortKey],
+    offset: Option<&Expr>,
+    limit: Option<&Expr>,
+    params: &[Value],
+) -> Result<Vec<Vec<Value>>, ExecError> {
+    let offset = offset.map(|e| row_count(e, params, "OFFSET")).transpose()?.flatten().unwrap_or(0);
+    let limit = limit.map(|e| row_count(e, params, "LIMIT")).transpose()?.flatten();
+    let mut keyed: Vec<(Vec<Value>, Vec<Value>)> = Vec::with_capacity(rows.len());
+    for row in rows {
+        if let Some(filter) = filter
+            && !matches!(filter.eval(&row, params)?, Value::Bool(true))
+        {
+            continue;
+        }
+        let keys = order_by.iter().map(|k| k.expr.eval(&row, params)).collect::<Result<Vec<_>, _>>()?;
+        let output = match projection {
+            Some(exprs) => exprs.iter().map(|e| e.eval(&row, params)).collect::<Result<Vec<_>, _>>()?,
+            None => row,
+        };
+        keyed.push((keys, output));
+    }
+    if distinct {
+        let mut seen = std::collections::HashSet::new();
+        keyed.retain(|(_, row)| seen.insert(row.clone()));
+    }
+    if !order_by.is_empty() {
+        keyed.sort_by(|(a, _), (b, _)| {
+            for ((x, y), key) in a.iter().zip(b).zip(order_by) {
+                let ordering = match (x.is_null(), y.is_null()) {
+                    (true, true) => std::cmp::Ordering::Equal,
+                    (true, false) => {
+                        if key.nulls_first {
+                            std::cmp::Ordering::Less
+                        } else {
+                            std::cmp::Ordering::Greater
+                        }
+                    }
+                    (false, true) => {
+                        if key.nulls_first {
+                            std::cmp::Ordering::Greater
+                        } else {
+                            std::cmp::Ordering::Less
+                        }
+                    }
+                    (false, false) => {
+                        let ordering = x.sort_cmp(y);
+                        if key.descending { ordering.reverse() } else { ordering }
+                    }
+                };
+                if ordering.is_ne() {
+                    return ordering;
+                }
+            }
+            std::cmp::Ordering::Equal
+        });
+    }
+    let end = limit.map_or(keyed.len(), |l| offset.saturating_add(l).min(keyed.len()));
+    let start = offset.min(end);
+    Ok(keyed.drain(start..end).map(|(_, row)| row).collect())
+}
+
+/// `MASK_WORDS` is part of the kernel interface this module builds masks for.
+const _: () = assert!(MASK_WORDS * 64 == BLOCK_ROWS);
