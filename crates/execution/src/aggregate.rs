@@ -177,25 +177,13 @@ impl Accumulator {
     pub fn merge(&mut self, other: &Accumulator) {
         match (self, other) {
             (Accumulator::Count(a), Accumulator::Count(b)) => *a += b,
-            (Accumulator::IntSum(a), Accumulator::IntSum(b)) => {
-                if let Some(b) = b {
-                    *a = Some(a.unwrap_or(0) + b);
-                }
+            (Accumulator::IntSum(a), Accumulator::IntSum(Some(b))) => *a = Some(a.unwrap_or(0) + b),
+            (Accumulator::DoubleSum(a), Accumulator::DoubleSum(Some(b))) => *a = Some(a.unwrap_or(0.0) + b),
+            (Accumulator::Min(a), Accumulator::Min(Some(b))) if a.as_ref().is_none_or(|c| b.sort_cmp(c).is_lt()) => {
+                *a = Some(b.clone())
             }
-            (Accumulator::DoubleSum(a), Accumulator::DoubleSum(b)) => {
-                if let Some(b) = b {
-                    *a = Some(a.unwrap_or(0.0) + b);
-                }
-            }
-            (Accumulator::Min(a), Accumulator::Min(Some(b))) => {
-                if a.as_ref().is_none_or(|c| b.sort_cmp(c).is_lt()) {
-                    *a = Some(b.clone());
-                }
-            }
-            (Accumulator::Max(a), Accumulator::Max(Some(b))) => {
-                if a.as_ref().is_none_or(|c| b.sort_cmp(c).is_gt()) {
-                    *a = Some(b.clone());
-                }
+            (Accumulator::Max(a), Accumulator::Max(Some(b))) if a.as_ref().is_none_or(|c| b.sort_cmp(c).is_gt()) => {
+                *a = Some(b.clone())
             }
             (Accumulator::Avg { sum: a, count: n }, Accumulator::Avg { sum: b, count: m }) => {
                 *a += b;

@@ -42,8 +42,12 @@ impl SplitMix64 {
     }
 }
 
+/// Where a generator task leaves its partition (or why it could not build it).
+type PartitionSlot = Mutex<Option<Result<Partition, ExecError>>>;
+
 /// Fills an empty table with the thesis schema's data: column 0 = row number + 1 (the primary key, 1..N),
-/// every other column uniform in `1..=N`. Columns must be INTEGER or BIGINT. `progress` counts finished rows.
+/// every other column uniform in `1..=N`. Columns must be INTEGER or BIGINT. Finished rows are added to
+/// `progress` as they are generated.
 pub fn generate_thesis_rows(
     scheduler: &Scheduler,
     table: &Table,
@@ -71,8 +75,7 @@ pub fn generate_thesis_rows(
     let (first_index, first_row) = table.next_partition_slot()?;
     let per_partition = table.partition_rows() as u64;
     let partitions = rows.div_ceil(per_partition) as usize;
-    let slots: Arc<Vec<Mutex<Option<Result<Partition, ExecError>>>>> =
-        Arc::new((0..partitions).map(|_| Mutex::new(None)).collect());
+    let slots: Arc<Vec<PartitionSlot>> = Arc::new((0..partitions).map(|_| Mutex::new(None)).collect());
     let schema: Arc<Vec<numadb_storage::ColumnDef>> = Arc::new(table.columns().to_vec());
     let domains = scheduler.domains();
     let progress_counter = Arc::new(AtomicU64::new(0));
@@ -108,12 +111,17 @@ pub fn generate_thesis_rows(
         );
     }
     let query = scheduler.submit(graph);
-    // Relay progress to the caller's counter while the tasks run.
-    while !query.is_finished() {
-        progress.store(progress_counter.load(Ordering::Relaxed), Ordering::Relaxed);
-        std::thread::sleep(std::time::Duration::from_millis(50));
+    // Relay progress to the caller's counter (which it may share between loads) while the tasks run.
+    let mut relayed = 0;
+    let mut relay = || {
+        let now = progress_counter.load(Ordering::Relaxed);
+        progress.fetch_add(now - relayed, Ordering::Relaxed);
+        relayed = now;
+    };
+    while !query.wait_for(std::time::Duration::from_millis(50)) {
+        relay();
     }
-    progress.store(progress_counter.load(Ordering::Relaxed), Ordering::Relaxed);
+    relay();
     query.wait()?;
     let mut built = Vec::with_capacity(partitions);
     for slot in slots.iter() {

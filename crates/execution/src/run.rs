@@ -37,7 +37,12 @@ pub struct Executor<'a> {
     pub timeout: Option<Duration>,
     /// Blocks per morsel.
     pub morsel_blocks: usize,
+    /// Set by another thread to cancel the statement (PostgreSQL's cancel request).
+    pub cancel: Option<&'a std::sync::atomic::AtomicBool>,
 }
+
+/// How often a waiting statement looks at its cancel flag.
+const CANCEL_POLL: Duration = Duration::from_millis(10);
 
 /// Counters of one scan, for `EXPLAIN ANALYZE`.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -130,10 +135,7 @@ pub fn execute(plan: &Plan, executor: &Executor<'_>) -> Result<ExecutionResult, 
         None
     } else {
         let query = executor.scheduler.submit(graph);
-        let outcome = match executor.timeout {
-            Some(timeout) => query.wait_timeout(timeout),
-            None => query.wait(),
-        };
+        let outcome = wait(query, executor);
         for job in &jobs {
             if let Some(error) = job.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
                 return Err(error);
@@ -141,7 +143,9 @@ pub fn execute(plan: &Plan, executor: &Executor<'_>) -> Result<ExecutionResult, 
         }
         match outcome {
             Ok(report) => Some(report),
-            Err(numadb_scheduler::QueryError::Cancelled) if executor.timeout.is_some() => {
+            Err(numadb_scheduler::QueryError::Cancelled)
+                if executor.cancel.is_none_or(|c| !c.load(Ordering::Relaxed)) && executor.timeout.is_some() =>
+            {
                 return Err(ExecError::new(sqlstate::QUERY_CANCELED, "canceling statement due to statement timeout"));
             }
             Err(error) => return Err(error.into()),
@@ -171,6 +175,24 @@ pub fn execute(plan: &Plan, executor: &Executor<'_>) -> Result<ExecutionResult, 
     result.post_time = post_started.elapsed();
     result.elapsed = started.elapsed();
     Ok(result)
+}
+
+/// Waits for the statement's tasks, cancelling them on timeout or when the cancel flag is raised.
+fn wait(query: numadb_scheduler::Query, executor: &Executor<'_>) -> Result<QueryReport, numadb_scheduler::QueryError> {
+    let Some(cancel) = executor.cancel else {
+        return match executor.timeout {
+            Some(timeout) => query.wait_timeout(timeout),
+            None => query.wait(),
+        };
+    };
+    let deadline = executor.timeout.map(|t| Instant::now() + t);
+    while !query.wait_for(CANCEL_POLL) {
+        if cancel.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
+            query.cancel();
+            break;
+        }
+    }
+    query.wait()
 }
 
 fn scan_table_names(plan: &Plan, out: &mut Vec<String>) {

@@ -328,6 +328,11 @@ impl Query {
         *self.state.done.lock().unwrap_or_else(|poison| poison.into_inner())
     }
 
+    /// Waits at most `timeout` for the query to finish, without consuming the handle; returns whether it has.
+    pub fn wait_for(&self, timeout: Duration) -> bool {
+        self.state.wait_done(Some(timeout))
+    }
+
     /// Waits for the query and returns what it did, or why it failed.
     pub fn wait(self) -> Result<QueryReport, QueryError> {
         self.state.wait_done(None);

@@ -1,0 +1,340 @@
+//! `numadb sql`: an embedded SQL shell over the in-process engine.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Args;
+use numadb_sql::{Database, QueryOutput, Session, SqlError};
+use numadb_storage::{DataType, Value};
+
+/// Run SQL against an in-process numadb: an interactive shell, or the statements given with -c / -f.
+///
+/// The shell keeps a history (~/.numadb_history), reads statements over several lines until a `;`, and knows a
+/// few psql commands: \dt lists tables, \d NAME describes one, \timing toggles timing, \q quits.
+///
+/// numadb's own statements and settings work here as over the wire:
+///   ALTER TABLE "TBL_0" NUMA NODE ('1');              -- move a table (HANA's syntax)
+///   ALTER TABLE t SET (numa_placement = 'interleave(0-3)');
+///   SET numadb.stealing = 'off';  SET numadb.binding = 'always';  SET numadb.workers = 'domain(0)';
+///   EXPLAIN ANALYZE SELECT ...;                       -- tasks per domain, stolen tasks, bytes per node
+///   SELECT * FROM numadb.placement;                   -- where every partition's pages are
+#[derive(Args, Debug)]
+pub struct SqlArgs {
+    /// Run this statement (or several separated by ;) and exit; may be repeated.
+    #[arg(short = 'c', long = "command", value_name = "SQL")]
+    commands: Vec<String>,
+    /// Run the statements in this file and exit.
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// Start by creating the thesis tables TBL_0 and TBL_1 with N rows each (C0 = 1..N, C1..C6 uniform in 1..N).
+    #[arg(long, value_name = "N")]
+    load_thesis: Option<u64>,
+    /// Seed of the generated data.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Print results as JSON (one array of row objects per statement).
+    #[arg(long)]
+    json: bool,
+    /// Print how long each statement took.
+    #[arg(long)]
+    timing: bool,
+    /// Stop at the first error (the default when not interactive).
+    #[arg(long)]
+    stop_on_error: bool,
+}
+
+pub fn run(args: SqlArgs) -> anyhow::Result<()> {
+    let database = Database::new().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut session = database.session();
+    if let Some(rows) = args.load_thesis {
+        load_thesis(&mut session, rows, args.seed)?;
+    }
+    let mut shell = Shell { timing: args.timing, json: args.json };
+    if !args.commands.is_empty() || !args.files.is_empty() {
+        let mut failed = false;
+        for command in &args.commands {
+            failed |= !shell.run(&mut session, command);
+            if failed {
+                break;
+            }
+        }
+        for file in &args.files {
+            if failed {
+                break;
+            }
+            let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+            failed |= !shell.run(&mut session, &text);
+        }
+        if failed {
+            std::process::exit(1);
+        }
+        return Ok(());
+    }
+    if !std::io::stdin().is_terminal() {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)?;
+        if !shell.run(&mut session, &text) {
+            std::process::exit(1);
+        }
+        return Ok(());
+    }
+    shell.interactive(&mut session)
+}
+
+fn load_thesis(session: &mut Session, rows: u64, seed: u64) -> anyhow::Result<()> {
+    let progress = Arc::new(AtomicU64::new(0));
+    let bar = indicatif::ProgressBar::new(rows * 2);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "loading TBL_0, TBL_1 {bar:40} {pos}/{len} rows ({per_sec}, eta {eta})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    if !std::io::stderr().is_terminal() {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let started = Instant::now();
+    let result = std::thread::scope(|scope| {
+        let worker_progress = Arc::clone(&progress);
+        let handle =
+            scope.spawn(move || numadb_sql::thesis::load_thesis_tables(session, rows, seed, Some(&worker_progress)));
+        while !handle.is_finished() {
+            bar.set_position(progress.load(Ordering::Relaxed));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        handle.join().unwrap_or_else(|_| Err(SqlError::internal("the loader panicked")))
+    });
+    bar.finish_and_clear();
+    result.map_err(|e| anyhow::anyhow!("loading the thesis tables: {e}"))?;
+    eprintln!("loaded TBL_0 and TBL_1 ({rows} rows each) in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+struct Shell {
+    timing: bool,
+    json: bool,
+}
+
+impl Shell {
+    /// Runs statements and prints their results; returns false after an error.
+    fn run(&mut self, session: &mut Session, sql: &str) -> bool {
+        if let Some(meta) = sql.trim().strip_prefix('\\') {
+            return self.meta_command(session, meta.trim());
+        }
+        let started = Instant::now();
+        let results = session.execute(sql);
+        let elapsed = started.elapsed();
+        let mut ok = true;
+        let mut json_results = Vec::new();
+        for result in results {
+            match result {
+                Ok(output) if self.json => json_results.push(output_json(&output)),
+                Ok(output) => print!("{}", render(&output)),
+                Err(error) => {
+                    ok = false;
+                    eprint!("{}", render_error(&error));
+                }
+            }
+        }
+        if self.json && !json_results.is_empty() {
+            println!("{}", serde_json::to_string_pretty(&json_results).unwrap_or_default());
+        }
+        if self.timing {
+            eprintln!("Time: {:.3} ms", elapsed.as_secs_f64() * 1e3);
+        }
+        let _ = std::io::stdout().flush();
+        ok
+    }
+
+    fn meta_command(&mut self, session: &mut Session, command: &str) -> bool {
+        let mut words = command.split_whitespace();
+        match words.next().unwrap_or("") {
+            "q" | "quit" => std::process::exit(0),
+            "timing" => {
+                self.timing = !self.timing;
+                println!("Timing is {}.", if self.timing { "on" } else { "off" });
+                true
+            }
+            "dt" => self.run(
+                session,
+                "SELECT table_name, rows, partitions, placement, bytes FROM numadb.tables ORDER BY table_name",
+            ),
+            "d" => match words.next() {
+                Some(name) => {
+                    let name = name.trim_matches('"');
+                    match session.database().catalog().table(name) {
+                        Some(table) => {
+                            let output = QueryOutput {
+                                columns: ["Column", "Type", "Nullable"]
+                                    .iter()
+                                    .map(|n| numadb_sql::OutputColumn {
+                                        name: n.to_string(),
+                                        data_type: DataType::Text,
+                                    })
+                                    .collect(),
+                                rows: table
+                                    .columns()
+                                    .iter()
+                                    .map(|c| {
+                                        vec![
+                                            Value::text(&c.name),
+                                            Value::text(c.data_type.sql_name()),
+                                            Value::text(if c.nullable { "" } else { "not null" }),
+                                        ]
+                                    })
+                                    .collect(),
+                                tag: String::new(),
+                            };
+                            println!("Table \"{}\" (placement {})", table.name(), table.placement(None));
+                            print!("{}", render(&output));
+                            for index in table.snapshot().indexes {
+                                println!(
+                                    "Index: {} {} ({}){}",
+                                    index.name(),
+                                    index.kind().name(),
+                                    table.columns()[index.column()].name,
+                                    if index.is_unique() { " unique" } else { "" }
+                                );
+                            }
+                            true
+                        }
+                        None => {
+                            eprintln!("Did not find any relation named \"{name}\".");
+                            false
+                        }
+                    }
+                }
+                None => self.meta_command(session, "dt"),
+            },
+            "?" | "h" | "help" => {
+                println!(
+                    "\\dt            list tables\n\\d NAME        describe a table\n\\timing        toggle timing\n\\q             quit"
+                );
+                println!(
+                    "SQL: SELECT/INSERT/CREATE TABLE/CREATE INDEX/COPY/EXPLAIN [ANALYZE]/SET/SHOW; ALTER TABLE t NUMA NODE ('n')"
+                );
+                true
+            }
+            other => {
+                eprintln!("invalid command \\{other}; try \\?");
+                false
+            }
+        }
+    }
+
+    fn interactive(&mut self, session: &mut Session) -> anyhow::Result<()> {
+        let mut editor = rustyline::DefaultEditor::new().context("starting the line editor")?;
+        let history = std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".numadb_history"));
+        if let Some(path) = &history {
+            let _ = editor.load_history(path);
+        }
+        println!("numadb {} — type \\? for help, \\q to quit.", env!("CARGO_PKG_VERSION"));
+        let mut buffer = String::new();
+        loop {
+            let prompt = if buffer.is_empty() { "numadb=> " } else { "numadb-> " };
+            match editor.readline(prompt) {
+                Ok(line) => {
+                    if buffer.is_empty() && line.trim_start().starts_with('\\') {
+                        let _ = editor.add_history_entry(line.as_str());
+                        self.run(session, &line);
+                        continue;
+                    }
+                    buffer.push_str(&line);
+                    buffer.push('\n');
+                    if line.trim_end().ends_with(';') {
+                        let _ = editor.add_history_entry(buffer.trim());
+                        let statement = std::mem::take(&mut buffer);
+                        self.run(session, &statement);
+                    }
+                }
+                Err(rustyline::error::ReadlineError::Interrupted) => buffer.clear(),
+                Err(rustyline::error::ReadlineError::Eof) => break,
+                Err(error) => return Err(error.into()),
+            }
+        }
+        if let Some(path) = &history {
+            let _ = editor.save_history(path);
+        }
+        Ok(())
+    }
+}
+
+/// An error as psql prints it, with the SQLSTATE.
+pub fn render_error(error: &SqlError) -> String {
+    let mut out = format!("ERROR:  {}: {}\n", error.sqlstate, error.message);
+    if let Some(detail) = &error.detail {
+        out.push_str(&format!("DETAIL:  {detail}\n"));
+    }
+    if let Some(hint) = &error.hint {
+        out.push_str(&format!("HINT:  {hint}\n"));
+    }
+    out
+}
+
+/// A result as psql's aligned format prints it.
+pub fn render(output: &QueryOutput) -> String {
+    if !output.has_rows() {
+        return format!("{}\n", output.tag);
+    }
+    let texts: Vec<Vec<String>> =
+        output.rows.iter().map(|row| row.iter().map(|v| v.to_pg_text().unwrap_or_default()).collect()).collect();
+    let widths: Vec<usize> = output
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| texts.iter().map(|r| r[i].chars().count()).chain([c.name.chars().count()]).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    let header: Vec<String> = output.columns.iter().zip(&widths).map(|(c, &w)| format!("{:^w$}", c.name)).collect();
+    out.push_str(&format!(" {}\n", header.join(" | ")));
+    out.push_str(&format!("{}\n", widths.iter().map(|&w| "-".repeat(w + 2)).collect::<Vec<_>>().join("+")));
+    for row in &texts {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .zip(&output.columns)
+            .map(
+                |((text, &w), column)| {
+                    if column.data_type.is_numeric() { format!("{text:>w$}") } else { format!("{text:<w$}") }
+                },
+            )
+            .collect();
+        out.push_str(&format!(" {}\n", cells.join(" | ").trim_end()));
+    }
+    out.push_str(&format!("({} row{})\n\n", texts.len(), if texts.len() == 1 { "" } else { "s" }));
+    out
+}
+
+fn output_json(output: &QueryOutput) -> serde_json::Value {
+    if !output.has_rows() {
+        return serde_json::json!({ "command": output.tag });
+    }
+    let rows: Vec<serde_json::Value> = output
+        .rows
+        .iter()
+        .map(|row| {
+            let object: serde_json::Map<String, serde_json::Value> = output
+                .columns
+                .iter()
+                .zip(row)
+                .map(|(column, value)| {
+                    let json = match value {
+                        Value::Null => serde_json::Value::Null,
+                        Value::Int(v) => serde_json::json!(v),
+                        Value::Double(v) if v.is_finite() => serde_json::json!(v),
+                        Value::Double(v) => serde_json::json!(v.to_string()),
+                        Value::Text(t) => serde_json::json!(t.as_ref()),
+                        Value::Bool(b) => serde_json::json!(b),
+                    };
+                    (column.name.clone(), json)
+                })
+                .collect();
+            serde_json::Value::Object(object)
+        })
+        .collect();
+    serde_json::json!({ "command": output.tag, "rows": rows })
+}

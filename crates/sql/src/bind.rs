@@ -1,0 +1,1084 @@
+//! Binding: names resolved against the catalog, types checked and inferred (parameters included), and SELECT
+//! statements planned into [`Plan`]s.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use numadb_execution::expr::{Expr, cast};
+use numadb_execution::plan::{LookupPlan, Plan, ScanOutput, ScanPlan, SortKey};
+use numadb_execution::{AggregateCall, AggregateFunction, BinaryOp, ExecError, sqlstate};
+use numadb_storage::{DataType, Table, Value};
+use sqlparser::ast::{
+    self, BinaryOperator, Distinct, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, LimitClause,
+    ObjectName, ObjectNamePart, OrderByKind, Query, Select, SelectItem, SetExpr, SetOperator, SetQuantifier,
+    TableFactor, UnaryOperator,
+};
+
+/// A result column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputColumn {
+    /// Its name.
+    pub name: String,
+    /// Its type.
+    pub data_type: DataType,
+}
+
+/// A planned query.
+#[derive(Clone)]
+pub struct BoundQuery {
+    /// The plan.
+    pub plan: Plan,
+    /// Result columns.
+    pub columns: Vec<OutputColumn>,
+    /// Tables the plan reads (to detect a table dropped and recreated under a prepared statement).
+    pub tables: Vec<Arc<Table>>,
+}
+
+/// Resolves table names.
+pub trait TableSource {
+    /// The table a (case-folded) name refers to, or a materialised system view.
+    fn resolve(&self, name: &ObjectName) -> Result<Arc<Table>, ExecError>;
+}
+
+/// Folds an identifier as PostgreSQL does: unquoted names are lower-cased.
+pub fn fold(ident: &ast::Ident) -> String {
+    if ident.quote_style.is_some() { ident.value.clone() } else { ident.value.to_lowercase() }
+}
+
+/// The last part of an object name, folded (`public.t` is `t`).
+pub fn object_name(name: &ObjectName) -> Vec<String> {
+    name.0
+        .iter()
+        .map(|part| match part {
+            ObjectNamePart::Identifier(ident) => fold(ident),
+            ObjectNamePart::Function(f) => f.name.value.clone(),
+        })
+        .collect()
+}
+
+/// Maps a SQL type to a storage type.
+pub fn data_type(sql: &ast::DataType) -> Result<DataType, ExecError> {
+    use ast::DataType as T;
+    Ok(match sql {
+        T::Int(_) | T::Int4(_) | T::Integer(_) | T::SmallInt(_) | T::Int2(_) | T::TinyInt(_) => DataType::Integer,
+        T::BigInt(_) | T::Int8(_) => DataType::BigInt,
+        T::Double(_) | T::DoublePrecision | T::Float8 | T::Float(_) | T::Real | T::Float4 => DataType::Double,
+        T::Text | T::Varchar(_) | T::CharacterVarying(_) | T::String(_) | T::Char(_) | T::Character(_) => {
+            DataType::Text
+        }
+        T::Bool | T::Boolean => DataType::Boolean,
+        T::Custom(name, _) => match object_name(name).last().map(String::as_str) {
+            Some("int4" | "int" | "integer" | "int2" | "smallint") => DataType::Integer,
+            Some("int8" | "bigint") => DataType::BigInt,
+            Some("float8" | "float4" | "double") => DataType::Double,
+            Some("text" | "varchar" | "name" | "bpchar") => DataType::Text,
+            Some("bool" | "boolean") => DataType::Boolean,
+            _ => return Err(unsupported_type(sql)),
+        },
+        other => return Err(unsupported_type(other)),
+    })
+}
+
+fn unsupported_type(sql: &ast::DataType) -> ExecError {
+    ExecError::new(sqlstate::FEATURE_NOT_SUPPORTED, format!("type {sql} is not supported"))
+        .with_hint("numadb supports integer, bigint, double precision, text/varchar and boolean")
+}
+
+fn unsupported(what: &str) -> ExecError {
+    ExecError::new(sqlstate::FEATURE_NOT_SUPPORTED, format!("{what} is not supported"))
+}
+
+/// Offset of aggregate placeholders among column indexes while a SELECT with aggregates is bound.
+const AGGREGATE_BASE: usize = 1 << 30;
+
+/// What names resolve to while an expression is bound.
+struct Scope<'a> {
+    table: Option<&'a Table>,
+    /// Names the table can be referred to by (its name, or its alias).
+    qualifier: Option<String>,
+}
+
+impl Scope<'_> {
+    fn column(&self, qualifier: Option<&str>, name: &str) -> Result<Expr, ExecError> {
+        if let Some(q) = qualifier
+            && self.qualifier.as_deref() != Some(q)
+        {
+            return Err(ExecError::new(
+                sqlstate::UNDEFINED_TABLE,
+                format!("missing FROM-clause entry for table \"{q}\""),
+            ));
+        }
+        let table = self
+            .table
+            .ok_or_else(|| ExecError::new(sqlstate::UNDEFINED_COLUMN, format!("column \"{name}\" does not exist")))?;
+        let index = table.column_index(name).ok_or_else(|| {
+            let mut error = ExecError::new(sqlstate::UNDEFINED_COLUMN, format!("column \"{name}\" does not exist"));
+            if let Some(similar) = table.columns().iter().find(|c| c.name.eq_ignore_ascii_case(name)) {
+                error = error.with_hint(format!(
+                    "Perhaps you meant to reference the column \"{}\" (quoted names are case-sensitive).",
+                    similar.name
+                ));
+            }
+            error
+        })?;
+        Ok(Expr::Column { index, data_type: table.columns()[index].data_type })
+    }
+}
+
+/// Binds expressions and plans queries for one statement.
+pub struct Binder<'a> {
+    source: &'a dyn TableSource,
+    /// Parameter types: declared by the client, or inferred from where the parameter is used.
+    params: RefCell<Vec<Option<DataType>>>,
+    /// Aggregates found while binding the current SELECT (when aggregates are allowed).
+    aggregates: RefCell<Option<Vec<AggregateCall>>>,
+}
+
+impl<'a> Binder<'a> {
+    /// A binder with the parameter types the client declared (`None`: to be inferred).
+    pub fn new(source: &'a dyn TableSource, declared: &[Option<DataType>]) -> Self {
+        Binder { source, params: RefCell::new(declared.to_vec()), aggregates: RefCell::new(None) }
+    }
+
+    /// Parameter types after binding (undetermined ones are text, as PostgreSQL's `unknown` ends up).
+    pub fn param_types(&self) -> Vec<DataType> {
+        self.params.borrow().iter().map(|t| t.unwrap_or(DataType::Text)).collect()
+    }
+
+    fn param_type(&self, index: usize) -> Option<DataType> {
+        self.params.borrow().get(index).copied().flatten()
+    }
+
+    fn set_param_type(&self, index: usize, data_type: DataType) {
+        let mut params = self.params.borrow_mut();
+        if params.len() <= index {
+            params.resize(index + 1, None);
+        }
+        if params[index].is_none() {
+            params[index] = Some(data_type);
+        }
+    }
+
+    /// Binds a constant expression (no columns in scope), e.g. an `INSERT` value, expecting `target`.
+    pub fn bind_constant(&self, expr: &ast::Expr, target: Option<DataType>) -> Result<Expr, ExecError> {
+        let scope = Scope { table: None, qualifier: None };
+        let bound = self.bind_expr(expr, &scope)?;
+        Ok(match target {
+            Some(target) => self.coerce_to(bound, target)?,
+            None => bound,
+        })
+    }
+
+    /// Gives an untyped parameter or literal the type `target`, or casts a typed value to it where PostgreSQL
+    /// would assign it implicitly (integer to bigint or double, and so on).
+    pub fn coerce_to(&self, expr: Expr, target: DataType) -> Result<Expr, ExecError> {
+        if expr.data_type() == target {
+            return Ok(expr);
+        }
+        match &expr {
+            Expr::Param { index, .. }
+                if self.param_type(*index).is_none() || self.param_type(*index) == Some(target) =>
+            {
+                self.set_param_type(*index, target);
+                Ok(Expr::Param { index: *index, data_type: target })
+            }
+            Expr::Literal { value: Value::Null, .. } => Ok(Expr::literal(Value::Null, target)),
+            Expr::Literal { value: Value::Text(text), .. } => {
+                let value =
+                    Value::parse(text, target).map_err(|m| ExecError::new(sqlstate::INVALID_TEXT_REPRESENTATION, m))?;
+                Ok(Expr::literal(value, target))
+            }
+            Expr::Literal { value, .. } if target.is_numeric() && expr.data_type().is_numeric() => {
+                let value = cast(value.clone(), target)?;
+                Ok(Expr::literal(value, target))
+            }
+            _ if target.is_numeric() && expr.data_type().is_numeric() => {
+                let widening = matches!(
+                    (expr.data_type(), target),
+                    (DataType::Integer, DataType::BigInt | DataType::Double) | (DataType::BigInt, DataType::Double)
+                );
+                if widening || target.is_integer() {
+                    Ok(Expr::Cast { expr: Box::new(expr), to: target })
+                } else {
+                    Err(mismatch(&expr, target))
+                }
+            }
+            _ => Err(mismatch(&expr, target)),
+        }
+    }
+
+    fn bind_expr(&self, expr: &ast::Expr, scope: &Scope<'_>) -> Result<Expr, ExecError> {
+        use ast::Expr as E;
+        match expr {
+            E::Identifier(ident) => scope.column(None, &fold(ident)),
+            E::CompoundIdentifier(parts) => match parts.as_slice() {
+                [table, column] => scope.column(Some(&fold(table)), &fold(column)),
+                [_, table, column] => scope.column(Some(&fold(table)), &fold(column)),
+                _ => Err(unsupported(&format!("the name {expr}"))),
+            },
+            E::Value(value) => self.bind_value(&value.value),
+            E::Nested(inner) => self.bind_expr(inner, scope),
+            E::BinaryOp { left, op, right } => {
+                let left = self.bind_expr(left, scope)?;
+                let right = self.bind_expr(right, scope)?;
+                self.bind_binary(op, left, right)
+            }
+            E::UnaryOp { op, expr: inner } => {
+                let inner = self.bind_expr(inner, scope)?;
+                match op {
+                    UnaryOperator::Not => Ok(Expr::Not(Box::new(self.expect_boolean(inner, "NOT")?))),
+                    UnaryOperator::Minus => {
+                        if let Expr::Literal { value: Value::Int(v), data_type } = &inner {
+                            // `-2147483648` is a literal, not the negation of an out-of-range one.
+                            let negated = -(*v);
+                            let data_type = if i32::try_from(negated).is_ok() { DataType::Integer } else { *data_type };
+                            return Ok(Expr::literal(Value::Int(negated), data_type));
+                        }
+                        let inner = self.numeric_operand(inner, "-")?;
+                        let data_type = inner.data_type();
+                        Ok(Expr::Negate { expr: Box::new(inner), data_type })
+                    }
+                    UnaryOperator::Plus => self.numeric_operand(inner, "+"),
+                    other => Err(unsupported(&format!("the operator {other}"))),
+                }
+            }
+            E::IsNull(inner) | E::IsNotNull(inner) => Ok(Expr::IsNull {
+                expr: Box::new(self.bind_expr(inner, scope)?),
+                negated: matches!(expr, E::IsNotNull(_)),
+            }),
+            E::Between { expr: inner, negated, low, high } => {
+                let inner = self.bind_expr(inner, scope)?;
+                let low = self.bind_expr(low, scope)?;
+                let high = self.bind_expr(high, scope)?;
+                let (inner, low) = self.unify_comparison(inner, low)?;
+                let (inner, high) = self.unify_comparison(inner, high)?;
+                Ok(Expr::Between { expr: Box::new(inner), low: Box::new(low), high: Box::new(high), negated: *negated })
+            }
+            E::InList { expr: inner, list, negated } => {
+                let mut inner = self.bind_expr(inner, scope)?;
+                let mut bound = Vec::with_capacity(list.len());
+                for item in list {
+                    let item = self.bind_expr(item, scope)?;
+                    let (unified, item) = self.unify_comparison(inner, item)?;
+                    inner = unified;
+                    bound.push(item);
+                }
+                Ok(Expr::InList { expr: Box::new(inner), list: bound, negated: *negated })
+            }
+            E::Cast { expr: inner, data_type: target, .. } => {
+                let target = data_type(target)?;
+                let inner = self.bind_expr(inner, scope)?;
+                match inner {
+                    Expr::Param { index, .. } if self.param_type(index).is_none() => {
+                        self.set_param_type(index, target);
+                        Ok(Expr::Param { index, data_type: target })
+                    }
+                    Expr::Literal { value, .. } => Ok(Expr::literal(cast(value, target)?, target)),
+                    other => Ok(Expr::Cast { expr: Box::new(other), to: target }),
+                }
+            }
+            E::Function(function) => self.bind_function(function, scope),
+            E::InSubquery { .. } | E::Subquery(_) | E::Exists { .. } => Err(unsupported("subqueries")),
+            E::Case { .. } => Err(unsupported("CASE")),
+            E::Like { .. } | E::ILike { .. } => Err(unsupported("LIKE")),
+            other => Err(unsupported(&format!("the expression {other}"))),
+        }
+    }
+
+    fn bind_value(&self, value: &ast::Value) -> Result<Expr, ExecError> {
+        use ast::Value as V;
+        Ok(match value {
+            V::Number(text, _) => match text.parse::<i64>() {
+                Ok(v) if i32::try_from(v).is_ok() => Expr::literal(Value::Int(v), DataType::Integer),
+                Ok(v) => Expr::literal(Value::Int(v), DataType::BigInt),
+                Err(_) => {
+                    let v: f64 = text.parse().map_err(|_| {
+                        ExecError::new(sqlstate::INVALID_TEXT_REPRESENTATION, format!("invalid number \"{text}\""))
+                    })?;
+                    Expr::literal(Value::Double(v), DataType::Double)
+                }
+            },
+            V::SingleQuotedString(text) | V::EscapedStringLiteral(text) | V::UnicodeStringLiteral(text) => {
+                Expr::literal(Value::text(text), DataType::Text)
+            }
+            V::DollarQuotedString(text) => Expr::literal(Value::text(&text.value), DataType::Text),
+            V::Boolean(b) => Expr::literal(Value::Bool(*b), DataType::Boolean),
+            V::Null => Expr::literal(Value::Null, DataType::Text),
+            V::Placeholder(text) => {
+                let index: usize = text
+                    .strip_prefix('$')
+                    .and_then(|n| n.parse().ok())
+                    .filter(|&n: &usize| n >= 1)
+                    .ok_or_else(|| ExecError::new(sqlstate::SYNTAX_ERROR, format!("invalid parameter {text}")))?;
+                let index = index - 1;
+                {
+                    let mut params = self.params.borrow_mut();
+                    if params.len() <= index {
+                        params.resize(index + 1, None);
+                    }
+                }
+                Expr::Param { index, data_type: self.param_type(index).unwrap_or(DataType::Text) }
+            }
+            other => return Err(unsupported(&format!("the literal {other}"))),
+        })
+    }
+
+    /// Whether an expression has no type of its own yet (an unresolved parameter, NULL, a quoted literal).
+    fn is_untyped(&self, expr: &Expr) -> bool {
+        match expr {
+            Expr::Param { index, .. } => self.param_type(*index).is_none(),
+            Expr::Literal { value: Value::Null | Value::Text(_), .. } => true,
+            _ => false,
+        }
+    }
+
+    /// Brings both sides of a comparison to a common type.
+    fn unify_comparison(&self, left: Expr, right: Expr) -> Result<(Expr, Expr), ExecError> {
+        let (lt, rt) = (left.data_type(), right.data_type());
+        if lt == rt {
+            return Ok((left, right));
+        }
+        if self.is_untyped(&right) && !self.is_untyped(&left) {
+            let right = self.coerce_to(right, lt)?;
+            return Ok((left, right));
+        }
+        if self.is_untyped(&left) {
+            let left = self.coerce_to(left, rt)?;
+            return Ok((left, right));
+        }
+        if lt.is_numeric() && rt.is_numeric() {
+            return Ok((left, right));
+        }
+        Err(ExecError::new(sqlstate::UNDEFINED_FUNCTION, format!("operator does not exist: {lt} = {rt}")).with_hint(
+            "No operator matches the given name and argument types. You might need to add explicit type casts.",
+        ))
+    }
+
+    fn expect_boolean(&self, expr: Expr, context: &str) -> Result<Expr, ExecError> {
+        if expr.data_type() == DataType::Boolean {
+            return Ok(expr);
+        }
+        if self.is_untyped(&expr) {
+            return self.coerce_to(expr, DataType::Boolean);
+        }
+        Err(ExecError::new(
+            sqlstate::DATATYPE_MISMATCH,
+            format!("argument of {context} must be type boolean, not type {}", expr.data_type()),
+        ))
+    }
+
+    fn numeric_operand(&self, expr: Expr, op: &str) -> Result<Expr, ExecError> {
+        if expr.data_type().is_numeric() {
+            return Ok(expr);
+        }
+        if self.is_untyped(&expr) {
+            return self.coerce_to(expr, DataType::Integer);
+        }
+        Err(ExecError::new(sqlstate::UNDEFINED_FUNCTION, format!("operator does not exist: {op} {}", expr.data_type())))
+    }
+
+    fn bind_binary(&self, op: &BinaryOperator, left: Expr, right: Expr) -> Result<Expr, ExecError> {
+        let op = match op {
+            BinaryOperator::Plus => BinaryOp::Add,
+            BinaryOperator::Minus => BinaryOp::Sub,
+            BinaryOperator::Multiply => BinaryOp::Mul,
+            BinaryOperator::Divide => BinaryOp::Div,
+            BinaryOperator::Modulo => BinaryOp::Mod,
+            BinaryOperator::Eq => BinaryOp::Eq,
+            BinaryOperator::NotEq => BinaryOp::NotEq,
+            BinaryOperator::Lt => BinaryOp::Lt,
+            BinaryOperator::LtEq => BinaryOp::LtEq,
+            BinaryOperator::Gt => BinaryOp::Gt,
+            BinaryOperator::GtEq => BinaryOp::GtEq,
+            BinaryOperator::And => BinaryOp::And,
+            BinaryOperator::Or => BinaryOp::Or,
+            BinaryOperator::StringConcat => BinaryOp::Concat,
+            other => return Err(unsupported(&format!("the operator {other}"))),
+        };
+        let binary = |left: Expr, right: Expr, data_type| Expr::Binary {
+            op,
+            left: Box::new(left),
+            right: Box::new(right),
+            data_type,
+        };
+        if op.is_comparison() {
+            let (left, right) = self.unify_comparison(left, right)?;
+            return Ok(binary(left, right, DataType::Boolean));
+        }
+        match op {
+            BinaryOp::And | BinaryOp::Or => {
+                let name = if op == BinaryOp::And { "AND" } else { "OR" };
+                let left = self.expect_boolean(left, name)?;
+                let right = self.expect_boolean(right, name)?;
+                Ok(binary(left, right, DataType::Boolean))
+            }
+            BinaryOp::Concat => Ok(binary(left, right, DataType::Text)),
+            _ => {
+                let (left, right) = match (self.is_untyped(&left), self.is_untyped(&right)) {
+                    (true, false) => (self.coerce_to(left, right.data_type())?, right),
+                    (false, true) => {
+                        let target = left.data_type();
+                        (left, self.coerce_to(right, target)?)
+                    }
+                    _ => (left, right),
+                };
+                let (lt, rt) = (left.data_type(), right.data_type());
+                if !lt.is_numeric() || !rt.is_numeric() {
+                    return Err(ExecError::new(
+                        sqlstate::UNDEFINED_FUNCTION,
+                        format!("operator does not exist: {lt} {} {rt}", op.symbol()),
+                    ));
+                }
+                let data_type = if lt == DataType::Double || rt == DataType::Double {
+                    DataType::Double
+                } else if lt == DataType::BigInt || rt == DataType::BigInt {
+                    DataType::BigInt
+                } else {
+                    DataType::Integer
+                };
+                Ok(binary(left, right, data_type))
+            }
+        }
+    }
+
+    fn bind_function(&self, function: &ast::Function, scope: &Scope<'_>) -> Result<Expr, ExecError> {
+        let name = object_name(&function.name).join(".");
+        let arguments: Vec<&FunctionArgExpr> = match &function.args {
+            FunctionArguments::None => Vec::new(),
+            FunctionArguments::List(list) => {
+                if list.duplicate_treatment.is_some() {
+                    return Err(unsupported("DISTINCT in aggregates"));
+                }
+                list.args
+                    .iter()
+                    .map(|a| match a {
+                        FunctionArg::Unnamed(arg) => Ok(arg),
+                        _ => Err(unsupported("named function arguments")),
+                    })
+                    .collect::<Result<_, _>>()?
+            }
+            FunctionArguments::Subquery(_) => return Err(unsupported("subqueries")),
+        };
+        if function.over.is_some() {
+            return Err(unsupported("window functions"));
+        }
+        let aggregate = match name.as_str() {
+            "count" => Some(AggregateFunction::Count),
+            "sum" => Some(AggregateFunction::Sum),
+            "min" => Some(AggregateFunction::Min),
+            "max" => Some(AggregateFunction::Max),
+            "avg" => Some(AggregateFunction::Avg),
+            _ => None,
+        };
+        let Some(mut aggregate) = aggregate else {
+            return Err(ExecError::new(sqlstate::UNDEFINED_FUNCTION, format!("function {name}() does not exist"))
+                .with_hint("numadb supports the aggregates count, sum, min, max and avg"));
+        };
+        if self.aggregates.borrow().is_none() {
+            return Err(ExecError::new(
+                sqlstate::GROUPING_ERROR,
+                format!("aggregate functions are not allowed here ({name})"),
+            ));
+        }
+        let argument = match arguments.as_slice() {
+            [FunctionArgExpr::Wildcard] if aggregate == AggregateFunction::Count => {
+                aggregate = AggregateFunction::CountStar;
+                None
+            }
+            [FunctionArgExpr::Expr(arg)] => {
+                // An aggregate's argument is bound without aggregates allowed (no nesting).
+                let saved = self.aggregates.borrow_mut().take();
+                let bound = self.bind_expr(arg, scope);
+                *self.aggregates.borrow_mut() = saved;
+                let bound = bound?;
+                if matches!(aggregate, AggregateFunction::Sum | AggregateFunction::Avg)
+                    && !bound.data_type().is_numeric()
+                {
+                    return Err(ExecError::new(
+                        sqlstate::UNDEFINED_FUNCTION,
+                        format!("function {name}({}) does not exist", bound.data_type()),
+                    ));
+                }
+                Some(bound)
+            }
+            _ => {
+                return Err(ExecError::new(
+                    sqlstate::UNDEFINED_FUNCTION,
+                    format!("function {name} takes one argument"),
+                ));
+            }
+        };
+        let data_type = aggregate.result_type(argument.as_ref().map(Expr::data_type));
+        let call = AggregateCall { function: aggregate, argument, data_type };
+        let mut collected = self.aggregates.borrow_mut();
+        let calls = collected.as_mut().expect("checked above");
+        let index = match calls.iter().position(|c| *c == call) {
+            Some(index) => index,
+            None => {
+                calls.push(call);
+                calls.len() - 1
+            }
+        };
+        Ok(Expr::Column { index: AGGREGATE_BASE + index, data_type })
+    }
+
+    // ----------------------------------------------------------------------------------------------------
+    // Queries.
+
+    /// Plans a query.
+    pub fn plan_query(&self, query: &Query) -> Result<BoundQuery, ExecError> {
+        if query.with.is_some() {
+            return Err(unsupported("WITH"));
+        }
+        let (limit, offset) = match &query.limit_clause {
+            None => (None, None),
+            Some(LimitClause::LimitOffset { limit, offset, limit_by }) => {
+                if !limit_by.is_empty() {
+                    return Err(unsupported("LIMIT BY"));
+                }
+                (limit.as_ref(), offset.as_ref().map(|o| &o.value))
+            }
+            Some(LimitClause::OffsetCommaLimit { offset, limit }) => (Some(limit), Some(offset)),
+        };
+        let limit = limit.map(|e| self.bind_constant(e, Some(DataType::BigInt))).transpose()?;
+        let offset = offset.map(|e| self.bind_constant(e, Some(DataType::BigInt))).transpose()?;
+        let order_by: Vec<&ast::OrderByExpr> = match &query.order_by {
+            None => Vec::new(),
+            Some(order) => match &order.kind {
+                OrderByKind::Expressions(exprs) => exprs.iter().collect(),
+                OrderByKind::All(_) => return Err(unsupported("ORDER BY ALL")),
+            },
+        };
+        match query.body.as_ref() {
+            SetExpr::Select(select) => self.plan_select(select, &order_by, limit, offset),
+            body => {
+                let mut bound = self.plan_set_expr(body)?;
+                if order_by.is_empty() && limit.is_none() && offset.is_none() {
+                    return Ok(bound);
+                }
+                let mut keys = Vec::new();
+                for item in &order_by {
+                    let position = self.output_position(&item.expr, &bound.columns)?;
+                    keys.push(sort_key(
+                        Expr::Column { index: position, data_type: bound.columns[position].data_type },
+                        &item.options,
+                    ));
+                }
+                bound.plan = Plan::Post {
+                    input: Box::new(bound.plan),
+                    filter: None,
+                    projection: None,
+                    distinct: false,
+                    order_by: keys,
+                    offset,
+                    limit,
+                };
+                Ok(bound)
+            }
+        }
+    }
+
+    /// An ORDER BY item of a set operation: an output column by ordinal or name.
+    fn output_position(&self, expr: &ast::Expr, columns: &[OutputColumn]) -> Result<usize, ExecError> {
+        match expr {
+            ast::Expr::Value(v) => match &v.value {
+                ast::Value::Number(n, _) => {
+                    let ordinal: usize = n.parse().unwrap_or(0);
+                    if ordinal == 0 || ordinal > columns.len() {
+                        return Err(ExecError::new(
+                            sqlstate::INVALID_COLUMN_REFERENCE,
+                            format!("ORDER BY position {n} is not in select list"),
+                        ));
+                    }
+                    Ok(ordinal - 1)
+                }
+                _ => Err(unsupported("ORDER BY a constant")),
+            },
+            ast::Expr::Identifier(ident) => {
+                let name = fold(ident);
+                columns.iter().position(|c| c.name == name).ok_or_else(|| {
+                    ExecError::new(sqlstate::UNDEFINED_COLUMN, format!("column \"{name}\" does not exist"))
+                })
+            }
+            _ => Err(unsupported("ORDER BY expressions on UNION results (use output column names or positions)")),
+        }
+    }
+
+    fn plan_set_expr(&self, body: &SetExpr) -> Result<BoundQuery, ExecError> {
+        match body {
+            SetExpr::Select(select) => self.plan_select(select, &[], None, None),
+            SetExpr::Query(query) => self.plan_query(query),
+            SetExpr::SetOperation { left, op: SetOperator::Union, set_quantifier, right } => {
+                let left = self.plan_set_expr(left)?;
+                let right = self.plan_set_expr(right)?;
+                if left.columns.len() != right.columns.len() {
+                    return Err(ExecError::new(
+                        sqlstate::SYNTAX_ERROR,
+                        "each UNION query must have the same number of columns",
+                    ));
+                }
+                let mut columns = left.columns.clone();
+                for (mine, theirs) in columns.iter_mut().zip(&right.columns) {
+                    if mine.data_type != theirs.data_type {
+                        let both_numeric = mine.data_type.is_numeric() && theirs.data_type.is_numeric();
+                        if !both_numeric {
+                            return Err(ExecError::new(
+                                sqlstate::DATATYPE_MISMATCH,
+                                format!("UNION types {} and {} cannot be matched", mine.data_type, theirs.data_type),
+                            ));
+                        }
+                        mine.data_type = wider_numeric(mine.data_type, theirs.data_type);
+                    }
+                }
+                let mut inputs = Vec::new();
+                for side in [left.plan, right.plan] {
+                    match side {
+                        Plan::UnionAll(more) => inputs.extend(more),
+                        other => inputs.push(other),
+                    }
+                }
+                let mut tables = left.tables;
+                tables.extend(right.tables);
+                let union = Plan::UnionAll(inputs);
+                let plan = match set_quantifier {
+                    SetQuantifier::All => union,
+                    SetQuantifier::Distinct | SetQuantifier::None => Plan::Post {
+                        input: Box::new(union),
+                        filter: None,
+                        projection: None,
+                        distinct: true,
+                        order_by: Vec::new(),
+                        offset: None,
+                        limit: None,
+                    },
+                    other => return Err(unsupported(&format!("UNION {other}"))),
+                };
+                Ok(BoundQuery { plan, columns, tables })
+            }
+            SetExpr::SetOperation { op, .. } => Err(unsupported(&op.to_string())),
+            SetExpr::Values(values) => {
+                let mut rows = Vec::new();
+                for row in &values.rows {
+                    rows.push(row.iter().map(|e| self.bind_constant(e, None)).collect::<Result<Vec<_>, _>>()?);
+                }
+                let width = rows.first().map_or(0, Vec::len);
+                if rows.iter().any(|r| r.len() != width) {
+                    return Err(ExecError::new(sqlstate::SYNTAX_ERROR, "VALUES lists must all be the same length"));
+                }
+                let columns = (0..width)
+                    .map(|i| OutputColumn {
+                        name: format!("column{}", i + 1),
+                        data_type: rows
+                            .iter()
+                            .map(|r| r[i].data_type())
+                            .find(|t| *t != DataType::Text)
+                            .unwrap_or(DataType::Text),
+                    })
+                    .collect();
+                Ok(BoundQuery { plan: Plan::Values(rows), columns, tables: Vec::new() })
+            }
+            other => Err(unsupported(&format!("{other}"))),
+        }
+    }
+
+    fn plan_select(
+        &self,
+        select: &Select,
+        order_by: &[&ast::OrderByExpr],
+        limit: Option<Expr>,
+        offset: Option<Expr>,
+    ) -> Result<BoundQuery, ExecError> {
+        if select.from.len() > 1 || select.from.iter().any(|f| !f.joins.is_empty()) {
+            return Err(
+                unsupported("joins").with_hint("numadb queries one table per SELECT; combine results with UNION ALL")
+            );
+        }
+        let (table, qualifier) = match select.from.first().map(|f| &f.relation) {
+            None => (None, None),
+            Some(TableFactor::Table { name, alias, args, .. }) => {
+                if args.is_some() {
+                    return Err(unsupported("table functions"));
+                }
+                let table = self.source.resolve(name)?;
+                let qualifier = match alias {
+                    Some(alias) => fold(&alias.name),
+                    None => object_name(name).last().cloned().unwrap_or_default(),
+                };
+                (Some(table), Some(qualifier))
+            }
+            Some(_) => return Err(unsupported("subqueries in FROM")),
+        };
+        let scope = Scope { table: table.as_deref(), qualifier };
+        if select.having.is_some() && table.is_none() {
+            return Err(unsupported("HAVING without FROM"));
+        }
+
+        // WHERE (no aggregates allowed).
+        let filter = match &select.selection {
+            Some(selection) => {
+                let bound = self.bind_expr(selection, &scope)?;
+                Some(self.expect_boolean(bound, "WHERE")?)
+            }
+            None => None,
+        };
+
+        // The select list, expanded, with aggregates collected.
+        *self.aggregates.borrow_mut() = Some(Vec::new());
+        let mut items: Vec<(Expr, String)> = Vec::new();
+        for item in &select.projection {
+            match item {
+                SelectItem::UnnamedExpr(expr) => items.push((self.bind_expr(expr, &scope)?, column_name(expr))),
+                SelectItem::ExprWithAlias { expr, alias } => items.push((self.bind_expr(expr, &scope)?, fold(alias))),
+                SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => {
+                    let table = scope.table.ok_or_else(|| {
+                        ExecError::new(sqlstate::SYNTAX_ERROR, "SELECT * with no tables specified is not valid")
+                    })?;
+                    for (index, column) in table.columns().iter().enumerate() {
+                        items.push((Expr::Column { index, data_type: column.data_type }, column.name.clone()));
+                    }
+                }
+                SelectItem::ExprWithAliases { .. } => return Err(unsupported("multiple aliases")),
+            }
+        }
+        let group_by: Vec<Expr> = match &select.group_by {
+            GroupByExpr::Expressions(exprs, modifiers) if modifiers.is_empty() => {
+                exprs.iter().map(|e| self.group_item(e, &scope, &items)).collect::<Result<_, _>>()?
+            }
+            GroupByExpr::Expressions(..) | GroupByExpr::All(_) => return Err(unsupported("this GROUP BY form")),
+        };
+        let having = match &select.having {
+            Some(having) => {
+                let bound = self.bind_expr(having, &scope)?;
+                Some(self.expect_boolean(bound, "HAVING")?)
+            }
+            None => None,
+        };
+        let mut sort_exprs = Vec::new();
+        for item in order_by {
+            sort_exprs.push((self.order_item(&item.expr, &scope, &items)?, &item.options));
+        }
+        let aggregates = self.aggregates.borrow_mut().take().unwrap_or_default();
+        if let Some(filter) = &filter
+            && uses_aggregates(filter)
+        {
+            return Err(ExecError::new(sqlstate::GROUPING_ERROR, "aggregate functions are not allowed in WHERE"));
+        }
+        let distinct = match &select.distinct {
+            None | Some(Distinct::All) => false,
+            Some(Distinct::Distinct) => true,
+            Some(Distinct::On(_)) => return Err(unsupported("DISTINCT ON")),
+        };
+        let columns: Vec<OutputColumn> =
+            items.iter().map(|(e, name)| OutputColumn { name: name.clone(), data_type: e.data_type() }).collect();
+        let tables: Vec<Arc<Table>> = table.iter().cloned().collect();
+
+        let Some(table) = table else {
+            if !aggregates.is_empty() {
+                return Err(unsupported("aggregates without FROM"));
+            }
+            let row: Vec<Expr> = items.into_iter().map(|(e, _)| e).collect();
+            let keys = sort_exprs.into_iter().map(|(e, options)| sort_key(e, options)).collect::<Vec<_>>();
+            let plan = post(Plan::Values(vec![row.clone()]), None, None, distinct, keys, offset, limit);
+            let plan = match plan {
+                Plan::Post { input, filter, distinct, order_by, offset, limit, .. } => {
+                    let width = row.len();
+                    let projection =
+                        (0..width).map(|i| Expr::Column { index: i, data_type: columns[i].data_type }).collect();
+                    Plan::Post { input, filter, projection: Some(projection), distinct, order_by, offset, limit }
+                }
+                other => other,
+            };
+            return Ok(BoundQuery { plan, columns, tables });
+        };
+
+        if !aggregates.is_empty() || !group_by.is_empty() {
+            // Rewrite everything above the aggregation over its output row: group keys, then aggregates.
+            let keys_count = group_by.len();
+            let over_groups = |expr: &Expr| rewrite_over_groups(expr, &group_by, keys_count, &table);
+            let projection = items.iter().map(|(e, _)| over_groups(e)).collect::<Result<Vec<_>, _>>()?;
+            let having = having.as_ref().map(over_groups).transpose()?;
+            let keys = sort_exprs
+                .iter()
+                .map(|(e, options)| Ok(sort_key(over_groups(e)?, options)))
+                .collect::<Result<Vec<_>, ExecError>>()?;
+            let output = ScanOutput::Aggregate { group_by, aggregates };
+            let input = self.scan_or_lookup(&table, filter, output);
+            let plan = Plan::Post {
+                input: Box::new(input),
+                filter: having,
+                projection: Some(projection),
+                distinct,
+                order_by: keys,
+                offset,
+                limit,
+            };
+            return Ok(BoundQuery { plan, columns, tables });
+        }
+        if having.is_some() {
+            return Err(ExecError::new(sqlstate::GROUPING_ERROR, "HAVING needs GROUP BY or an aggregate"));
+        }
+
+        let projection: Vec<Expr> = items.into_iter().map(|(e, _)| e).collect();
+        if sort_exprs.is_empty() && !distinct {
+            let input = self.scan_or_lookup(&table, filter, ScanOutput::Rows(projection));
+            let plan = post(input, None, None, false, Vec::new(), offset, limit);
+            return Ok(BoundQuery { plan, columns, tables });
+        }
+        if distinct && sort_exprs.iter().any(|(e, _)| !projection.contains(e)) {
+            return Err(ExecError::new(
+                sqlstate::INVALID_COLUMN_REFERENCE,
+                "for SELECT DISTINCT, ORDER BY expressions must appear in select list",
+            ));
+        }
+        // The scan produces the columns the projection and the sort keys need; both are evaluated after it.
+        let mut needed = Vec::new();
+        projection.iter().for_each(|e| e.columns(&mut needed));
+        sort_exprs.iter().for_each(|(e, _)| e.columns(&mut needed));
+        needed.sort_unstable();
+        let remap = |expr: &Expr| remap_columns(expr, &needed);
+        let scan_output = ScanOutput::Rows(
+            needed.iter().map(|&c| Expr::Column { index: c, data_type: table.columns()[c].data_type }).collect(),
+        );
+        let keys = sort_exprs.iter().map(|(e, options)| sort_key(remap(e), options)).collect();
+        let input = self.scan_or_lookup(&table, filter, scan_output);
+        let plan = Plan::Post {
+            input: Box::new(input),
+            filter: None,
+            projection: Some(projection.iter().map(remap).collect()),
+            distinct,
+            order_by: keys,
+            offset,
+            limit,
+        };
+        Ok(BoundQuery { plan, columns, tables })
+    }
+
+    /// A GROUP BY item: an ordinal or alias of the select list, or an expression.
+    fn group_item(&self, expr: &ast::Expr, scope: &Scope<'_>, items: &[(Expr, String)]) -> Result<Expr, ExecError> {
+        if let Some(item) = self.select_list_reference(expr, scope, items)? {
+            if uses_aggregates(&item) {
+                return Err(ExecError::new(
+                    sqlstate::GROUPING_ERROR,
+                    "aggregate functions are not allowed in GROUP BY",
+                ));
+            }
+            return Ok(item);
+        }
+        let saved = self.aggregates.borrow_mut().take();
+        let bound = self.bind_expr(expr, scope);
+        *self.aggregates.borrow_mut() = saved;
+        bound
+    }
+
+    fn order_item(&self, expr: &ast::Expr, scope: &Scope<'_>, items: &[(Expr, String)]) -> Result<Expr, ExecError> {
+        match self.select_list_reference(expr, scope, items)? {
+            Some(item) => Ok(item),
+            None => self.bind_expr(expr, scope),
+        }
+    }
+
+    /// `ORDER BY 2` or `ORDER BY alias`: the select-list expression referred to.
+    fn select_list_reference(
+        &self,
+        expr: &ast::Expr,
+        scope: &Scope<'_>,
+        items: &[(Expr, String)],
+    ) -> Result<Option<Expr>, ExecError> {
+        match expr {
+            ast::Expr::Value(v) => {
+                if let ast::Value::Number(n, _) = &v.value {
+                    let ordinal: usize = n.parse().unwrap_or(0);
+                    if ordinal == 0 || ordinal > items.len() {
+                        return Err(ExecError::new(
+                            sqlstate::INVALID_COLUMN_REFERENCE,
+                            format!("position {n} is not in select list"),
+                        ));
+                    }
+                    return Ok(Some(items[ordinal - 1].0.clone()));
+                }
+                Ok(None)
+            }
+            ast::Expr::Identifier(ident) => {
+                let name = fold(ident);
+                let is_column = scope.table.is_some_and(|t| t.column_index(&name).is_some());
+                if !is_column && let Some((item, _)) = items.iter().find(|(_, n)| *n == name) {
+                    return Ok(Some(item.clone()));
+                }
+                Ok(None)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// A scan, or an index lookup when `WHERE` pins an indexed column to a constant.
+    fn scan_or_lookup(&self, table: &Arc<Table>, filter: Option<Expr>, output: ScanOutput) -> Plan {
+        if let Some(filter) = &filter {
+            let mut conjuncts = Vec::new();
+            flatten_and(filter.clone(), &mut conjuncts);
+            let snapshot = table.snapshot();
+            for (position, conjunct) in conjuncts.iter().enumerate() {
+                let Expr::Binary { op: BinaryOp::Eq, left, right, .. } = conjunct else { continue };
+                let (column, key) = match (left.as_ref(), right.as_ref()) {
+                    (Expr::Column { index, data_type }, key) | (key, Expr::Column { index, data_type })
+                        if key.is_constant() && key.data_type() == *data_type =>
+                    {
+                        (*index, key.clone())
+                    }
+                    _ => continue,
+                };
+                if snapshot.index_on(column).is_none() {
+                    continue;
+                }
+                let mut rest = conjuncts.clone();
+                rest.remove(position);
+                let residual = rest.into_iter().reduce(|a, b| Expr::Binary {
+                    op: BinaryOp::And,
+                    left: Box::new(a),
+                    right: Box::new(b),
+                    data_type: DataType::Boolean,
+                });
+                return Plan::Lookup(LookupPlan { table: Arc::clone(table), column, key, residual, output });
+            }
+        }
+        Plan::Scan(ScanPlan { table: Arc::clone(table), filter, output })
+    }
+}
+
+/// The wider of two numeric types.
+fn wider_numeric(a: DataType, b: DataType) -> DataType {
+    if a == DataType::Double || b == DataType::Double {
+        DataType::Double
+    } else if a == DataType::BigInt || b == DataType::BigInt {
+        DataType::BigInt
+    } else {
+        DataType::Integer
+    }
+}
+
+fn mismatch(expr: &Expr, target: DataType) -> ExecError {
+    ExecError::new(
+        sqlstate::DATATYPE_MISMATCH,
+        format!("expression is of type {} but {target} is expected", expr.data_type()),
+    )
+    .with_hint("You will need to rewrite or cast the expression.")
+}
+
+fn sort_key(expr: Expr, options: &ast::OrderByOptions) -> SortKey {
+    let descending = matches!(options.sort, Some(ast::OrderBySort::Desc));
+    SortKey { expr, descending, nulls_first: options.nulls_first.unwrap_or(descending) }
+}
+
+fn post(
+    input: Plan,
+    filter: Option<Expr>,
+    projection: Option<Vec<Expr>>,
+    distinct: bool,
+    order_by: Vec<SortKey>,
+    offset: Option<Expr>,
+    limit: Option<Expr>,
+) -> Plan {
+    if filter.is_none()
+        && projection.is_none()
+        && !distinct
+        && order_by.is_empty()
+        && offset.is_none()
+        && limit.is_none()
+    {
+        return input;
+    }
+    Plan::Post { input: Box::new(input), filter, projection, distinct, order_by, offset, limit }
+}
+
+/// A result column's name, as PostgreSQL derives it.
+fn column_name(expr: &ast::Expr) -> String {
+    match expr {
+        ast::Expr::Identifier(ident) => fold(ident),
+        ast::Expr::CompoundIdentifier(parts) => parts.last().map(fold).unwrap_or_default(),
+        ast::Expr::Function(f) => object_name(&f.name).last().cloned().unwrap_or_default(),
+        ast::Expr::Nested(inner) => column_name(inner),
+        ast::Expr::Cast { expr, data_type, .. } => match expr.as_ref() {
+            ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_) => column_name(expr),
+            _ => data_type.to_string().to_lowercase(),
+        },
+        _ => "?column?".to_string(),
+    }
+}
+
+fn uses_aggregates(expr: &Expr) -> bool {
+    let mut columns = Vec::new();
+    expr.columns(&mut columns);
+    columns.iter().any(|&c| c >= AGGREGATE_BASE)
+}
+
+fn flatten_and(expr: Expr, out: &mut Vec<Expr>) {
+    match expr {
+        Expr::Binary { op: BinaryOp::And, left, right, .. } => {
+            flatten_and(*left, out);
+            flatten_and(*right, out);
+        }
+        other => out.push(other),
+    }
+}
+
+/// Rewrites an expression over table columns (and aggregate placeholders) into one over the aggregation's output
+/// row: group keys first, aggregates after.
+fn rewrite_over_groups(expr: &Expr, group_by: &[Expr], keys: usize, table: &Table) -> Result<Expr, ExecError> {
+    if let Some(position) = group_by.iter().position(|g| g == expr) {
+        return Ok(Expr::Column { index: position, data_type: expr.data_type() });
+    }
+    let recurse = |e: &Expr| rewrite_over_groups(e, group_by, keys, table).map(Box::new);
+    Ok(match expr {
+        Expr::Column { index, data_type } if *index >= AGGREGATE_BASE => {
+            Expr::Column { index: keys + index - AGGREGATE_BASE, data_type: *data_type }
+        }
+        Expr::Column { index, .. } => {
+            let name = table.columns().get(*index).map_or("?", |c| c.name.as_str());
+            return Err(ExecError::new(
+                sqlstate::GROUPING_ERROR,
+                format!("column \"{name}\" must appear in the GROUP BY clause or be used in an aggregate function"),
+            ));
+        }
+        Expr::Literal { .. } | Expr::Param { .. } => expr.clone(),
+        Expr::Binary { op, left, right, data_type } => {
+            Expr::Binary { op: *op, left: recurse(left)?, right: recurse(right)?, data_type: *data_type }
+        }
+        Expr::Not(inner) => Expr::Not(recurse(inner)?),
+        Expr::Negate { expr, data_type } => Expr::Negate { expr: recurse(expr)?, data_type: *data_type },
+        Expr::IsNull { expr, negated } => Expr::IsNull { expr: recurse(expr)?, negated: *negated },
+        Expr::Between { expr, low, high, negated } => {
+            Expr::Between { expr: recurse(expr)?, low: recurse(low)?, high: recurse(high)?, negated: *negated }
+        }
+        Expr::InList { expr, list, negated } => Expr::InList {
+            expr: recurse(expr)?,
+            list: list.iter().map(|e| rewrite_over_groups(e, group_by, keys, table)).collect::<Result<_, _>>()?,
+            negated: *negated,
+        },
+        Expr::Cast { expr, to } => Expr::Cast { expr: recurse(expr)?, to: *to },
+    })
+}
+
+/// Renumbers column references to positions in `columns` (the scan's output).
+fn remap_columns(expr: &Expr, columns: &[usize]) -> Expr {
+    let recurse = |e: &Expr| Box::new(remap_columns(e, columns));
+    match expr {
+        Expr::Column { index, data_type } => {
+            Expr::Column { index: columns.iter().position(|c| c == index).unwrap_or(*index), data_type: *data_type }
+        }
+        Expr::Literal { .. } | Expr::Param { .. } => expr.clone(),
+        Expr::Binary { op, left, right, data_type } => {
+            Expr::Binary { op: *op, left: recurse(left), right: recurse(right), data_type: *data_type }
+        }
+        Expr::Not(inner) => Expr::Not(recurse(inner)),
+        Expr::Negate { expr, data_type } => Expr::Negate { expr: recurse(expr), data_type: *data_type },
+        Expr::IsNull { expr, negated } => Expr::IsNull { expr: recurse(expr), negated: *negated },
+        Expr::Between { expr, low, high, negated } => {
+            Expr::Between { expr: recurse(expr), low: recurse(low), high: recurse(high), negated: *negated }
+        }
+        Expr::InList { expr, list, negated } => Expr::InList {
+            expr: recurse(expr),
+            list: list.iter().map(|e| remap_columns(e, columns)).collect(),
+            negated: *negated,
+        },
+        Expr::Cast { expr, to } => Expr::Cast { expr: recurse(expr), to: *to },
+    }
+}

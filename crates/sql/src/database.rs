@@ -1,0 +1,947 @@
+//! The database and its sessions: statements in, results (or SQLSTATE errors) out.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use numadb_execution::plan::Plan;
+use numadb_execution::{ExecError, ExecutionResult, Executor, execute, sqlstate};
+use numadb_scheduler::{ByteMatrix, Scheduler, SchedulerConfig};
+use numadb_storage::{Catalog, ColumnDef, DataType, IndexKind, Table, TableOptions, TablePlacement, Value};
+use numadb_topology::Topology;
+use sqlparser::ast::{self, ObjectName, ObjectType, Statement};
+
+use crate::bind::{Binder, BoundQuery, OutputColumn, TableSource, data_type, fold, object_name};
+use crate::parse::{Parsed, PlacementSpec, parse};
+use crate::settings::Settings;
+use crate::system;
+
+/// Schedulers kept alive for reuse (one per distinct configuration sessions asked for).
+const SCHEDULERS_CACHED_MAX: usize = 4;
+/// Statements remembered in `numadb.queries`.
+const QUERY_LOG_MAX: usize = 200;
+
+/// One finished statement, for `numadb.queries`.
+#[derive(Debug, Clone)]
+pub struct QueryLogEntry {
+    /// Sequence number.
+    pub id: u64,
+    /// The session that ran it.
+    pub session: u64,
+    /// Its text (shortened).
+    pub statement: String,
+    /// Wall time.
+    pub elapsed: Duration,
+    /// Tasks run per domain.
+    pub tasks: Vec<u64>,
+    /// Tasks stolen.
+    pub stolen: u64,
+    /// Bytes read, by (running domain, memory node).
+    pub bytes: Option<ByteMatrix>,
+    /// Bytes read from nodes local to the reading domain.
+    pub local_bytes: u64,
+}
+
+/// A database: the catalog, the machine, and the schedulers statements run on.
+pub struct Database {
+    catalog: Catalog,
+    topology: Arc<Topology>,
+    schedulers: Mutex<Vec<(SchedulerConfig, Arc<Scheduler>)>>,
+    query_log: Mutex<VecDeque<QueryLogEntry>>,
+    next_session: AtomicU64,
+    next_statement: AtomicU64,
+}
+
+/// A statement's result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryOutput {
+    /// Result columns (empty for commands).
+    pub columns: Vec<OutputColumn>,
+    /// Rows.
+    pub rows: Vec<Vec<Value>>,
+    /// The command tag (`SELECT 3`, `INSERT 0 1`, `CREATE TABLE`).
+    pub tag: String,
+}
+
+impl QueryOutput {
+    fn command(tag: &str) -> Self {
+        QueryOutput { columns: Vec::new(), rows: Vec::new(), tag: tag.to_string() }
+    }
+
+    fn text(column: &str, lines: Vec<String>) -> Self {
+        QueryOutput {
+            columns: vec![OutputColumn { name: column.to_string(), data_type: DataType::Text }],
+            tag: format!("SELECT {}", lines.len()),
+            rows: lines.into_iter().map(|l| vec![Value::text(&l)]).collect(),
+        }
+    }
+
+    /// Whether the statement returns rows (a query, `SHOW`, `EXPLAIN`).
+    pub fn has_rows(&self) -> bool {
+        !self.columns.is_empty()
+    }
+}
+
+impl Database {
+    /// A database on this machine.
+    pub fn new() -> Result<Arc<Database>, ExecError> {
+        let topology = numadb_placement::system_topology()
+            .map_err(|e| ExecError::new(sqlstate::SYSTEM_ERROR, e.to_string()))?
+            .clone();
+        Ok(Database::with_topology(topology))
+    }
+
+    /// A database with a given topology (which must be this machine's: statements pin and place by it).
+    pub fn with_topology(topology: Topology) -> Arc<Database> {
+        Arc::new(Database {
+            catalog: Catalog::new(),
+            topology: Arc::new(topology),
+            schedulers: Mutex::new(Vec::new()),
+            query_log: Mutex::new(VecDeque::new()),
+            next_session: AtomicU64::new(1),
+            next_statement: AtomicU64::new(1),
+        })
+    }
+
+    /// A new session.
+    pub fn session(self: &Arc<Self>) -> Session {
+        Session {
+            db: Arc::clone(self),
+            id: self.next_session.fetch_add(1, Ordering::Relaxed),
+            settings: Settings::default(),
+            prepared: HashMap::new(),
+            cancel: Arc::new(AtomicBool::new(false)),
+            last_result: None,
+        }
+    }
+
+    /// The catalog.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// The machine.
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// The scheduler for a configuration, started on first use and kept for reuse.
+    pub fn scheduler(&self, config: &SchedulerConfig) -> Result<Arc<Scheduler>, ExecError> {
+        let mut schedulers = self.schedulers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(position) = schedulers.iter().position(|(c, _)| c == config) {
+            let entry = schedulers.remove(position);
+            let scheduler = Arc::clone(&entry.1);
+            schedulers.push(entry);
+            return Ok(scheduler);
+        }
+        let scheduler = Arc::new(
+            Scheduler::new(&self.topology, config.clone())
+                .map_err(|e| ExecError::new(sqlstate::INVALID_PARAMETER_VALUE, e.to_string()))?,
+        );
+        schedulers.push((config.clone(), Arc::clone(&scheduler)));
+        // Drop the least recently used schedulers nobody holds.
+        while schedulers.len() > SCHEDULERS_CACHED_MAX {
+            match schedulers.iter().position(|(_, s)| Arc::strong_count(s) == 1) {
+                Some(position) => {
+                    schedulers.remove(position);
+                }
+                None => break,
+            }
+        }
+        Ok(scheduler)
+    }
+
+    /// The schedulers started so far, with their configurations.
+    pub fn schedulers(&self) -> Vec<(SchedulerConfig, Arc<Scheduler>)> {
+        self.schedulers.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The last statements' counters.
+    pub fn query_log(&self) -> Vec<QueryLogEntry> {
+        self.query_log.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect()
+    }
+
+    fn log(&self, entry: QueryLogEntry) {
+        let mut log = self.query_log.lock().unwrap_or_else(|p| p.into_inner());
+        if log.len() == QUERY_LOG_MAX {
+            log.pop_front();
+        }
+        log.push_back(entry);
+    }
+
+    /// Stops every scheduler (each finishes the task it is running): the server's graceful shutdown.
+    pub fn shutdown(&self) {
+        self.schedulers.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+}
+
+/// What `PREPARE` (or the extended protocol's Parse) keeps.
+#[derive(Clone)]
+pub struct Prepared {
+    /// The statement's text.
+    pub sql: String,
+    /// Parameter types, declared or inferred.
+    pub param_types: Vec<DataType>,
+    /// Result columns (empty for commands).
+    pub columns: Vec<OutputColumn>,
+    statement: Parsed,
+    query: Option<BoundQuery>,
+}
+
+/// A connection's state: settings, prepared statements, and the flag that cancels its running statement.
+pub struct Session {
+    db: Arc<Database>,
+    id: u64,
+    settings: Settings,
+    prepared: HashMap<String, Prepared>,
+    cancel: Arc<AtomicBool>,
+    last_result: Option<ExecutionResult>,
+}
+
+impl TableSource for Database {
+    fn resolve(&self, name: &ObjectName) -> Result<Arc<Table>, ExecError> {
+        let parts = object_name(name);
+        let (schema, table) = match parts.as_slice() {
+            [table] => (None, table.as_str()),
+            [schema, table] => (Some(schema.as_str()), table.as_str()),
+            [_, schema, table] => (Some(schema.as_str()), table.as_str()),
+            _ => return Err(ExecError::new(sqlstate::SYNTAX_ERROR, format!("improper relation name {name}"))),
+        };
+        if let Some(schema) = schema
+            && schema != "public"
+        {
+            return system::view(self, schema, table);
+        }
+        self.catalog.table(table).ok_or_else(|| undefined_table(table))
+    }
+}
+
+fn undefined_table(name: &str) -> ExecError {
+    ExecError::new(sqlstate::UNDEFINED_TABLE, format!("relation \"{name}\" does not exist"))
+}
+
+fn table_name(name: &ObjectName) -> Result<String, ExecError> {
+    let parts = object_name(name);
+    match parts.as_slice() {
+        [table] | [_, table] => Ok(table.clone()),
+        _ => Err(ExecError::new(sqlstate::SYNTAX_ERROR, format!("improper relation name {name}"))),
+    }
+}
+
+/// Shortens a statement for logs and views.
+fn shorten(sql: &str) -> String {
+    let flat: String = sql.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > 200 { format!("{}…", flat.chars().take(200).collect::<String>()) } else { flat }
+}
+
+impl Session {
+    /// The session's id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The database.
+    pub fn database(&self) -> &Arc<Database> {
+        &self.db
+    }
+
+    /// Settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Settings, mutably.
+    pub fn settings_mut(&mut self) -> &mut Settings {
+        &mut self.settings
+    }
+
+    /// The flag another thread raises to cancel the running statement.
+    pub fn cancel_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.cancel)
+    }
+
+    /// The last query's execution counters (for `numadb sql`'s timing line and tests).
+    pub fn last_result(&self) -> Option<&ExecutionResult> {
+        self.last_result.as_ref()
+    }
+
+    /// Runs every statement of `sql` in order, stopping at the first error (PostgreSQL's simple query
+    /// protocol).
+    pub fn execute(&mut self, sql: &str) -> Vec<Result<QueryOutput, ExecError>> {
+        let statements = match parse(sql) {
+            Ok(statements) => statements,
+            Err(error) => return vec![Err(error)],
+        };
+        let mut results = Vec::with_capacity(statements.len());
+        for statement in statements {
+            let result = self.run_parsed(&statement, sql, &[], None);
+            let failed = result.is_err();
+            results.push(result);
+            if failed {
+                break;
+            }
+        }
+        results
+    }
+
+    /// Runs exactly one statement.
+    pub fn execute_one(&mut self, sql: &str) -> Result<QueryOutput, ExecError> {
+        let statements = parse(sql)?;
+        match statements.as_slice() {
+            [statement] => self.run_parsed(statement, sql, &[], None),
+            [] => Ok(QueryOutput::command("EMPTY")),
+            _ => {
+                Err(ExecError::new(sqlstate::SYNTAX_ERROR, "cannot insert multiple commands into a prepared statement"))
+            }
+        }
+    }
+
+    /// Parses and binds a statement for repeated execution with parameters (`$1`, `$2`, …). `declared` gives the
+    /// types the client chose (`None` to infer).
+    pub fn prepare(&mut self, name: &str, sql: &str, declared: &[Option<DataType>]) -> Result<Prepared, ExecError> {
+        let prepared = self.prepare_unnamed(sql, declared)?;
+        if !name.is_empty() && self.prepared.contains_key(name) {
+            return Err(ExecError::new(
+                sqlstate::DUPLICATE_OBJECT,
+                format!("prepared statement \"{name}\" already exists"),
+            ));
+        }
+        self.prepared.insert(name.to_string(), prepared.clone());
+        Ok(prepared)
+    }
+
+    fn prepare_unnamed(&self, sql: &str, declared: &[Option<DataType>]) -> Result<Prepared, ExecError> {
+        let statements = parse(sql)?;
+        let statement = match statements.as_slice() {
+            [statement] => statement.clone(),
+            [] => return Err(ExecError::new(sqlstate::SYNTAX_ERROR, "an empty statement cannot be prepared")),
+            _ => {
+                return Err(ExecError::new(
+                    sqlstate::SYNTAX_ERROR,
+                    "cannot insert multiple commands into a prepared statement",
+                ));
+            }
+        };
+        let binder = Binder::new(self.db.as_ref(), declared);
+        let mut query = None;
+        let mut columns = Vec::new();
+        match &statement {
+            Parsed::Sql(boxed) => match boxed.as_ref() {
+                Statement::Query(q) => {
+                    let bound = binder.plan_query(q)?;
+                    columns = bound.columns.clone();
+                    query = Some(bound);
+                }
+                Statement::Insert(insert) => {
+                    // Bind once to infer parameter types from the target columns.
+                    self.bind_insert(insert, &binder)?;
+                }
+                Statement::Explain { .. } => {
+                    columns = vec![OutputColumn { name: "QUERY PLAN".into(), data_type: DataType::Text }];
+                }
+                Statement::ShowVariable { variable } => {
+                    let name = variable.iter().map(fold).collect::<Vec<_>>().join(".");
+                    columns = if name == "all" {
+                        ["name", "setting", "description"]
+                            .iter()
+                            .map(|n| OutputColumn { name: n.to_string(), data_type: DataType::Text })
+                            .collect()
+                    } else {
+                        vec![OutputColumn { name, data_type: DataType::Text }]
+                    };
+                }
+                _ => {}
+            },
+            Parsed::AlterPlacement { .. } => {}
+        }
+        Ok(Prepared { sql: sql.to_string(), param_types: binder.param_types(), columns, statement, query })
+    }
+
+    /// The prepared statement called `name` (the unnamed one is `""`).
+    pub fn prepared(&self, name: &str) -> Result<&Prepared, ExecError> {
+        self.prepared.get(name).ok_or_else(|| {
+            ExecError::new(
+                sqlstate::INVALID_SQL_STATEMENT_NAME,
+                format!("prepared statement \"{name}\" does not exist"),
+            )
+        })
+    }
+
+    /// Removes a prepared statement; `false` when there was none.
+    pub fn close_prepared(&mut self, name: &str) -> bool {
+        self.prepared.remove(name).is_some()
+    }
+
+    /// Runs a prepared statement with parameter values.
+    pub fn execute_prepared(&mut self, name: &str, params: &[Value]) -> Result<QueryOutput, ExecError> {
+        let prepared = self.prepared(name)?.clone();
+        if params.len() != prepared.param_types.len() {
+            return Err(ExecError::new(
+                sqlstate::PROTOCOL_VIOLATION,
+                format!(
+                    "bind message supplies {} parameters, but prepared statement \"{name}\" requires {}",
+                    params.len(),
+                    prepared.param_types.len()
+                ),
+            ));
+        }
+        let params: Vec<Value> = params
+            .iter()
+            .zip(&prepared.param_types)
+            .map(|(v, t)| numadb_execution::expr::coerce_param(v.clone(), *t))
+            .collect::<Result<_, _>>()?;
+        // A plan made before a table was dropped and recreated would read the old table: plan again then.
+        let fresh = prepared.query.as_ref().is_some_and(|q| {
+            q.tables.iter().all(|t| self.db.catalog.table(t.name()).is_some_and(|current| Arc::ptr_eq(&current, t)))
+        });
+        match (&prepared.query, fresh) {
+            (Some(bound), true) => self.run_query(bound, &params, &prepared.sql),
+            _ => self.run_parsed(&prepared.statement, &prepared.sql, &params, Some(&prepared.param_types)),
+        }
+    }
+
+    fn executor_run(&mut self, plan: &Plan, params: &[Value], sql: &str) -> Result<ExecutionResult, ExecError> {
+        let config = self.settings.scheduler_config();
+        let scheduler = self.db.scheduler(&config)?;
+        self.cancel.store(false, Ordering::Relaxed);
+        let executor = Executor {
+            scheduler: &scheduler,
+            params,
+            timeout: self.settings.statement_timeout(),
+            morsel_blocks: self.settings.morsel_blocks(),
+            cancel: Some(&self.cancel),
+        };
+        let result = execute(plan, &executor);
+        if let Ok(result) = &result
+            && let Some(report) = &result.report
+        {
+            let local_nodes: Vec<_> = scheduler.domains().domains.iter().map(|d| d.memory_nodes.clone()).collect();
+            self.db.log(QueryLogEntry {
+                id: self.db.next_statement.fetch_add(1, Ordering::Relaxed),
+                session: self.id,
+                statement: shorten(sql),
+                elapsed: result.elapsed,
+                tasks: report.tasks_run.clone(),
+                stolen: report.tasks_stolen.iter().sum(),
+                local_bytes: report.bytes_read.local_bytes(&local_nodes),
+                bytes: Some(report.bytes_read.clone()),
+            });
+        }
+        result
+    }
+
+    fn run_query(&mut self, bound: &BoundQuery, params: &[Value], sql: &str) -> Result<QueryOutput, ExecError> {
+        let result = self.executor_run(&bound.plan, params, sql)?;
+        let rows = result.rows.clone();
+        self.last_result = Some(result);
+        Ok(QueryOutput { columns: bound.columns.clone(), tag: format!("SELECT {}", rows.len()), rows })
+    }
+
+    fn run_parsed(
+        &mut self,
+        parsed: &Parsed,
+        sql: &str,
+        params: &[Value],
+        declared: Option<&[DataType]>,
+    ) -> Result<QueryOutput, ExecError> {
+        let declared: Vec<Option<DataType>> =
+            declared.map(|d| d.iter().copied().map(Some).collect()).unwrap_or_default();
+        match parsed {
+            Parsed::AlterPlacement { table, column, spec } => self.alter_placement(table, column.as_ref(), spec),
+            Parsed::Sql(statement) => self.run_statement(statement, sql, params, &declared),
+        }
+    }
+
+    fn run_statement(
+        &mut self,
+        statement: &Statement,
+        sql: &str,
+        params: &[Value],
+        declared: &[Option<DataType>],
+    ) -> Result<QueryOutput, ExecError> {
+        match statement {
+            Statement::Query(query) => {
+                let binder = Binder::new(self.db.as_ref(), declared);
+                let bound = binder.plan_query(query)?;
+                self.run_query(&bound, params, sql)
+            }
+            Statement::Explain { analyze, statement, .. } => self.explain(statement, *analyze, params, declared, sql),
+            Statement::Insert(insert) => {
+                let binder = Binder::new(self.db.as_ref(), declared);
+                let (table, rows) = self.bind_insert(insert, &binder)?;
+                let mut evaluated = Vec::with_capacity(rows.len());
+                for row in rows {
+                    evaluated.push(row.iter().map(|e| e.eval(&[], params)).collect::<Result<Vec<_>, _>>()?);
+                }
+                let inserted = table.insert(evaluated)?;
+                Ok(QueryOutput::command(&format!("INSERT 0 {inserted}")))
+            }
+            Statement::CreateTable(create) => self.create_table(create),
+            Statement::Drop { object_type, if_exists, names, .. } => {
+                for name in names {
+                    let name = table_name(name)?;
+                    match object_type {
+                        ObjectType::Table => {
+                            if self.db.catalog.remove(&name).is_none() && !if_exists {
+                                return Err(undefined_table(&name));
+                            }
+                        }
+                        ObjectType::Index => {
+                            let dropped = self.db.catalog.tables().iter().any(|t| t.drop_index(&name));
+                            if !dropped && !if_exists {
+                                return Err(ExecError::new(
+                                    sqlstate::UNDEFINED_OBJECT,
+                                    format!("index \"{name}\" does not exist"),
+                                ));
+                            }
+                        }
+                        other => return Err(unsupported(&format!("DROP {other}"))),
+                    }
+                }
+                Ok(QueryOutput::command(match object_type {
+                    ObjectType::Index => "DROP INDEX",
+                    _ => "DROP TABLE",
+                }))
+            }
+            Statement::CreateIndex(create) => self.create_index(create),
+            Statement::Set(set) => self.set(set),
+            Statement::ShowVariable { variable } => {
+                let name = variable.iter().map(fold).collect::<Vec<_>>().join(".");
+                if name == "all" {
+                    let rows = self.settings.all();
+                    return Ok(QueryOutput {
+                        columns: ["name", "setting", "description"]
+                            .iter()
+                            .map(|n| OutputColumn { name: n.to_string(), data_type: DataType::Text })
+                            .collect(),
+                        tag: format!("SHOW {}", rows.len()),
+                        rows: rows
+                            .into_iter()
+                            .map(|(n, v, d)| vec![Value::text(&n), Value::text(&v), Value::text(&d)])
+                            .collect(),
+                    });
+                }
+                let value = self.settings.get(&name)?;
+                Ok(QueryOutput {
+                    columns: vec![OutputColumn { name: name.clone(), data_type: DataType::Text }],
+                    rows: vec![vec![Value::text(&value)]],
+                    tag: "SHOW".into(),
+                })
+            }
+            Statement::Reset(reset) => {
+                let text = reset.to_string();
+                let name = text.trim().strip_prefix("RESET").map(str::trim).unwrap_or("");
+                if name.eq_ignore_ascii_case("all") || name.is_empty() {
+                    self.settings.reset(None);
+                } else {
+                    self.settings.reset(Some(name));
+                }
+                Ok(QueryOutput::command("RESET"))
+            }
+            Statement::StartTransaction { .. } => Ok(QueryOutput::command("BEGIN")),
+            Statement::Commit { .. } => Ok(QueryOutput::command("COMMIT")),
+            Statement::Rollback { .. } => Ok(QueryOutput::command("ROLLBACK")),
+            Statement::Prepare { name, data_types, statement } => {
+                let declared: Vec<Option<DataType>> =
+                    data_types.iter().map(|t| data_type(t).map(Some)).collect::<Result<_, _>>()?;
+                let name = fold(name);
+                let inner = statement.to_string();
+                self.prepare(&name, &inner, &declared)?;
+                Ok(QueryOutput::command("PREPARE"))
+            }
+            Statement::Execute { name: Some(name), parameters, .. } => {
+                let name = object_name(name).join(".");
+                let types = self.prepared(&name)?.param_types.clone();
+                let binder = Binder::new(self.db.as_ref(), &[]);
+                let mut values = Vec::with_capacity(parameters.len());
+                for (i, parameter) in parameters.iter().enumerate() {
+                    let expr = binder.bind_constant(parameter, types.get(i).copied())?;
+                    values.push(expr.eval(&[], params)?);
+                }
+                self.execute_prepared(&name, &values)
+            }
+            Statement::Deallocate { name, .. } => {
+                let name = fold(name);
+                if name == "all" {
+                    self.prepared.clear();
+                } else if !self.close_prepared(&name) {
+                    return Err(ExecError::new(
+                        sqlstate::INVALID_SQL_STATEMENT_NAME,
+                        format!("prepared statement \"{name}\" does not exist"),
+                    ));
+                }
+                Ok(QueryOutput::command("DEALLOCATE"))
+            }
+            Statement::Discard { .. } => {
+                self.prepared.clear();
+                self.settings.reset(None);
+                Ok(QueryOutput::command("DISCARD ALL"))
+            }
+            Statement::Copy { source, to, target, options, legacy_options, .. } => {
+                crate::copy::copy_statement(self, source, *to, target, options, legacy_options)
+            }
+            Statement::Call(function) => self.call(function),
+            other => Err(unsupported(&statement_kind(other))),
+        }
+    }
+
+    /// The target table and the rows (as expressions of the columns' types) an INSERT adds.
+    fn bind_insert(
+        &self,
+        insert: &ast::Insert,
+        binder: &Binder<'_>,
+    ) -> Result<(Arc<Table>, Vec<Vec<numadb_execution::Expr>>), ExecError> {
+        let ast::TableObject::TableName(name) = &insert.table else {
+            return Err(unsupported("INSERT into a table function"));
+        };
+        let table = self.db.catalog.table(&table_name(name)?).ok_or_else(|| undefined_table(&name.to_string()))?;
+        let columns: Vec<usize> = if insert.columns.is_empty() {
+            (0..table.columns().len()).collect()
+        } else {
+            insert
+                .columns
+                .iter()
+                .map(|c| {
+                    let name = object_name(c).last().cloned().unwrap_or_default();
+                    table.column_index(&name).ok_or_else(|| {
+                        ExecError::new(
+                            sqlstate::UNDEFINED_COLUMN,
+                            format!("column \"{name}\" of relation \"{}\" does not exist", table.name()),
+                        )
+                    })
+                })
+                .collect::<Result<_, _>>()?
+        };
+        let Some(source) = &insert.source else { return Err(unsupported("INSERT without VALUES")) };
+        let ast::SetExpr::Values(values) = source.body.as_ref() else {
+            return Err(unsupported("INSERT … SELECT"));
+        };
+        let mut rows = Vec::with_capacity(values.rows.len());
+        for row in &values.rows {
+            if row.len() != columns.len() {
+                return Err(ExecError::new(
+                    sqlstate::SYNTAX_ERROR,
+                    if row.len() > columns.len() {
+                        "INSERT has more expressions than target columns"
+                    } else {
+                        "INSERT has more target columns than expressions"
+                    },
+                ));
+            }
+            let mut full: Vec<numadb_execution::Expr> =
+                table.columns().iter().map(|c| numadb_execution::Expr::literal(Value::Null, c.data_type)).collect();
+            for (expr, &column) in row.iter().zip(&columns) {
+                let target = table.columns()[column].data_type;
+                full[column] = binder.bind_constant(expr, Some(target))?;
+            }
+            rows.push(full);
+        }
+        Ok((table, rows))
+    }
+
+    fn create_table(&mut self, create: &ast::CreateTable) -> Result<QueryOutput, ExecError> {
+        let name = table_name(&create.name)?;
+        if self.db.catalog.table(&name).is_some() {
+            if create.if_not_exists {
+                return Ok(QueryOutput::command("CREATE TABLE"));
+            }
+            return Err(ExecError::new(sqlstate::DUPLICATE_TABLE, format!("relation \"{name}\" already exists")));
+        }
+        let mut columns = Vec::new();
+        let mut primary_key = None;
+        for (position, column) in create.columns.iter().enumerate() {
+            let column_name = fold(&column.name);
+            if columns.iter().any(|c: &ColumnDef| c.name == column_name) {
+                return Err(ExecError::new(
+                    sqlstate::DUPLICATE_COLUMN,
+                    format!("column \"{column_name}\" specified more than once"),
+                ));
+            }
+            let mut nullable = true;
+            for option in &column.options {
+                match &option.option {
+                    ast::ColumnOption::NotNull => nullable = false,
+                    ast::ColumnOption::Null => nullable = true,
+                    ast::ColumnOption::PrimaryKey(_) => {
+                        if primary_key.replace(position).is_some() {
+                            return Err(multiple_primary_keys(&name));
+                        }
+                    }
+                    other => return Err(unsupported(&format!("the column option {other}"))),
+                }
+            }
+            columns.push(ColumnDef { name: column_name, data_type: data_type(&column.data_type)?, nullable });
+        }
+        for constraint in &create.constraints {
+            match constraint {
+                ast::TableConstraint::PrimaryKey(key) => {
+                    let [column] = key.columns.as_slice() else {
+                        return Err(unsupported("a primary key of several columns"));
+                    };
+                    let key_name = match &column.column.expr {
+                        ast::Expr::Identifier(ident) => fold(ident),
+                        other => return Err(unsupported(&format!("a primary key on {other}"))),
+                    };
+                    let position = columns.iter().position(|c| c.name == key_name).ok_or_else(|| {
+                        ExecError::new(
+                            sqlstate::UNDEFINED_COLUMN,
+                            format!("column \"{key_name}\" named in key does not exist"),
+                        )
+                    })?;
+                    if primary_key.replace(position).is_some() {
+                        return Err(multiple_primary_keys(&name));
+                    }
+                }
+                other => return Err(unsupported(&format!("the constraint {other}"))),
+            }
+        }
+        let mut options = TableOptions::default();
+        let with = match &create.table_options {
+            ast::CreateTableOptions::With(options) => options.as_slice(),
+            ast::CreateTableOptions::None => &[],
+            _ => return Err(unsupported("these table options")),
+        };
+        for option in with {
+            let ast::SqlOption::KeyValue { key, value } = option else {
+                return Err(unsupported(&format!("the table option {option}")));
+            };
+            let text = option_text(value);
+            match fold(key).as_str() {
+                "numa_placement" => options.placement = parse_placement(&text)?,
+                "partition_rows" => {
+                    options.partition_rows = text.parse().map_err(|_| {
+                        ExecError::new(sqlstate::INVALID_PARAMETER_VALUE, format!("invalid partition_rows \"{text}\""))
+                    })?
+                }
+                "primary_key_index" => options.primary_key_index = index_kind(&text)?,
+                other => {
+                    return Err(ExecError::new(
+                        sqlstate::INVALID_PARAMETER_VALUE,
+                        format!("unrecognized parameter \"{other}\""),
+                    )
+                    .with_hint("numadb's table options are numa_placement, partition_rows and primary_key_index"));
+                }
+            }
+        }
+        let table = Table::new(&name, columns, primary_key, options)?;
+        if !self.db.catalog.add(table) {
+            return Err(ExecError::new(sqlstate::DUPLICATE_TABLE, format!("relation \"{name}\" already exists")));
+        }
+        Ok(QueryOutput::command("CREATE TABLE"))
+    }
+
+    fn create_index(&mut self, create: &ast::CreateIndex) -> Result<QueryOutput, ExecError> {
+        let table_name = table_name(&create.table_name)?;
+        let table = self.db.catalog.table(&table_name).ok_or_else(|| undefined_table(&table_name))?;
+        let [column] = create.columns.as_slice() else { return Err(unsupported("indexes on several columns")) };
+        let column_name = match &column.column.expr {
+            ast::Expr::Identifier(ident) => fold(ident),
+            other => return Err(unsupported(&format!("an index on {other}"))),
+        };
+        let position = table.column_index(&column_name).ok_or_else(|| {
+            ExecError::new(sqlstate::UNDEFINED_COLUMN, format!("column \"{column_name}\" does not exist"))
+        })?;
+        if matches!(table.columns()[position].data_type, DataType::Double | DataType::Boolean) {
+            return Err(unsupported(&format!("an index on a {} column", table.columns()[position].data_type)));
+        }
+        let kind = match &create.using {
+            None | Some(ast::IndexType::BTree) => IndexKind::Sorted,
+            Some(ast::IndexType::Hash) => IndexKind::Hash,
+            Some(ast::IndexType::Custom(name)) => index_kind(&fold(name))?,
+            Some(other) => return Err(unsupported(&format!("index method {other}"))),
+        };
+        let name = match &create.name {
+            Some(name) => object_name(name).last().cloned().unwrap_or_default(),
+            None => format!("{table_name}_{column_name}_idx"),
+        };
+        if self.db.catalog.tables().iter().any(|t| t.snapshot().indexes.iter().any(|i| i.name() == name)) {
+            if create.if_not_exists {
+                return Ok(QueryOutput::command("CREATE INDEX"));
+            }
+            return Err(ExecError::new(sqlstate::DUPLICATE_TABLE, format!("relation \"{name}\" already exists")));
+        }
+        table.create_index(&name, position, kind, create.unique)?;
+        Ok(QueryOutput::command("CREATE INDEX"))
+    }
+
+    fn alter_placement(
+        &mut self,
+        table: &ObjectName,
+        column: Option<&ast::Ident>,
+        spec: &PlacementSpec,
+    ) -> Result<QueryOutput, ExecError> {
+        let name = table_name(table)?;
+        let table = self.db.catalog.table(&name).ok_or_else(|| undefined_table(&name))?;
+        let column = match column {
+            Some(ident) => {
+                let column_name = fold(ident);
+                Some(table.column_index(&column_name).ok_or_else(|| {
+                    ExecError::new(sqlstate::UNDEFINED_COLUMN, format!("column \"{column_name}\" does not exist"))
+                })?)
+            }
+            None => None,
+        };
+        let placement = match spec {
+            PlacementSpec::Placement(text) => parse_placement(text)?,
+            PlacementSpec::NumaNodes(nodes) => {
+                let ids: Vec<u32> = nodes
+                    .iter()
+                    .map(|n| {
+                        n.trim().parse::<u32>().map_err(|_| {
+                            ExecError::new(
+                                sqlstate::INVALID_PARAMETER_VALUE,
+                                format!("\"{n}\" is not a NUMA node number"),
+                            )
+                        })
+                    })
+                    .collect::<Result<_, _>>()?;
+                match ids.as_slice() {
+                    [node] => TablePlacement::Node(*node),
+                    _ => TablePlacement::RoundRobin(ids.into_iter().collect()),
+                }
+            }
+        };
+        table.set_placement(placement, column)?;
+        Ok(QueryOutput::command("ALTER TABLE"))
+    }
+
+    fn set(&mut self, set: &ast::Set) -> Result<QueryOutput, ExecError> {
+        match set {
+            ast::Set::SingleAssignment { variable, values, .. } => {
+                let name = object_name(variable).join(".");
+                let value = values.iter().map(option_text).collect::<Vec<_>>().join(", ");
+                if value.eq_ignore_ascii_case("default") {
+                    self.settings.reset(Some(&name));
+                } else {
+                    self.settings.set(&name, &value)?;
+                }
+                Ok(QueryOutput::command("SET"))
+            }
+            ast::Set::SetTimeZone { value, .. } => {
+                self.settings.set("timezone", &option_text(value))?;
+                Ok(QueryOutput::command("SET"))
+            }
+            ast::Set::SetNames { charset_name, .. } => {
+                self.settings.set("client_encoding", &charset_name.value)?;
+                Ok(QueryOutput::command("SET"))
+            }
+            ast::Set::SetTransaction { .. } => Ok(QueryOutput::command("SET")),
+            other => Err(unsupported(&format!("{other}"))),
+        }
+    }
+
+    fn call(&mut self, function: &ast::Function) -> Result<QueryOutput, ExecError> {
+        let name = object_name(&function.name).join(".");
+        let binder = Binder::new(self.db.as_ref(), &[]);
+        let arguments: Vec<Value> = match &function.args {
+            ast::FunctionArguments::List(list) => list
+                .args
+                .iter()
+                .map(|a| match a {
+                    ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => {
+                        binder.bind_constant(e, None)?.eval(&[], &[])
+                    }
+                    _ => Err(unsupported("this argument form")),
+                })
+                .collect::<Result<_, _>>()?,
+            _ => Vec::new(),
+        };
+        match name.as_str() {
+            "numadb.load_thesis" => {
+                let rows = match arguments.first() {
+                    Some(Value::Int(n)) if *n > 0 => *n as u64,
+                    _ => {
+                        return Err(ExecError::new(
+                            sqlstate::INVALID_PARAMETER_VALUE,
+                            "numadb.load_thesis(rows [, seed]) needs a positive row count",
+                        ));
+                    }
+                };
+                let seed = match arguments.get(1) {
+                    Some(Value::Int(s)) => *s as u64,
+                    _ => 42,
+                };
+                crate::thesis::load_thesis_tables(self, rows, seed, None)?;
+                Ok(QueryOutput::command("CALL"))
+            }
+            _ => Err(ExecError::new(sqlstate::UNDEFINED_FUNCTION, format!("procedure {name} does not exist"))
+                .with_hint("numadb's procedure is numadb.load_thesis(rows [, seed])")),
+        }
+    }
+
+    fn explain(
+        &mut self,
+        statement: &Statement,
+        analyze: bool,
+        params: &[Value],
+        declared: &[Option<DataType>],
+        sql: &str,
+    ) -> Result<QueryOutput, ExecError> {
+        let Statement::Query(query) = statement else {
+            return Err(unsupported("EXPLAIN of anything but a query"));
+        };
+        let binder = Binder::new(self.db.as_ref(), declared);
+        let bound = binder.plan_query(query)?;
+        let config = self.settings.scheduler_config();
+        let mut lines: Vec<String> = bound.plan.describe().lines().map(str::to_string).collect();
+        let scheduler = self.db.scheduler(&config)?;
+        lines.push(format!(
+            "Scheduler: stealing={} binding={} workers={} domains={} ({} workers in {} domains)",
+            config.stealing,
+            config.binding,
+            config.layout,
+            config.granularity.name(),
+            scheduler.worker_count(),
+            scheduler.domains().len()
+        ));
+        if !analyze {
+            return Ok(QueryOutput::text("QUERY PLAN", lines));
+        }
+        let result = self.executor_run(&bound.plan, params, sql)?;
+        lines.extend(crate::explain::analyze_lines(&result, &scheduler));
+        self.last_result = Some(result);
+        Ok(QueryOutput::text("QUERY PLAN", lines))
+    }
+}
+
+fn statement_kind(statement: &Statement) -> String {
+    let text = statement.to_string();
+    let words: Vec<&str> = text.split_whitespace().take(2).collect();
+    words.join(" ")
+}
+
+fn unsupported(what: &str) -> ExecError {
+    ExecError::new(sqlstate::FEATURE_NOT_SUPPORTED, format!("{what} is not supported"))
+}
+
+fn multiple_primary_keys(table: &str) -> ExecError {
+    ExecError::new(sqlstate::SYNTAX_ERROR, format!("multiple primary keys for table \"{table}\" are not allowed"))
+}
+
+/// The text of an option value (`'x'`, `x`, `8`).
+fn option_text(value: &ast::Expr) -> String {
+    match value {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => s.clone(),
+            ast::Value::Number(n, _) => n.clone(),
+            ast::Value::Boolean(b) => b.to_string(),
+            other => other.to_string(),
+        },
+        ast::Expr::Identifier(ident) => ident.value.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn parse_placement(text: &str) -> Result<TablePlacement, ExecError> {
+    text.parse::<TablePlacement>().map_err(|e| ExecError::new(sqlstate::INVALID_PARAMETER_VALUE, e))
+}
+
+fn index_kind(text: &str) -> Result<IndexKind, ExecError> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "sorted" | "btree" => Ok(IndexKind::Sorted),
+        "hash" => Ok(IndexKind::Hash),
+        other => Err(ExecError::new(sqlstate::UNDEFINED_OBJECT, format!("access method \"{other}\" does not exist"))
+            .with_hint("numadb's index methods are sorted and hash")),
+    }
+}

@@ -1,0 +1,75 @@
+//! `EXPLAIN ANALYZE`: what a statement did, with the scheduler's counters and the byte matrix.
+
+use numadb_execution::ExecutionResult;
+use numadb_scheduler::Scheduler;
+
+/// Formats a byte count with a binary unit.
+pub fn bytes(count: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = count as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 { format!("{count} B") } else { format!("{value:.1} {}", UNITS[unit]) }
+}
+
+/// The lines `EXPLAIN ANALYZE` adds after the plan.
+pub fn analyze_lines(result: &ExecutionResult, scheduler: &Scheduler) -> Vec<String> {
+    let mut lines = Vec::new();
+    let task_wall = result.elapsed.saturating_sub(result.post_time);
+    lines.push(format!(
+        "Execution Time: {:.3} ms (tasks {:.3} ms, then {:.3} ms merging and post-processing on the session thread)",
+        result.elapsed.as_secs_f64() * 1e3,
+        task_wall.as_secs_f64() * 1e3,
+        result.post_time.as_secs_f64() * 1e3
+    ));
+    for scan in &result.scans {
+        lines.push(format!(
+            "Scan {}: {} tasks over {} partitions, {} rows scanned, {} selected, {} read, task time {:.3} ms, merge {:.3} ms",
+            scan.table,
+            scan.tasks,
+            scan.partitions,
+            scan.rows_scanned,
+            scan.rows_selected,
+            bytes(scan.bytes_read),
+            scan.task_time.as_secs_f64() * 1e3,
+            scan.merge_time.as_secs_f64() * 1e3
+        ));
+    }
+    if result.index_rows > 0 {
+        lines.push(format!("Index lookups found {} rows (run on the session thread)", result.index_rows));
+    }
+    let Some(report) = &result.report else {
+        lines.push("No scheduler tasks ran.".to_string());
+        return lines;
+    };
+    let per_domain: Vec<String> = report
+        .domain_names
+        .iter()
+        .zip(report.tasks_run.iter().zip(&report.tasks_stolen))
+        .map(|(name, (run, stolen))| format!("{name}={run} (stolen {stolen})"))
+        .collect();
+    lines.push(format!("Tasks per domain: {}", per_domain.join(", ")));
+    let matrix = &report.bytes_read;
+    lines.push("Bytes read (rows: domain the task ran in; columns: memory node):".to_string());
+    let header: Vec<String> = matrix.memory_nodes.iter().map(|n| format!("{:>12}", format!("node {n}"))).collect();
+    lines.push(format!("  {:<12}{}", "", header.join("")));
+    for (name, row) in matrix.worker_domains.iter().zip(&matrix.bytes) {
+        let cells: Vec<String> = row.iter().map(|&b| format!("{:>12}", bytes(b))).collect();
+        lines.push(format!("  {name:<12}{}", cells.join("")));
+    }
+    let local_nodes: Vec<_> = scheduler.domains().domains.iter().map(|d| d.memory_nodes.clone()).collect();
+    let total = matrix.total();
+    let local = matrix.local_bytes(&local_nodes);
+    if total > 0 {
+        lines.push(format!(
+            "Local: {:.1}% of {} ({} remote)",
+            local as f64 * 100.0 / total as f64,
+            bytes(total),
+            bytes(total - local)
+        ));
+    }
+    lines
+}

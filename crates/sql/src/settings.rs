@@ -1,0 +1,255 @@
+//! Session settings: `SET`, `SHOW`, `RESET`.
+//!
+//! numadb's own settings (`numadb.*`) choose the scheduler a session's statements run on; the PostgreSQL ones
+//! that drivers send at connection time (`client_encoding`, `DateStyle`, …) are accepted and reported back so
+//! that clients work unchanged.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use numadb_execution::{ExecError, sqlstate};
+use numadb_scheduler::{Binding, Pinning, SchedulerConfig, Stealing, WorkerLayout};
+use numadb_topology::DomainGranularity;
+
+/// A setting numadb knows.
+struct Known {
+    name: &'static str,
+    default: &'static str,
+    description: &'static str,
+}
+
+const KNOWN: &[Known] = &[
+    Known {
+        name: "numadb.stealing",
+        default: "neighbor",
+        description: "Which other domains' queues idle workers take tasks from: off, neighbor, neighbor(DISTANCE), any; append +batch or +batch(N) to steal half a queue",
+    },
+    Known {
+        name: "numadb.binding",
+        default: "opportunistic",
+        description: "How far the OS may move workers: none, preferred, opportunistic, always",
+    },
+    Known {
+        name: "numadb.workers",
+        default: "all",
+        description: "Which CPUs get workers: all, half (half the cores of each domain), domain(N), cpus(LIST)",
+    },
+    Known {
+        name: "numadb.domains",
+        default: "node",
+        description: "Scheduling domains: node (one per NUMA node), package (one per socket: as if SNC/NPS were off), l3",
+    },
+    Known { name: "numadb.morsel_rows", default: "65536", description: "Rows per scan task (a multiple of 1024)" },
+    Known {
+        name: "statement_timeout",
+        default: "0",
+        description: "Cancel statements running longer than this many milliseconds (0: never)",
+    },
+    Known {
+        name: "server_version",
+        default: "15.0",
+        description: "The PostgreSQL version numadb's protocol and catalog behave like",
+    },
+    Known { name: "server_encoding", default: "UTF8", description: "Server encoding" },
+    Known { name: "client_encoding", default: "UTF8", description: "Client encoding" },
+    Known { name: "datestyle", default: "ISO, MDY", description: "Date display style" },
+    Known { name: "timezone", default: "UTC", description: "Time zone" },
+    Known { name: "integer_datetimes", default: "on", description: "Datetimes are integer based" },
+    Known {
+        name: "standard_conforming_strings",
+        default: "on",
+        description: "Backslashes in ordinary strings are literal",
+    },
+    Known { name: "application_name", default: "", description: "Name of the client application" },
+    Known { name: "extra_float_digits", default: "1", description: "Extra digits for floating-point output" },
+    Known { name: "search_path", default: "\"$user\", public", description: "Schema search order" },
+    Known { name: "transaction_isolation", default: "read committed", description: "Transaction isolation level" },
+    Known { name: "is_superuser", default: "on", description: "Whether the user is a superuser" },
+    Known { name: "max_connections", default: "100", description: "Connections the server accepts" },
+];
+
+/// One session's settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    values: BTreeMap<String, String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings { values: KNOWN.iter().map(|k| (k.name.to_string(), k.default.to_string())).collect() }
+    }
+}
+
+/// Reported back to clients when they change (PostgreSQL's `ParameterStatus`).
+pub const REPORTED: &[&str] = &[
+    "server_version",
+    "server_encoding",
+    "client_encoding",
+    "datestyle",
+    "timezone",
+    "integer_datetimes",
+    "standard_conforming_strings",
+    "application_name",
+    "is_superuser",
+];
+
+fn invalid(name: &str, value: &str, reason: String) -> ExecError {
+    ExecError::new(sqlstate::INVALID_PARAMETER_VALUE, format!("invalid value for parameter \"{name}\": \"{value}\""))
+        .with_detail(reason)
+}
+
+/// Parses a `statement_timeout` value: milliseconds, or a number with `ms`, `s`, `min`.
+fn parse_timeout(value: &str) -> Option<Duration> {
+    let value = value.trim().to_ascii_lowercase();
+    let (number, scale) = if let Some(n) = value.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = value.strip_suffix("min") {
+        (n, 60_000.0)
+    } else if let Some(n) = value.strip_suffix('s') {
+        (n, 1000.0)
+    } else {
+        (value.as_str(), 1.0)
+    };
+    let milliseconds: f64 = number.trim().parse().ok()?;
+    (milliseconds >= 0.0).then(|| Duration::from_secs_f64(milliseconds * scale / 1000.0))
+}
+
+impl Settings {
+    /// Sets a value after checking it.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), ExecError> {
+        let name = name.to_ascii_lowercase();
+        let checked = match name.as_str() {
+            "numadb.stealing" => {
+                value.parse::<Stealing>().map(|s| s.to_string()).map_err(|e| invalid(&name, value, e))?
+            }
+            "numadb.binding" => {
+                value.parse::<Binding>().map(|b| b.to_string()).map_err(|e| invalid(&name, value, e))?
+            }
+            "numadb.workers" => {
+                value.parse::<WorkerLayout>().map(|w| w.to_string()).map_err(|e| invalid(&name, value, e))?
+            }
+            "numadb.domains" => value
+                .parse::<DomainGranularity>()
+                .map(|g| g.name().to_string())
+                .map_err(|e| invalid(&name, value, e))?,
+            "numadb.morsel_rows" => {
+                let rows: usize =
+                    value.trim().parse().map_err(|_| invalid(&name, value, "expected a row count".into()))?;
+                if rows == 0 || !rows.is_multiple_of(1024) || rows > 1 << 24 {
+                    return Err(invalid(&name, value, "must be a positive multiple of 1024, at most 16777216".into()));
+                }
+                rows.to_string()
+            }
+            "statement_timeout" => {
+                let timeout = parse_timeout(value).ok_or_else(|| {
+                    invalid(&name, value, "expected milliseconds, or a number with ms, s or min".into())
+                })?;
+                timeout.as_millis().to_string()
+            }
+            "server_version" | "server_encoding" | "integer_datetimes" | "is_superuser" | "max_connections" => {
+                return Err(ExecError::new(
+                    sqlstate::INSUFFICIENT_PRIVILEGE,
+                    format!("parameter \"{name}\" cannot be changed"),
+                ));
+            }
+            _ if name.starts_with("numadb.") => {
+                return Err(ExecError::new(sqlstate::UNDEFINED_OBJECT, format!("unrecognized configuration parameter \"{name}\""))
+                    .with_hint("numadb's settings are numadb.stealing, numadb.binding, numadb.workers, numadb.domains and numadb.morsel_rows"));
+            }
+            // Other client settings are accepted as given (drivers set many at connection time).
+            _ => value.to_string(),
+        };
+        self.values.insert(name, checked);
+        Ok(())
+    }
+
+    /// Resets one setting (or all with `None`) to its default.
+    pub fn reset(&mut self, name: Option<&str>) {
+        match name {
+            Some(name) => {
+                let name = name.to_ascii_lowercase();
+                match KNOWN.iter().find(|k| k.name == name) {
+                    Some(known) => {
+                        self.values.insert(name, known.default.to_string());
+                    }
+                    None => {
+                        self.values.remove(&name);
+                    }
+                }
+            }
+            None => *self = Settings::default(),
+        }
+    }
+
+    /// A setting's value.
+    pub fn get(&self, name: &str) -> Result<String, ExecError> {
+        let name = name.to_ascii_lowercase();
+        self.values.get(&name).cloned().ok_or_else(|| {
+            ExecError::new(sqlstate::UNDEFINED_OBJECT, format!("unrecognized configuration parameter \"{name}\""))
+        })
+    }
+
+    /// Every setting with its description.
+    pub fn all(&self) -> Vec<(String, String, String)> {
+        self.values
+            .iter()
+            .map(|(name, value)| {
+                let description = KNOWN.iter().find(|k| k.name == name).map_or("", |k| k.description);
+                (name.clone(), value.clone(), description.to_string())
+            })
+            .collect()
+    }
+
+    /// The scheduler configuration these settings select.
+    pub fn scheduler_config(&self) -> SchedulerConfig {
+        let get = |name: &str| self.values.get(name).map(String::as_str).unwrap_or("");
+        SchedulerConfig {
+            granularity: get("numadb.domains").parse().unwrap_or_default(),
+            layout: get("numadb.workers").parse().unwrap_or(WorkerLayout::All),
+            stealing: get("numadb.stealing").parse().unwrap_or(Stealing::ANY),
+            binding: get("numadb.binding").parse().unwrap_or(Binding::Opportunistic),
+            pinning: Pinning::Os,
+        }
+    }
+
+    /// `statement_timeout`, if set.
+    pub fn statement_timeout(&self) -> Option<Duration> {
+        let ms: u64 = self.values.get("statement_timeout").and_then(|v| v.parse().ok()).unwrap_or(0);
+        (ms > 0).then(|| Duration::from_millis(ms))
+    }
+
+    /// Blocks per morsel.
+    pub fn morsel_blocks(&self) -> usize {
+        let rows: usize = self.values.get("numadb.morsel_rows").and_then(|v| v.parse().ok()).unwrap_or(65536);
+        (rows / 1024).max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numadb_settings_are_checked_and_select_a_scheduler() {
+        let mut settings = Settings::default();
+        settings.set("numadb.stealing", "NEIGHBOR(11)+batch(4)").unwrap();
+        settings.set("numadb.binding", "always").unwrap();
+        settings.set("NUMADB.WORKERS", "half").unwrap();
+        let config = settings.scheduler_config();
+        assert_eq!(config.stealing.to_string(), "neighbor(11)+batch(4)");
+        assert_eq!(config.binding, Binding::Always);
+        assert_eq!(config.layout, WorkerLayout::HalfCores);
+        let error = settings.set("numadb.binding", "sometimes").unwrap_err();
+        assert_eq!(error.sqlstate, "22023");
+        assert!(settings.set("numadb.nonsense", "1").unwrap_err().message.contains("unrecognized"));
+        assert_eq!(settings.set("server_version", "16").unwrap_err().sqlstate, "42501");
+        settings.set("statement_timeout", "2s").unwrap();
+        assert_eq!(settings.get("statement_timeout").unwrap(), "2000");
+        assert_eq!(settings.statement_timeout(), Some(Duration::from_secs(2)));
+        assert!(settings.set("numadb.morsel_rows", "1000").is_err());
+        settings.reset(Some("numadb.binding"));
+        assert_eq!(settings.get("numadb.binding").unwrap(), "opportunistic");
+        settings.set("application_name", "psql").unwrap();
+        assert_eq!(settings.get("Application_Name").unwrap(), "psql");
+    }
+}
