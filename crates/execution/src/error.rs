@@ -67,6 +67,8 @@ pub mod sqlstate {
     pub const SYSTEM_ERROR: &str = "58000";
     /// `XX000`
     pub const INTERNAL_ERROR: &str = "XX000";
+    /// `42P05`
+    pub const DUPLICATE_PREPARED_STATEMENT: &str = "42P05";
     /// `26000`
     pub const INVALID_SQL_STATEMENT_NAME: &str = "26000";
     /// `34000`

@@ -100,8 +100,8 @@ fn load_thesis(session: &mut Session, rows: u64, seed: u64) -> anyhow::Result<()
     let started = Instant::now();
     let result = std::thread::scope(|scope| {
         let worker_progress = Arc::clone(&progress);
-        let handle =
-            scope.spawn(move || numadb_sql::thesis::load_thesis_tables(session, rows, seed, Some(&worker_progress)));
+        let handle = scope
+            .spawn(move || numadb_sql::thesis::load_thesis_tables(session, rows, seed, None, Some(&worker_progress)));
         while !handle.is_finished() {
             bar.set_position(progress.load(Ordering::Relaxed));
             std::thread::sleep(Duration::from_millis(100));

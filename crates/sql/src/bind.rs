@@ -132,12 +132,19 @@ pub struct Binder<'a> {
     params: RefCell<Vec<Option<DataType>>>,
     /// Aggregates found while binding the current SELECT (when aggregates are allowed).
     aggregates: RefCell<Option<Vec<AggregateCall>>>,
+    /// Whether `$n` may appear (prepared statements), or is an error (a plain statement has no parameters).
+    params_allowed: bool,
 }
 
 impl<'a> Binder<'a> {
-    /// A binder with the parameter types the client declared (`None`: to be inferred).
+    /// A binder for a statement with parameters, with the types the client declared (`None`: to be inferred).
     pub fn new(source: &'a dyn TableSource, declared: &[Option<DataType>]) -> Self {
-        Binder { source, params: RefCell::new(declared.to_vec()), aggregates: RefCell::new(None) }
+        Binder { source, params: RefCell::new(declared.to_vec()), aggregates: RefCell::new(None), params_allowed: true }
+    }
+
+    /// A binder for a statement without parameters: `$n` is an error.
+    pub fn without_params(source: &'a dyn TableSource) -> Self {
+        Binder { params_allowed: false, ..Binder::new(source, &[]) }
     }
 
     /// Parameter types after binding (undetermined ones are text, as PostgreSQL's `unknown` ends up).
@@ -310,6 +317,9 @@ impl<'a> Binder<'a> {
                     .and_then(|n| n.parse().ok())
                     .filter(|&n: &usize| n >= 1)
                     .ok_or_else(|| ExecError::new(sqlstate::SYNTAX_ERROR, format!("invalid parameter {text}")))?;
+                if !self.params_allowed {
+                    return Err(ExecError::new(sqlstate::UNDEFINED_PARAMETER, format!("there is no parameter {text}")));
+                }
                 let index = index - 1;
                 {
                     let mut params = self.params.borrow_mut();
@@ -920,9 +930,20 @@ impl<'a> Binder<'a> {
                 let Expr::Binary { op: BinaryOp::Eq, left, right, .. } = conjunct else { continue };
                 let (column, key) = match (left.as_ref(), right.as_ref()) {
                     (Expr::Column { index, data_type }, key) | (key, Expr::Column { index, data_type })
-                        if key.is_constant() && key.data_type() == *data_type =>
+                        if key.is_constant() =>
                     {
-                        (*index, key.clone())
+                        let key = match key {
+                            _ if key.data_type() == *data_type => key.clone(),
+                            // An integer key of the other width: the lookup compares values, not widths.
+                            Expr::Literal { value, .. } if key.data_type().is_integer() && data_type.is_integer() => {
+                                Expr::literal(value.clone(), *data_type)
+                            }
+                            _ if key.data_type().is_integer() && data_type.is_integer() => {
+                                Expr::Cast { expr: Box::new(key.clone()), to: *data_type }
+                            }
+                            _ => continue,
+                        };
+                        (*index, key)
                     }
                     _ => continue,
                 };

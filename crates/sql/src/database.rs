@@ -303,7 +303,7 @@ impl Session {
         let prepared = self.prepare_unnamed(sql, declared)?;
         if !name.is_empty() && self.prepared.contains_key(name) {
             return Err(ExecError::new(
-                sqlstate::DUPLICATE_OBJECT,
+                sqlstate::DUPLICATE_PREPARED_STATEMENT,
                 format!("prepared statement \"{name}\" already exists"),
             ));
         }
@@ -445,11 +445,10 @@ impl Session {
         params: &[Value],
         declared: Option<&[DataType]>,
     ) -> Result<QueryOutput, ExecError> {
-        let declared: Vec<Option<DataType>> =
-            declared.map(|d| d.iter().copied().map(Some).collect()).unwrap_or_default();
+        let declared: Option<Vec<Option<DataType>>> = declared.map(|d| d.iter().copied().map(Some).collect());
         match parsed {
             Parsed::AlterPlacement { table, column, spec } => self.alter_placement(table, column.as_ref(), spec),
-            Parsed::Sql(statement) => self.run_statement(statement, sql, params, &declared),
+            Parsed::Sql(statement) => self.run_statement(statement, sql, params, declared.as_deref()),
         }
     }
 
@@ -458,17 +457,17 @@ impl Session {
         statement: &Statement,
         sql: &str,
         params: &[Value],
-        declared: &[Option<DataType>],
+        declared: Option<&[Option<DataType>]>,
     ) -> Result<QueryOutput, ExecError> {
         match statement {
             Statement::Query(query) => {
-                let binder = Binder::new(self.db.as_ref(), declared);
+                let binder = binder_for(self.db.as_ref(), declared);
                 let bound = binder.plan_query(query)?;
                 self.run_query(&bound, params, sql)
             }
             Statement::Explain { analyze, statement, .. } => self.explain(statement, *analyze, params, declared, sql),
             Statement::Insert(insert) => {
-                let binder = Binder::new(self.db.as_ref(), declared);
+                let binder = binder_for(self.db.as_ref(), declared);
                 let (table, rows) = self.bind_insert(insert, &binder)?;
                 let mut evaluated = Vec::with_capacity(rows.len());
                 for row in rows {
@@ -854,7 +853,7 @@ impl Session {
                     _ => {
                         return Err(ExecError::new(
                             sqlstate::INVALID_PARAMETER_VALUE,
-                            "numadb.load_thesis(rows [, seed]) needs a positive row count",
+                            "numadb.load_thesis(rows [, seed [, partition_rows]]) needs a positive row count",
                         ));
                     }
                 };
@@ -862,7 +861,17 @@ impl Session {
                     Some(Value::Int(s)) => *s as u64,
                     _ => 42,
                 };
-                crate::thesis::load_thesis_tables(self, rows, seed, None)?;
+                let partition_rows = match arguments.get(2) {
+                    Some(Value::Int(p)) if *p > 0 => Some(*p as usize),
+                    None => None,
+                    _ => {
+                        return Err(ExecError::new(
+                            sqlstate::INVALID_PARAMETER_VALUE,
+                            "partition_rows must be positive",
+                        ));
+                    }
+                };
+                crate::thesis::load_thesis_tables(self, rows, seed, partition_rows, None)?;
                 Ok(QueryOutput::command("CALL"))
             }
             _ => Err(ExecError::new(sqlstate::UNDEFINED_FUNCTION, format!("procedure {name} does not exist"))
@@ -875,33 +884,40 @@ impl Session {
         statement: &Statement,
         analyze: bool,
         params: &[Value],
-        declared: &[Option<DataType>],
+        declared: Option<&[Option<DataType>]>,
         sql: &str,
     ) -> Result<QueryOutput, ExecError> {
         let Statement::Query(query) = statement else {
             return Err(unsupported("EXPLAIN of anything but a query"));
         };
-        let binder = Binder::new(self.db.as_ref(), declared);
+        let binder = binder_for(self.db.as_ref(), declared);
         let bound = binder.plan_query(query)?;
         let config = self.settings.scheduler_config();
         let mut lines: Vec<String> = bound.plan.describe().lines().map(str::to_string).collect();
-        let scheduler = self.db.scheduler(&config)?;
         lines.push(format!(
-            "Scheduler: stealing={} binding={} workers={} domains={} ({} workers in {} domains)",
+            "Scheduler: stealing={} binding={} workers={} domains={}",
             config.stealing,
             config.binding,
             config.layout,
-            config.granularity.name(),
-            scheduler.worker_count(),
-            scheduler.domains().len()
+            config.granularity.name()
         ));
         if !analyze {
             return Ok(QueryOutput::text("QUERY PLAN", lines));
         }
+        let scheduler = self.db.scheduler(&config)?;
+        lines.push(format!("Workers: {} in {} domains", scheduler.worker_count(), scheduler.domains().len()));
         let result = self.executor_run(&bound.plan, params, sql)?;
         lines.extend(crate::explain::analyze_lines(&result, &scheduler));
         self.last_result = Some(result);
         Ok(QueryOutput::text("QUERY PLAN", lines))
+    }
+}
+
+/// A binder for prepared statements (parameters allowed, with declared types) or plain ones (none allowed).
+fn binder_for<'a>(db: &'a Database, declared: Option<&[Option<DataType>]>) -> Binder<'a> {
+    match declared {
+        Some(declared) => Binder::new(db, declared),
+        None => Binder::without_params(db),
     }
 }
 

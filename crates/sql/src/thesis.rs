@@ -18,6 +18,7 @@ pub fn load_thesis_tables(
     session: &mut Session,
     rows: u64,
     seed: u64,
+    partition_rows: Option<usize>,
     progress: Option<&AtomicU64>,
 ) -> Result<(), ExecError> {
     if rows == 0 || rows > i32::MAX as u64 {
@@ -37,7 +38,11 @@ pub fn load_thesis_tables(
             .map(|c| ColumnDef { name: format!("C{c}"), data_type: DataType::Integer, nullable: c != 0 })
             .collect();
         let placement = TablePlacement::Node(nodes[i % nodes.len()]);
-        let table = Table::new(name, columns, Some(0), TableOptions { placement, ..TableOptions::default() })?;
+        let mut options = TableOptions { placement, ..TableOptions::default() };
+        if let Some(rows) = partition_rows {
+            options.partition_rows = rows;
+        }
+        let table = Table::new(name, columns, Some(0), options)?;
         db.catalog().add(table);
         let table = db.catalog().table(name).expect("just added");
         if let Err(error) = generate_thesis_rows(&scheduler, &table, rows, seed.wrapping_add(i as u64), progress) {
