@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages numadb's tests use, when missing: numactl and hwloc (cross-checks of the topology),
-# qemu, a static busybox and xz (the emulated multi-node guests).
+# Installs what numadb's tests use, when missing: Debian's numactl and hwloc (cross-checks of the topology), qemu,
+# a static busybox and xz (the emulated multi-node guests), and a Python virtual environment (.venv) with DuckDB
+# (the differential SQL tests' peer).
 set -euo pipefail
 need=()
 command -v numactl >/dev/null || need+=(numactl)
@@ -8,14 +9,24 @@ command -v lstopo-no-graphics >/dev/null || need+=(hwloc)
 command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
 dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 command -v xz >/dev/null || need+=(xz-utils)
-if [ ${#need[@]} -eq 0 ]; then
+command -v python3 >/dev/null || need+=(python3)
+python3 -c "import venv, ensurepip" 2>/dev/null || need+=(python3-venv)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    echo "missing packages: ${need[*]}; install them with: sudo apt-get install ${need[*]}" >&2
+    exit 1
+  fi
+  echo "installing ${need[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+else
   echo "all host packages present"
-  exit 0
 fi
-if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-  echo "missing packages: ${need[*]}; install them with: sudo apt-get install ${need[*]}" >&2
-  exit 1
+
+# A Python environment with the peers the tests compare against (DuckDB) and the clients they drive.
+venv="$(dirname "$0")/../.venv"
+if ! "$venv/bin/python" -c "import duckdb" 2>/dev/null; then
+  echo "creating $venv with duckdb"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check duckdb
 fi
-echo "installing ${need[*]}"
-apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

@@ -22,6 +22,7 @@ step "lints (cargo clippy -D warnings)"
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 
 step "tests (cargo test)"
+export NUMADB_PYTHON="$PWD/.venv/bin/python"
 NUMADB_REQUIRE_TOOLS=1 cargo test --workspace --locked ${CARGO_TEST_ARGS:-}
 
 if [ "${NUMADB_SKIP_GUESTS:-0}" = 1 ]; then
