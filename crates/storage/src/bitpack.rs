@@ -377,6 +377,19 @@ pub fn range_mask_with(isa: Isa, words: &[u32], width: u32, lo: u32, span: u32, 
     unsafe { kernel(words, lo, span, out) }
 }
 
+/// Asks the CPU to start loading `words` into the cache (one hint per 64-byte line); never faults.
+#[inline]
+pub fn prefetch(words: &[u32]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in words.chunks(16) {
+        // SAFETY: a prefetch is a hint: it reads nothing architecturally and cannot fault; the address is inside
+        // `words` anyway.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.as_ptr().cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = words;
+}
+
 /// Number of selected rows.
 #[inline]
 pub fn count(mask: &BlockMask) -> u32 {
