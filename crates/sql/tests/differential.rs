@@ -177,7 +177,7 @@ json.dump(out, open(sys.argv[2], "w"))
 #[test]
 fn random_queries_agree_with_duckdb() {
     let Some(python) = python() else { return };
-    let seed: u64 = std::env::var("NUMADB_DIFF_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5EED_0F_DA7A);
+    let seed: u64 = std::env::var("NUMADB_DIFF_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x005E_ED0F_DA7A);
     let count: usize = std::env::var("NUMADB_DIFF_QUERIES").ok().and_then(|s| s.parse().ok()).unwrap_or(400);
     let mut rng = Rng(seed | 1);
 
