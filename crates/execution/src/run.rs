@@ -92,8 +92,10 @@ struct ScanJob {
     snapshot: TableSnapshot,
     filter: Option<Filter>,
     output: ScanOutput,
-    /// Columns the scan reads (filter and output), for byte accounting and row materialisation.
+    /// Columns the scan reads (filter and output), for row materialisation.
     columns_read: Vec<usize>,
+    /// Columns the output reads (aggregate arguments, group keys, projections) on blocks with selected rows.
+    output_columns: Vec<usize>,
     params: Arc<[Value]>,
     slots: Vec<Mutex<Option<TaskOutput>>>,
     merged: Mutex<Vec<PartialAggregate>>,
@@ -235,11 +237,18 @@ fn add_scan(
     if let Some(filter) = &filter {
         filter.columns(&mut columns_read);
     }
+    let mut output_columns = Vec::new();
     match &scan.output {
-        ScanOutput::Rows(projections) => projections.iter().for_each(|e| e.columns(&mut columns_read)),
+        ScanOutput::Rows(projections) => projections.iter().for_each(|e| e.columns(&mut output_columns)),
         ScanOutput::Aggregate { group_by, aggregates } => {
-            group_by.iter().for_each(|e| e.columns(&mut columns_read));
-            aggregates.iter().filter_map(|a| a.argument.as_ref()).for_each(|e| e.columns(&mut columns_read));
+            group_by.iter().for_each(|e| e.columns(&mut output_columns));
+            aggregates.iter().filter_map(|a| a.argument.as_ref()).for_each(|e| e.columns(&mut output_columns));
+        }
+    }
+    output_columns.sort_unstable();
+    for &column in &output_columns {
+        if !columns_read.contains(&column) {
+            columns_read.push(column);
         }
     }
     columns_read.sort_unstable();
@@ -272,6 +281,7 @@ fn add_scan(
         filter,
         output: scan.output.clone(),
         columns_read,
+        output_columns,
         params: Arc::clone(params),
         error: Mutex::new(None),
         rows_scanned: AtomicU64::new(0),
@@ -394,14 +404,11 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
         Morsel::Delta => return run_delta(job, width),
         Morsel::Blocks { partition, blocks } => (&job.snapshot.partitions[*partition], blocks.clone()),
     };
-    // Account the bytes this morsel reads, on the nodes that hold them.
-    for &column in &job.columns_read {
-        let chunk = partition.column(column);
-        let bytes = chunk.bytes_of_blocks(blocks.clone());
-        job.bytes_read.fetch_add(bytes, Ordering::Relaxed);
-        for &(node, share) in chunk.node_shares().iter() {
-            ctx.account_read(node, (bytes as f64 * share).round() as u64);
-        }
+    // Bytes really loaded, per column: the filter's leaves report theirs; the output adds the blocks it decodes.
+    let mut reads = vec![0u64; partition.columns().len()];
+    let mut masks = Vec::with_capacity(blocks.len());
+    if let Some(filter) = &job.filter {
+        filter.eval_blocks(partition, blocks.clone(), params, &mut reads, &mut masks)?;
     }
     let rows_in_partition = partition.rows();
     let mut scanned = 0u64;
@@ -413,14 +420,11 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
         ScanOutput::Aggregate { .. } => TaskOutput::Aggregate(PartialAggregate::default()),
     };
     let mut plain_state: Option<Vec<Accumulator>> = None;
-    for block in blocks {
+    for (position, block) in blocks.enumerate() {
         let tail = tail_mask(rows_in_partition, block);
         scanned += u64::from(bitpack::count(&tail));
-        let mask: BlockMask = match &job.filter {
-            Some(filter) => {
-                let t = filter.eval_block(partition, block, params)?.t;
-                std::array::from_fn(|i| t[i] & tail[i])
-            }
+        let mask: BlockMask = match masks.get(position) {
+            Some(filtered) => std::array::from_fn(|i| filtered.t[i] & tail[i]),
             None => tail,
         };
         let selected = bitpack::count(&mask);
@@ -428,6 +432,9 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
             continue;
         }
         selected_total += u64::from(selected);
+        for &column in &job.output_columns {
+            reads[column] += partition.column(column).bytes_of_blocks(block..block + 1);
+        }
         let first_row = block * BLOCK_ROWS;
         match (&job.output, &mut output) {
             (ScanOutput::Aggregate { group_by, aggregates }, TaskOutput::Aggregate(_)) if group_by.is_empty() => {
@@ -482,6 +489,13 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
     }
     job.rows_scanned.fetch_add(scanned, Ordering::Relaxed);
     job.rows_selected.fetch_add(selected_total, Ordering::Relaxed);
+    // Account the bytes read on the nodes that hold them.
+    for (column, &bytes) in reads.iter().enumerate().filter(|(_, b)| **b > 0) {
+        job.bytes_read.fetch_add(bytes, Ordering::Relaxed);
+        for &(node, share) in partition.column(column).node_shares().iter() {
+            ctx.account_read(node, (bytes as f64 * share).round() as u64);
+        }
+    }
     if let (Some(state), TaskOutput::Aggregate(partial)) = (plain_state, &mut output) {
         partial.groups.insert(Vec::new(), state);
     }

@@ -1,6 +1,7 @@
 //! `numadb`: one binary for everything numadb does. Each subcommand lives in its own module; this file only parses
 //! the command line and turns errors into a message and an exit status.
 
+mod bench;
 mod format;
 mod sql;
 mod topo;
@@ -24,6 +25,7 @@ struct Cli {
 enum Command {
     Topo(topo::TopoArgs),
     Sql(sql::SqlArgs),
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -31,6 +33,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Topo(args) => topo::run(args),
         Command::Sql(args) => sql::run(args),
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -151,19 +151,26 @@ impl IntColumn {
 
     /// Sets `out` to the rows of `block` whose value lies in `[low, high]` (inclusive). NULL rows and rows past
     /// the end are not cleared here: callers combine with the validity mask.
-    pub fn range_mask(&self, block: usize, low: i64, high: i64, out: &mut BlockMask) {
+    ///
+    /// Returns whether the block's data was read. The frame of reference doubles as a zone map: a block whose
+    /// code range lies wholly outside `[low, high]` selects nothing, and one wholly inside selects everything,
+    /// without a byte of it being loaded.
+    pub fn range_mask(&self, block: usize, low: i64, high: i64, out: &mut BlockMask) -> bool {
         let meta = self.blocks[block];
         if low > high {
             *out = [0; MASK_WORDS];
-            return;
+            return false;
         }
         let code_low = (low as i128 - meta.base as i128).max(0);
-        let code_high = high as i128 - meta.base as i128;
-        let max_code: i128 = if meta.width == WIDE { i128::from(u64::MAX) } else { (1i128 << meta.width) - 1 };
-        let code_high = code_high.min(max_code);
+        let max_code = self.block_max_code(block);
+        let code_high = (high as i128 - meta.base as i128).min(max_code);
         if code_high < code_low {
             *out = [0; MASK_WORDS];
-            return;
+            return false;
+        }
+        if code_low == 0 && code_high == max_code {
+            *out = [u64::MAX; MASK_WORDS];
+            return false;
         }
         let words = self.block_words(block);
         if meta.width == WIDE {
@@ -175,7 +182,7 @@ impl IntColumn {
                     out[row / 64] |= 1 << (row % 64);
                 }
             }
-            return;
+            return true;
         }
         // Hardware prefetchers alone leave a single scanning thread at about half the memory bandwidth; asking for
         // the next block while this one is decoded lets loads and compute overlap.
@@ -184,6 +191,17 @@ impl IntColumn {
             bitpack::prefetch(&self.words[start..start + next.words()]);
         }
         bitpack::range_mask(words, u32::from(meta.width), code_low as u32, (code_high - code_low) as u32, out);
+        true
+    }
+
+    /// The largest code block `block` can hold (every code fits in the block's width).
+    fn block_max_code(&self, block: usize) -> i128 {
+        let meta = self.blocks[block];
+        match meta.width {
+            0 => 0,
+            WIDE => i128::from(u64::MAX),
+            width => (1i128 << width) - 1,
+        }
     }
 
     /// Bytes of blocks `blocks`.
@@ -528,14 +546,20 @@ mod tests {
         let values: Vec<i64> = (0..2048).map(|i| 1_000_000 + i).collect();
         let column = IntColumn::encode(&values, None, &Policy::OsDefault).unwrap();
         let mut mask = [0u64; MASK_WORDS];
-        column.range_mask(0, 1_000_010, 1_000_019, &mut mask);
+        assert!(column.range_mask(0, 1_000_010, 1_000_019, &mut mask), "the block is read");
         assert_eq!(bitpack::count(&mask), 10);
         assert_eq!(mask[0], 0x3ff << 10);
-        column.range_mask(1, i64::MIN, 1_000_000, &mut mask);
+        // Block 1 holds 1_001_024..=1_002_047: its frame of reference rules these out or in without reading it.
+        assert!(!column.range_mask(1, i64::MIN, 1_000_000, &mut mask));
         assert_eq!(bitpack::count(&mask), 0);
-        column.range_mask(1, i64::MIN, i64::MAX, &mut mask);
+        assert!(!column.range_mask(1, i64::MIN, i64::MAX, &mut mask));
         assert_eq!(bitpack::count(&mask), 1024);
-        column.range_mask(1, 5, 4, &mut mask);
+        assert!(!column.range_mask(1, 5, 4, &mut mask));
+        assert_eq!(bitpack::count(&mask), 0);
+        // Wholly above the block's values: nothing, whatever the width's spare codes.
+        assert!(!column.range_mask(0, 1_001_024, 1_001_024, &mut mask));
+        assert_eq!(bitpack::count(&mask), 0);
+        assert!(!column.range_mask(0, 5_000_000, i64::MAX, &mut mask));
         assert_eq!(bitpack::count(&mask), 0);
     }
 

@@ -1,0 +1,367 @@
+//! The engine benchmark: the thesis aggregation query against DuckDB on the same data and thread count, the scan
+//! rate against a STREAM-style read of the same machine, point lookups beside the memory latency, and bytes per
+//! row against raw integers.
+
+use std::sync::atomic::AtomicU64;
+use std::time::Instant;
+
+use numadb_sql::{Database, Session};
+use numadb_storage::Value;
+use serde::Serialize;
+
+use crate::duckdb::{DuckDb, PeerQuery};
+use crate::{Machine, median, reference};
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Rows per thesis table.
+    pub rows: u64,
+    /// Timed runs per query (after one warm-up).
+    pub repetitions: usize,
+    /// The range predicates to sweep.
+    pub range_preds: Vec<u64>,
+    /// Random point lookups to time.
+    pub lookups: usize,
+    /// Compare with DuckDB (when its Python package is installed).
+    pub duckdb: bool,
+    /// Bytes the reference streaming read and the pointer chase go through.
+    pub reference_bytes: usize,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            rows: 50_000_000,
+            repetitions: 5,
+            range_preds: vec![10_000, 100_000, 1_000_000],
+            lookups: 200_000,
+            duckdb: true,
+            reference_bytes: 1 << 30,
+        }
+    }
+}
+
+/// One (range_pred, skew) cell of the aggregation benchmark.
+#[derive(Debug, Clone, Serialize)]
+pub struct AggregationRow {
+    /// The predicate constant.
+    pub range_pred: u64,
+    /// Predicates on TBL_0 (the other 6-k on TBL_1).
+    pub k: u32,
+    /// numadb's median milliseconds.
+    pub numadb_ms: f64,
+    /// numadb's spread (min-max) in milliseconds.
+    pub numadb_spread_ms: (f64, f64),
+    /// DuckDB's median milliseconds.
+    pub duckdb_ms: Option<f64>,
+    /// DuckDB time / numadb time.
+    pub speedup: Option<f64>,
+    /// Encoded bytes numadb's scans read per query.
+    pub scan_bytes: u64,
+    /// Those bytes over numadb's median time.
+    pub scan_bytes_per_s: f64,
+    /// `scan_bytes_per_s` over the reference read bandwidth.
+    pub fraction_of_reference: f64,
+    /// Whether both systems returned the same counts.
+    pub results_agree: Option<bool>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct EngineReport {
+    /// The machine.
+    pub machine: Machine,
+    /// Rows per table.
+    pub rows: u64,
+    /// Worker threads (numadb) and threads (DuckDB).
+    pub threads: usize,
+    /// Seconds to generate both tables.
+    pub load_seconds: f64,
+    /// Encoded bytes per row of TBL_0 (raw: 28 bytes for seven INTEGERs).
+    pub bytes_per_row: f64,
+    /// Bytes per value per column of TBL_0.
+    pub bytes_per_value: Vec<(String, f64)>,
+    /// The reference read bandwidth.
+    pub reference_read_bytes_per_s: f64,
+    /// DuckDB's version, when it ran.
+    pub duckdb_version: Option<String>,
+    /// Why DuckDB did not run.
+    pub duckdb_unavailable: Option<String>,
+    /// The aggregation cells.
+    pub aggregation: Vec<AggregationRow>,
+    /// Point lookups through SQL (prepared, primary key), per second on one session.
+    pub sql_lookups_per_s: f64,
+    /// Probes of the sorted primary-key index, nanoseconds each.
+    pub sorted_probe_ns: f64,
+    /// Probes of a hash index on the same keys, nanoseconds each.
+    pub hash_probe_ns: f64,
+    /// Pointer-chase latency with 4 KiB pages.
+    pub chase_latency_ns: f64,
+    /// The buffer size of the references.
+    pub reference_bytes: usize,
+}
+
+/// The thesis query with `k` predicates on TBL_0 and `6 - k` on TBL_1 (a side with none is left out).
+pub fn thesis_query(k: u32, range_pred: u64) -> String {
+    let predicates = |table: &str, columns: std::ops::Range<u32>| {
+        let terms: Vec<String> = columns.map(|c| format!("\"C{c}\" < {range_pred}")).collect();
+        format!("(SELECT COUNT(*) FROM \"{table}\" WHERE {})", terms.join(" OR "))
+    };
+    match k {
+        0 => predicates("TBL_1", 1..7),
+        6 => predicates("TBL_0", 1..7),
+        _ => format!("{} UNION ALL {}", predicates("TBL_0", 1..k + 1), predicates("TBL_1", k + 1..7)),
+    }
+}
+
+fn counts(rows: &[Vec<Value>]) -> Vec<i64> {
+    rows.iter().filter_map(|r| if let Some(Value::Int(v)) = r.first() { Some(*v) } else { None }).collect()
+}
+
+/// Runs the benchmark, calling `progress` with a line for each step.
+pub fn run(options: &EngineOptions, mut progress: impl FnMut(&str)) -> Result<EngineReport, String> {
+    let database = Database::new().map_err(|e| e.to_string())?;
+    let machine = Machine::describe(database.topology());
+    let mut session = database.session();
+    let threads = database.topology().allowed.cpus.len();
+
+    progress(&format!("generating TBL_0 and TBL_1, {} rows each", options.rows));
+    let started = Instant::now();
+    numadb_sql::thesis::load_thesis_tables(&mut session, options.rows, 42, None, Some(&AtomicU64::new(0)))
+        .map_err(|e| e.to_string())?;
+    let load_seconds = started.elapsed().as_secs_f64();
+    let table = database.catalog().table("TBL_0").ok_or("TBL_0 is missing")?;
+    let (column_bytes, sealed_rows) = table.column_bytes();
+    let bytes_per_row = column_bytes.iter().sum::<u64>() as f64 / sealed_rows.max(1) as f64;
+    let bytes_per_value = table
+        .columns()
+        .iter()
+        .zip(&column_bytes)
+        .map(|(c, &b)| (c.name.clone(), b as f64 / sealed_rows.max(1) as f64))
+        .collect();
+
+    progress("measuring the reference read bandwidth");
+    let reference_read_bytes_per_s =
+        reference::read_bandwidth(&database.topology().allowed.cpus, options.reference_bytes);
+
+    let mut cells = Vec::new();
+    for &range_pred in &options.range_preds {
+        for k in 0..=6u32 {
+            progress(&format!("numadb: range_pred {range_pred}, {k}/6 on TBL_0"));
+            let sql = thesis_query(k, range_pred);
+            let warm = session.execute_one(&sql).map_err(|e| e.to_string())?;
+            let mut times = Vec::with_capacity(options.repetitions);
+            let mut scan_bytes = 0;
+            for _ in 0..options.repetitions {
+                let started = Instant::now();
+                session.execute_one(&sql).map_err(|e| e.to_string())?;
+                times.push(started.elapsed().as_secs_f64());
+                scan_bytes = session.last_result().map_or(0, |r| r.scans.iter().map(|s| s.bytes_read).sum());
+            }
+            let numadb_seconds = median(&mut times);
+            cells.push((range_pred, k, sql, counts(&warm.rows), numadb_seconds, times, scan_bytes));
+        }
+    }
+
+    let mut duckdb_version = None;
+    let mut duckdb_unavailable = None;
+    let mut peer_results = Vec::new();
+    if options.duckdb {
+        match DuckDb::find() {
+            Ok(duckdb) => {
+                progress(&format!("DuckDB {}: loading the same data and running the same queries", duckdb.version));
+                let tables = [
+                    database.catalog().table("TBL_0").ok_or("TBL_0")?,
+                    database.catalog().table("TBL_1").ok_or("TBL_1")?,
+                ];
+                let queries: Vec<PeerQuery> = cells
+                    .iter()
+                    .map(|(range_pred, k, sql, ..)| PeerQuery {
+                        label: format!("{range_pred}/{k}"),
+                        sql: sql.clone(),
+                        repetitions: options.repetitions,
+                    })
+                    .collect();
+                match duckdb.run(&[&tables[0], &tables[1]], threads, &queries) {
+                    Ok(results) => peer_results = results,
+                    Err(error) => duckdb_unavailable = Some(error.to_string()),
+                }
+                duckdb_version = Some(duckdb.version);
+            }
+            Err(error) => duckdb_unavailable = Some(error.to_string()),
+        }
+    }
+
+    let aggregation = cells
+        .into_iter()
+        .enumerate()
+        .map(|(index, (range_pred, k, _, ours, numadb_seconds, times, scan_bytes))| {
+            let peer = peer_results.get(index);
+            let duckdb_seconds = peer.map(|p| {
+                let mut s = p.seconds.clone();
+                median(&mut s)
+            });
+            let agree = peer.map(|p| {
+                let theirs: Vec<i64> = p.rows.iter().filter_map(|r| r.first().and_then(|v| v.as_i64())).collect();
+                theirs == ours
+            });
+            let scan_bytes_per_s = scan_bytes as f64 / numadb_seconds;
+            AggregationRow {
+                range_pred,
+                k,
+                numadb_ms: numadb_seconds * 1e3,
+                numadb_spread_ms: (
+                    times.iter().copied().fold(f64::MAX, f64::min) * 1e3,
+                    times.iter().copied().fold(0.0, f64::max) * 1e3,
+                ),
+                duckdb_ms: duckdb_seconds.map(|s| s * 1e3),
+                speedup: duckdb_seconds.map(|s| s / numadb_seconds),
+                scan_bytes,
+                scan_bytes_per_s,
+                fraction_of_reference: scan_bytes_per_s / reference_read_bytes_per_s,
+                results_agree: agree,
+            }
+        })
+        .collect();
+
+    progress("point lookups");
+    let (sql_lookups_per_s, sorted_probe_ns, hash_probe_ns) = lookups(&mut session, options)?;
+    progress("pointer-chase latency");
+    let chase_latency_ns = reference::chase_latency_ns(options.reference_bytes);
+
+    Ok(EngineReport {
+        machine,
+        rows: options.rows,
+        threads,
+        load_seconds,
+        bytes_per_row,
+        bytes_per_value,
+        reference_read_bytes_per_s,
+        duckdb_version,
+        duckdb_unavailable,
+        aggregation,
+        sql_lookups_per_s,
+        sorted_probe_ns,
+        hash_probe_ns,
+        chase_latency_ns,
+        reference_bytes: options.reference_bytes,
+    })
+}
+
+fn lookups(session: &mut Session, options: &EngineOptions) -> Result<(f64, f64, f64), String> {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next_key = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % options.rows) as i64 + 1
+    };
+    session.prepare("lookup", "SELECT \"C1\" FROM \"TBL_0\" WHERE \"C0\" = $1", &[]).map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    for _ in 0..options.lookups {
+        let output = session.execute_prepared("lookup", &[Value::Int(next_key())]).map_err(|e| e.to_string())?;
+        if output.rows.len() != 1 {
+            return Err("a primary-key lookup did not find its row".into());
+        }
+    }
+    let sql_lookups_per_s = options.lookups as f64 / started.elapsed().as_secs_f64();
+
+    // The same keys through a sorted and a hash index, at the index itself.
+    let database = session.database().clone();
+    let table = database.catalog().table("TBL_0").ok_or("TBL_0")?;
+    table.create_index("tbl_0_c0_hash", 0, numadb_storage::IndexKind::Hash, true).map_err(|e| e.to_string())?;
+    let snapshot = table.snapshot();
+    let mut probe_ns = |kind: numadb_storage::IndexKind| -> f64 {
+        let index = snapshot.indexes_on(0).find(|i| i.kind() == kind).expect("both kinds exist");
+        let keys: Vec<Value> = (0..options.lookups).map(|_| Value::Int(next_key())).collect();
+        let started = Instant::now();
+        let mut found = 0u64;
+        for key in &keys {
+            found += u64::from(index.lookup_one(key).is_some());
+        }
+        std::hint::black_box(found);
+        started.elapsed().as_secs_f64() * 1e9 / keys.len() as f64
+    };
+    let sorted = probe_ns(numadb_storage::IndexKind::Sorted);
+    let hash = probe_ns(numadb_storage::IndexKind::Hash);
+    table.drop_index("tbl_0_c0_hash");
+    Ok((sql_lookups_per_s, sorted, hash))
+}
+
+/// The report as text.
+pub fn render(report: &EngineReport) -> String {
+    let mut out = String::new();
+    out.push_str(&format!("numadb engine benchmark\nmachine: {}\n", report.machine.line()));
+    out.push_str(&format!(
+        "data: TBL_0 and TBL_1, {} rows each, generated in {:.1} s\n\n",
+        report.rows, report.load_seconds
+    ));
+    out.push_str(&format!(
+        "memory: {:.2} bytes per row encoded vs 28 raw (7 × 4-byte INTEGER): {:.2}× smaller\n  per value: {}\n\n",
+        report.bytes_per_row,
+        28.0 / report.bytes_per_row,
+        report.bytes_per_value.iter().map(|(c, b)| format!("{c} {b:.2} B")).collect::<Vec<_>>().join(", ")
+    ));
+    out.push_str(&format!(
+        "reference: streaming read with {} threads over {} MiB: {:.1} GB/s\n\n",
+        report.threads,
+        report.reference_bytes >> 20,
+        report.reference_read_bytes_per_s / 1e9
+    ));
+    let peer = match (&report.duckdb_version, &report.duckdb_unavailable) {
+        (Some(version), None) => format!("DuckDB {version}, {} threads, same data", report.threads),
+        (_, Some(reason)) => format!("no DuckDB comparison: {reason}"),
+        _ => "no DuckDB comparison".into(),
+    };
+    out.push_str(&format!(
+        "thesis aggregation query, {} workers; peer: {peer}; median of the timed runs\n",
+        report.threads
+    ));
+    out.push_str(
+        "  range_pred  k/6  numadb ms (min-max)      DuckDB ms  DuckDB/numadb  scan GB/s  of reference  same counts\n",
+    );
+    for row in &report.aggregation {
+        out.push_str(&format!(
+            "  {:>10}  {:>3}  {:>9.1} ({:>6.1}-{:>6.1})  {:>9}  {:>13}  {:>9.1}  {:>11.0}%  {}\n",
+            row.range_pred,
+            row.k,
+            row.numadb_ms,
+            row.numadb_spread_ms.0,
+            row.numadb_spread_ms.1,
+            row.duckdb_ms.map_or("-".into(), |v| format!("{v:.1}")),
+            row.speedup.map_or("-".into(), |v| format!("{v:.2}x")),
+            row.scan_bytes_per_s / 1e9,
+            row.fraction_of_reference * 100.0,
+            row.results_agree.map_or("-", |a| if a { "yes" } else { "NO" }),
+        ));
+    }
+    let speedups: Vec<f64> = report.aggregation.iter().filter_map(|r| r.speedup).collect();
+    if !speedups.is_empty() {
+        let worst = speedups.iter().copied().fold(f64::MAX, f64::min);
+        out.push_str(&format!(
+            "  goal ≥ 3× DuckDB: {} (lowest {worst:.2}×)\n",
+            if worst >= 3.0 { "met" } else { "NOT met" }
+        ));
+    }
+    let worst_fraction = report.aggregation.iter().map(|r| r.fraction_of_reference).fold(f64::MAX, f64::min);
+    out.push_str(&format!(
+        "  goal scan rate ≥ 85% of the reference read: {} (lowest {:.0}%)\n\n",
+        if worst_fraction >= 0.85 { "met" } else { "NOT met" },
+        worst_fraction * 100.0
+    ));
+    out.push_str(&format!(
+        "point lookups (prepared SELECT \"C1\" … WHERE \"C0\" = $1, one session, random keys): {:.0} per second per core ({:.2} µs each)\n",
+        report.sql_lookups_per_s,
+        1e6 / report.sql_lookups_per_s
+    ));
+    out.push_str(&format!(
+        "index probes: sorted {:.0} ns, hash {:.0} ns (hash is {:.1}× faster); memory latency (pointer chase, {} MiB, 4 KiB pages): {:.0} ns\n",
+        report.sorted_probe_ns,
+        report.hash_probe_ns,
+        report.sorted_probe_ns / report.hash_probe_ns,
+        report.reference_bytes >> 20,
+        report.chase_latency_ns
+    ));
+    out
+}
