@@ -91,6 +91,16 @@ pub enum Plan {
 }
 
 impl Plan {
+    /// Whether the plan scans a table (and so needs scheduler workers).
+    pub fn scans(&self) -> bool {
+        match self {
+            Plan::Scan(_) => true,
+            Plan::Lookup(_) | Plan::Values(_) => false,
+            Plan::UnionAll(inputs) => inputs.iter().any(Plan::scans),
+            Plan::Post { input, .. } => input.scans(),
+        }
+    }
+
     /// An indented, human-readable description (the body of `EXPLAIN`).
     pub fn describe(&self) -> String {
         let mut out = String::new();

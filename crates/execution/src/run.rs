@@ -29,8 +29,8 @@ pub const MORSEL_BLOCKS_DEFAULT: usize = 64;
 
 /// How to run a statement.
 pub struct Executor<'a> {
-    /// The scheduler whose workers run the tasks.
-    pub scheduler: &'a Scheduler,
+    /// The scheduler whose workers run the tasks (`None` for plans without scans: [`Plan::scans`]).
+    pub scheduler: Option<&'a Scheduler>,
     /// Parameter values (`$1` first).
     pub params: &'a [Value],
     /// `statement_timeout`.
@@ -136,7 +136,8 @@ pub fn execute(plan: &Plan, executor: &Executor<'_>) -> Result<ExecutionResult, 
     let report = if graph.is_empty() {
         None
     } else {
-        let query = executor.scheduler.submit(graph);
+        let scheduler = executor.scheduler.ok_or_else(|| ExecError::internal("a plan with scans needs a scheduler"))?;
+        let query = scheduler.submit(graph);
         let outcome = wait(query, executor);
         for job in &jobs {
             if let Some(error) = job.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
@@ -263,7 +264,8 @@ fn add_scan(
     if snapshot.delta.rows() > 0 {
         morsels.push(Morsel::Delta);
     }
-    let domains = executor.scheduler.domains();
+    let scheduler = executor.scheduler.ok_or_else(|| ExecError::internal("a plan with scans needs a scheduler"))?;
+    let domains = scheduler.domains();
     let preferred: Vec<Option<u32>> = morsels
         .iter()
         .map(|morsel| match morsel {

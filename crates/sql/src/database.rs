@@ -128,6 +128,7 @@ impl Database {
 
     /// The scheduler for a configuration, started on first use and kept for reuse.
     pub fn scheduler(&self, config: &SchedulerConfig) -> Result<Arc<Scheduler>, ExecError> {
+        // The common case, a session asking again for the scheduler it used last, takes one short lock.
         let mut schedulers = self.schedulers.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(position) = schedulers.iter().position(|(c, _)| c == config) {
             let entry = schedulers.remove(position);
@@ -194,7 +195,7 @@ pub struct Session {
     db: Arc<Database>,
     id: u64,
     settings: Settings,
-    prepared: HashMap<String, Prepared>,
+    prepared: HashMap<String, Arc<Prepared>>,
     cancel: Arc<AtomicBool>,
     last_result: Option<ExecutionResult>,
 }
@@ -307,7 +308,7 @@ impl Session {
                 format!("prepared statement \"{name}\" already exists"),
             ));
         }
-        self.prepared.insert(name.to_string(), prepared.clone());
+        self.prepared.insert(name.to_string(), Arc::new(prepared.clone()));
         Ok(prepared)
     }
 
@@ -360,7 +361,7 @@ impl Session {
 
     /// The prepared statement called `name` (the unnamed one is `""`).
     pub fn prepared(&self, name: &str) -> Result<&Prepared, ExecError> {
-        self.prepared.get(name).ok_or_else(|| {
+        self.prepared.get(name).map(Arc::as_ref).ok_or_else(|| {
             ExecError::new(
                 sqlstate::INVALID_SQL_STATEMENT_NAME,
                 format!("prepared statement \"{name}\" does not exist"),
@@ -375,7 +376,8 @@ impl Session {
 
     /// Runs a prepared statement with parameter values.
     pub fn execute_prepared(&mut self, name: &str, params: &[Value]) -> Result<QueryOutput, ExecError> {
-        let prepared = self.prepared(name)?.clone();
+        self.prepared(name)?;
+        let prepared = Arc::clone(&self.prepared[name]);
         if params.len() != prepared.param_types.len() {
             return Err(ExecError::new(
                 sqlstate::PROTOCOL_VIOLATION,
@@ -402,11 +404,11 @@ impl Session {
     }
 
     fn executor_run(&mut self, plan: &Plan, params: &[Value], sql: &str) -> Result<ExecutionResult, ExecError> {
-        let config = self.settings.scheduler_config();
-        let scheduler = self.db.scheduler(&config)?;
+        // Index lookups and constant rows run on this thread: they need no scheduler.
+        let scheduler = if plan.scans() { Some(self.db.scheduler(self.settings.scheduler_config())?) } else { None };
         self.cancel.store(false, Ordering::Relaxed);
         let executor = Executor {
-            scheduler: &scheduler,
+            scheduler: scheduler.as_deref(),
             params,
             timeout: self.settings.statement_timeout(),
             morsel_blocks: self.settings.morsel_blocks(),
@@ -415,6 +417,7 @@ impl Session {
         let result = execute(plan, &executor);
         if let Ok(result) = &result
             && let Some(report) = &result.report
+            && let Some(scheduler) = &scheduler
         {
             let local_nodes: Vec<_> = scheduler.domains().domains.iter().map(|d| d.memory_nodes.clone()).collect();
             self.db.log(QueryLogEntry {
@@ -892,7 +895,7 @@ impl Session {
         };
         let binder = binder_for(self.db.as_ref(), declared);
         let bound = binder.plan_query(query)?;
-        let config = self.settings.scheduler_config();
+        let config = self.settings.scheduler_config().clone();
         let mut lines: Vec<String> = bound.plan.describe().lines().map(str::to_string).collect();
         lines.push(format!(
             "Scheduler: stealing={} binding={} workers={} domains={}",

@@ -72,11 +72,22 @@ const KNOWN: &[Known] = &[
 #[derive(Debug, Clone)]
 pub struct Settings {
     values: BTreeMap<String, String>,
+    /// The scheduler configuration the values select, kept parsed: every statement asks for it.
+    scheduler: SchedulerConfig,
+    statement_timeout: Option<Duration>,
+    morsel_blocks: usize,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { values: KNOWN.iter().map(|k| (k.name.to_string(), k.default.to_string())).collect() }
+        let mut settings = Settings {
+            values: KNOWN.iter().map(|k| (k.name.to_string(), k.default.to_string())).collect(),
+            scheduler: SchedulerConfig::default(),
+            statement_timeout: None,
+            morsel_blocks: 64,
+        };
+        settings.refresh();
+        settings
     }
 }
 
@@ -160,7 +171,24 @@ impl Settings {
             _ => value.to_string(),
         };
         self.values.insert(name, checked);
+        self.refresh();
         Ok(())
+    }
+
+    /// Re-derives the parsed values from the text ones.
+    fn refresh(&mut self) {
+        let get = |name: &str| self.values.get(name).map(String::as_str).unwrap_or("");
+        self.scheduler = SchedulerConfig {
+            granularity: get("numadb.domains").parse().unwrap_or_default(),
+            layout: get("numadb.workers").parse().unwrap_or(WorkerLayout::All),
+            stealing: get("numadb.stealing").parse().unwrap_or(Stealing::ANY),
+            binding: get("numadb.binding").parse().unwrap_or(Binding::Opportunistic),
+            pinning: Pinning::Os,
+        };
+        let timeout_ms: u64 = get("statement_timeout").parse().unwrap_or(0);
+        self.statement_timeout = (timeout_ms > 0).then(|| Duration::from_millis(timeout_ms));
+        let rows: usize = get("numadb.morsel_rows").parse().unwrap_or(65536);
+        self.morsel_blocks = (rows / 1024).max(1);
     }
 
     /// Resets one setting (or all with `None`) to its default.
@@ -179,6 +207,7 @@ impl Settings {
             }
             None => *self = Settings::default(),
         }
+        self.refresh();
     }
 
     /// A setting's value.
@@ -201,27 +230,18 @@ impl Settings {
     }
 
     /// The scheduler configuration these settings select.
-    pub fn scheduler_config(&self) -> SchedulerConfig {
-        let get = |name: &str| self.values.get(name).map(String::as_str).unwrap_or("");
-        SchedulerConfig {
-            granularity: get("numadb.domains").parse().unwrap_or_default(),
-            layout: get("numadb.workers").parse().unwrap_or(WorkerLayout::All),
-            stealing: get("numadb.stealing").parse().unwrap_or(Stealing::ANY),
-            binding: get("numadb.binding").parse().unwrap_or(Binding::Opportunistic),
-            pinning: Pinning::Os,
-        }
+    pub fn scheduler_config(&self) -> &SchedulerConfig {
+        &self.scheduler
     }
 
     /// `statement_timeout`, if set.
     pub fn statement_timeout(&self) -> Option<Duration> {
-        let ms: u64 = self.values.get("statement_timeout").and_then(|v| v.parse().ok()).unwrap_or(0);
-        (ms > 0).then(|| Duration::from_millis(ms))
+        self.statement_timeout
     }
 
     /// Blocks per morsel.
     pub fn morsel_blocks(&self) -> usize {
-        let rows: usize = self.values.get("numadb.morsel_rows").and_then(|v| v.parse().ok()).unwrap_or(65536);
-        (rows / 1024).max(1)
+        self.morsel_blocks
     }
 }
 

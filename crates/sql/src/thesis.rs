@@ -26,7 +26,7 @@ pub fn load_thesis_tables(
     }
     let db = session.database().clone();
     let nodes: Vec<u32> = db.topology().nodes_with_cpus().iter().collect();
-    let scheduler = db.scheduler(&session.settings().scheduler_config())?;
+    let scheduler = db.scheduler(session.settings().scheduler_config())?;
     let unobserved = AtomicU64::new(0);
     let progress = progress.unwrap_or(&unobserved);
     for (i, name) in THESIS_TABLES.iter().enumerate() {
