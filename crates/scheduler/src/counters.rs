@@ -152,6 +152,8 @@ pub struct DomainCountersSnapshot {
 pub struct SchedulerCounters {
     /// One entry per domain.
     pub domains: Vec<DomainCountersSnapshot>,
+    /// Bytes read by every query since the last reset, by (running domain, memory node).
+    pub bytes_read: crate::ByteMatrix,
 }
 
 impl SchedulerCounters {

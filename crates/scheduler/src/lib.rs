@@ -116,6 +116,8 @@ pub(crate) struct Shared {
     worker_domains: Vec<u32>,
     /// Domain of each CPU id (for accounting unpinned workers by where they run).
     pub(crate) cpu_domain: Vec<Option<u32>>,
+    /// Bytes read by all queries since the counters were last reset, row-major (running domain × memory node).
+    traffic: Vec<AtomicU64>,
     pub(crate) shutdown: AtomicBool,
     pub(crate) alive_workers: AtomicUsize,
     next_query: AtomicU64,
@@ -123,6 +125,14 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Adds to the scheduler's cumulative byte matrix.
+    pub(crate) fn account_traffic(&self, domain: u32, node: u32, bytes: u64) {
+        let Some(Some(column)) = self.node_column.get(node as usize) else { return };
+        if let Some(cell) = self.traffic.get(domain as usize * self.node_ids.len() + column) {
+            cell.fetch_add(bytes, Ordering::Relaxed);
+        }
+    }
+
     pub(crate) fn push(&self, domain: u32, task: Task) {
         let queue = &self.queues[domain as usize];
         if task.priority.is_high() { queue.high.push(task) } else { queue.normal.push(task) }
@@ -352,6 +362,7 @@ impl Scheduler {
             tiers,
             thieves,
             cpu_domain,
+            traffic: (0..domain_count * topology.nodes.len()).map(|_| AtomicU64::new(0)).collect(),
             shutdown: AtomicBool::new(false),
             alive_workers: AtomicUsize::new(plans.len()),
             next_query: AtomicU64::new(1),
@@ -476,7 +487,15 @@ impl Scheduler {
 
     /// A snapshot of every domain's counters.
     pub fn counters(&self) -> SchedulerCounters {
+        let shared = &self.shared;
+        let flat: Vec<u64> = shared.traffic.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+        let bytes_read = ByteMatrix {
+            worker_domains: shared.domains.domains.iter().map(|d| d.name.clone()).collect(),
+            memory_nodes: shared.node_ids.clone(),
+            bytes: flat.chunks(shared.node_ids.len().max(1)).map(<[u64]>::to_vec).collect(),
+        };
         SchedulerCounters {
+            bytes_read,
             domains: self
                 .shared
                 .counters
@@ -501,6 +520,7 @@ impl Scheduler {
     pub fn reset_counters(&self) {
         self.shared.counters.iter().for_each(|c| c.reset());
         self.shared.worker_tasks_run.iter().for_each(|c| c.store(0, Ordering::Relaxed));
+        self.shared.traffic.iter().for_each(|c| c.store(0, Ordering::Relaxed));
     }
 
     /// Stops the workers (each finishes the task it is running), skips the tasks still queued (their queries end

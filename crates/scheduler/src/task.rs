@@ -164,6 +164,7 @@ impl TaskContext<'_> {
     /// [`TaskContext::running_domain`].
     pub fn account_read(&self, node: u32, bytes: u64) {
         self.query.account_read(self.running_domain, node, bytes);
+        self.worker.shared.account_traffic(self.running_domain, node, bytes);
     }
 
     /// Submits a child task to the same query. Under opportunistic binding, a child of a task that was bound to a

@@ -515,6 +515,10 @@ fn byte_accounting_fills_the_domain_by_node_matrix() {
     }
     let local: Vec<_> = scheduler.domains().domains.iter().map(|d| d.memory_nodes.clone()).collect();
     assert_eq!(matrix.local_bytes(&local), 4000);
+    // The scheduler keeps the sum over queries until its counters are reset.
+    assert_eq!(scheduler.counters().bytes_read, *matrix);
+    scheduler.reset_counters();
+    assert_eq!(scheduler.counters().bytes_read.total(), 0);
 }
 
 #[test]
