@@ -5,6 +5,7 @@
 //! - [`duckdb`]: DuckDB (its Python package) as a peer on identical data.
 //! - [`reference`]: memory-system references (streaming read bandwidth, pointer-chase latency).
 
+pub mod driver;
 pub mod duckdb;
 pub mod engine;
 pub mod reference;

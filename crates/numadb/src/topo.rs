@@ -15,8 +15,9 @@ use crate::format;
 ///
 /// numadb reads everything from sysfs and /proc, so `--root` can point it at a copy of another machine's files
 /// (a fixture tree, or one made with `--capture`). Domains are what the scheduler works with: by default one per
-/// NUMA node that has CPUs; `--domains package` treats each socket as one domain (as if SNC/NPS were off) and
-/// `--domains l3` makes one domain per group of CPUs sharing an L3 cache.
+/// NUMA node that has CPUs; `--domains package` treats each socket as one domain (as if SNC/NPS were off),
+/// `--domains l3` makes one domain per group of CPUs sharing an L3 cache, and `--domains machine` one domain for
+/// everything (a NUMA-unaware baseline).
 ///
 /// The JSON document (`--json`) is described by the schema `--json-schema` prints; its `schema_version` changes
 /// only when a field changes meaning or disappears.
@@ -31,7 +32,7 @@ pub struct TopoArgs {
     /// Print the JSON Schema of the `--json` document and exit.
     #[arg(long)]
     json_schema: bool,
-    /// Which domains to show in the summary: node, package or l3 (the JSON has all three).
+    /// Which domains to show in the summary: node, package, l3 or machine (the JSON has all of them).
     #[arg(long, value_name = "GRANULARITY", default_value = "node")]
     domains: DomainGranularity,
     /// Also list every CPU with its node, package, core, SMT siblings and L3 group.

@@ -101,7 +101,7 @@ fn a_broken_root_is_a_clear_error_not_a_panic() {
 
     let output = numadb(&["topo", "--domains", "sockets"]);
     assert_eq!(output.status.code(), Some(2));
-    assert!(stderr(&output).contains("expected node, package or l3"));
+    assert!(stderr(&output).contains("expected node, package, l3 or machine"));
 }
 
 #[test]

@@ -27,6 +27,9 @@ pub enum DomainGranularity {
     Package,
     /// One domain per group of CPUs sharing an L3 cache.
     L3,
+    /// One domain holding every CPU and node: the machine as a NUMA-unaware system sees it (the baseline of
+    /// the thesis's "SNC disabled" comparisons, on any machine).
+    Machine,
 }
 
 impl DomainGranularity {
@@ -40,6 +43,7 @@ impl DomainGranularity {
             DomainGranularity::Node => "node",
             DomainGranularity::Package => "package",
             DomainGranularity::L3 => "l3",
+            DomainGranularity::Machine => "machine",
         }
     }
 }
@@ -50,7 +54,7 @@ impl std::str::FromStr for DomainGranularity {
         Self::ALL
             .into_iter()
             .find(|g| g.name() == text)
-            .ok_or_else(|| format!("unknown domain granularity {text:?} (expected node, package or l3)"))
+            .ok_or_else(|| format!("unknown domain granularity {text:?} (expected node, package, l3 or machine)"))
     }
 }
 
@@ -120,6 +124,9 @@ impl Domains {
                     let cpus = topology.cpus.iter().filter(|c| c.package == Some(package)).map(|c| c.id).collect();
                     groups.push((format!("package{package}"), cpus));
                 }
+            }
+            DomainGranularity::Machine => {
+                groups.push(("machine".to_string(), topology.online_cpus()));
             }
             DomainGranularity::L3 => {
                 if topology.l3_groups.is_empty() {

@@ -80,6 +80,13 @@ fn skylake_two_sockets_with_snc2_as_in_the_thesis() {
 
     let l3 = topology.domains(DomainGranularity::L3).unwrap();
     assert_eq!(l3.len(), 2);
+
+    // One big domain: every CPU, every node with CPUs local, nobody to steal from.
+    let machine = topology.domains(DomainGranularity::Machine).unwrap();
+    assert_eq!(machine.len(), 1);
+    assert_eq!(machine.domains[0].cpus.len(), 112);
+    assert_eq!(machine.domains[0].memory_nodes.to_list_string(), "0-3");
+    assert!(machine.domains[0].by_distance.is_empty());
 }
 
 #[test]
