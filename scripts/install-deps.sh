@@ -25,8 +25,8 @@ fi
 
 # A Python environment with the peers the tests compare against (DuckDB) and the clients they drive.
 venv="$(dirname "$0")/../.venv"
-if ! "$venv/bin/python" -c "import duckdb" 2>/dev/null; then
-  echo "creating $venv with duckdb"
+if ! "$venv/bin/python" -c "import duckdb, numpy" 2>/dev/null; then
+  echo "creating $venv with duckdb and numpy"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check duckdb
+  "$venv/bin/pip" install -q --disable-pip-version-check duckdb numpy
 fi

@@ -147,10 +147,7 @@ struct InProcessClient {
 impl Client for InProcessClient {
     fn run(&mut self, key: Option<i32>) -> Result<(), String> {
         let params: Vec<Value> = key.map(|k| Value::Int(i64::from(k))).into_iter().collect();
-        self.session
-            .execute_prepared("q", &params)
-            .map(|_| ())
-            .map_err(|e| format!("{}: {}", e.sqlstate, e.message))
+        self.session.execute_prepared("q", &params).map(|_| ()).map_err(|e| format!("{}: {}", e.sqlstate, e.message))
     }
 }
 
@@ -288,7 +285,8 @@ pub fn run(target: &Target, spec: &RunSpec) -> Result<RunResult, String> {
     });
     let queries = completed.load(Ordering::Relaxed);
     let histogram = histograms.into_inner().unwrap_or_else(|p| p.into_inner());
-    let mean = if per_second.is_empty() { 0.0 } else { per_second.iter().sum::<u64>() as f64 / per_second.len() as f64 };
+    let mean =
+        if per_second.is_empty() { 0.0 } else { per_second.iter().sum::<u64>() as f64 / per_second.len() as f64 };
     let variance = if per_second.len() < 2 {
         0.0
     } else {

@@ -8,6 +8,7 @@
 pub mod driver;
 pub mod duckdb;
 pub mod engine;
+pub mod experiment;
 pub mod reference;
 
 use numadb_topology::Topology;

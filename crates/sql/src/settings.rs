@@ -37,7 +37,7 @@ const KNOWN: &[Known] = &[
     Known {
         name: "numadb.domains",
         default: "node",
-        description: "Scheduling domains: node (one per NUMA node), package (one per socket: as if SNC/NPS were off), l3",
+        description: "Scheduling domains: node (one per NUMA node), package (one per socket: as if SNC/NPS were off), l3 (one per shared L3), machine (one domain: the NUMA-unaware baseline)",
     },
     Known { name: "numadb.morsel_rows", default: "65536", description: "Rows per scan task (a multiple of 1024)" },
     Known {

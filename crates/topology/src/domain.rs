@@ -34,8 +34,8 @@ pub enum DomainGranularity {
 
 impl DomainGranularity {
     /// All granularities, in order from the default.
-    pub const ALL: [DomainGranularity; 3] =
-        [DomainGranularity::Node, DomainGranularity::Package, DomainGranularity::L3];
+    pub const ALL: [DomainGranularity; 4] =
+        [DomainGranularity::Node, DomainGranularity::Package, DomainGranularity::L3, DomainGranularity::Machine];
 
     /// The name used on the command line and in JSON.
     pub fn name(self) -> &'static str {
