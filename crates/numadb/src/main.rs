@@ -2,6 +2,7 @@
 //! the command line and turns errors into a message and an exit status.
 
 mod format;
+mod probe;
 mod topo;
 
 use std::process::ExitCode;
@@ -22,12 +23,14 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     Topo(topo::TopoArgs),
+    Probe(probe::ProbeArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Topo(args) => topo::run(args),
+        Command::Probe(args) => probe::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

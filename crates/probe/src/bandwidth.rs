@@ -192,6 +192,9 @@ impl Streams {
     }
 }
 
+/// What a thread's preparation found: where its buffer is and how much of it is on huge pages.
+type ThreadSetup = Result<(PageHistogram, Option<f64>), ProbeError>;
+
 /// What one thread reports for one sample.
 #[derive(Debug, Clone, Copy)]
 struct ThreadSample {
@@ -221,7 +224,7 @@ pub fn measure_cell(
     let stop = AtomicBool::new(false);
     let finished = AtomicBool::new(false);
     let reports: Mutex<Vec<Option<ThreadSample>>> = Mutex::new(vec![None; threads]);
-    let setup: Mutex<Vec<Result<(PageHistogram, Option<f64>), ProbeError>>> = Mutex::new(Vec::new());
+    let setup: Mutex<Vec<ThreadSetup>> = Mutex::new(Vec::new());
 
     let attempts_max = (options.repetitions + 1) * ATTEMPTS_PER_REPETITION_MAX;
     let mut samples_mb_per_s = Vec::new();
@@ -328,7 +331,12 @@ pub fn measure_cell(
 }
 
 /// The worker's loop for one sample: whole chunks until the stop flag rises.
-fn stream_until_stopped(streams: &mut Streams, options: &BandwidthOptions, stop: &AtomicBool, cpu: u32) -> ThreadSample {
+fn stream_until_stopped(
+    streams: &mut Streams,
+    options: &BandwidthOptions,
+    stop: &AtomicBool,
+    cpu: u32,
+) -> ThreadSample {
     let chunk = (CHUNK_BYTES / 8).min(streams.stream_len());
     let len = streams.stream_len();
     let result = witnessed(|| {

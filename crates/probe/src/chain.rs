@@ -85,7 +85,7 @@ impl ChainLayout {
     /// capped at the buffer).
     pub fn normalised(&self) -> Result<ChainLayout, ChainError> {
         let stride = self.stride_bytes;
-        if stride == 0 || stride % LINE_BYTES != 0 {
+        if stride == 0 || !stride.is_multiple_of(LINE_BYTES) {
             return Err(ChainError::Layout(format!("the stride ({stride} B) must be a positive multiple of 64 B")));
         }
         let buffer = self.buffer_bytes / stride * stride;
@@ -317,9 +317,8 @@ pub fn chase_for(chain: &Chain, cursor: ChainCursor, duration: Duration) -> (Cha
     let calibration_start = Instant::now();
     let mut cursor = chain.chase(cursor, CALIBRATION_ITERATIONS);
     let calibration = calibration_start.elapsed().max(Duration::from_nanos(1));
-    let iterations_per_block = ((BLOCK_TARGET.as_nanos() * u128::from(CALIBRATION_ITERATIONS)
-        / calibration.as_nanos())
-    .clamp(1, 1 << 30)) as u64;
+    let iterations_per_block = ((BLOCK_TARGET.as_nanos() * u128::from(CALIBRATION_ITERATIONS) / calibration.as_nanos())
+        .clamp(1, 1 << 30)) as u64;
     let start = Instant::now();
     let mut hops = 0;
     let mut elapsed = Duration::ZERO;

@@ -116,7 +116,7 @@ pub fn measure_curve(
     let huge_share = huge_page_share(chain.buffer().region());
 
     let loaders = loader_cpus.len();
-    let per_loader_bytes = if loaders == 0 { 0 } else { options.loader_bytes / loaders };
+    let per_loader_bytes = options.loader_bytes.checked_div(loaders).unwrap_or(0);
     let start = Barrier::new(loaders + 1);
     let end = Barrier::new(loaders + 1);
     let stop = AtomicBool::new(false);
@@ -153,7 +153,9 @@ pub fn measure_curve(
                     }
                     let cycles = delay.load(Ordering::Acquire);
                     let sample = match streams.as_mut() {
-                        Some(streams) if cycles != u64::MAX => Some(load_until_stopped(streams, options, cycles, stop, cpu)),
+                        Some(streams) if cycles != u64::MAX => {
+                            Some(load_until_stopped(streams, options, cycles, stop, cpu))
+                        }
                         _ => None,
                     };
                     reports.lock().unwrap()[index] = sample;

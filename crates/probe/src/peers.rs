@@ -113,9 +113,7 @@ pub fn parse_likwid_mbytes(stdout: &str) -> Option<f64> {
 
 /// The best figure among runs.
 pub fn best(runs: &[LikwidRun]) -> Option<(&LikwidRun, f64)> {
-    runs.iter()
-        .filter_map(|run| run.mb_per_s.as_ref().ok().map(|&v| (run, v)))
-        .max_by(|a, b| a.1.total_cmp(&b.1))
+    runs.iter().filter_map(|run| run.mb_per_s.as_ref().ok().map(|&v| (run, v))).max_by(|a, b| a.1.total_cmp(&b.1))
 }
 
 /// A measured figure against a reference, with the verdict.
@@ -139,7 +137,14 @@ impl CrossCheck {
     /// Compares `measured` with `reference`.
     pub fn new(what: impl Into<String>, measured: f64, reference: f64, tolerance: f64) -> CrossCheck {
         let ratio = measured / reference;
-        CrossCheck { what: what.into(), measured, reference, ratio, agrees: (ratio - 1.0).abs() <= tolerance, tolerance }
+        CrossCheck {
+            what: what.into(),
+            measured,
+            reference,
+            ratio,
+            agrees: (ratio - 1.0).abs() <= tolerance,
+            tolerance,
+        }
     }
 }
 

@@ -62,8 +62,8 @@ pub fn plausible_llc_bytes(topology: &Topology) -> usize {
 /// The default buffer of a latency chain or a bandwidth cell (see the module documentation).
 pub fn default_buffer_bytes(topology: &Topology) -> usize {
     let wanted = (plausible_llc_bytes(topology) * 8).max(DEFAULT_BUFFER_MIN_BYTES);
-    let smallest_node =
-        topology.nodes.iter().map(|n| n.memory_bytes).filter(|&m| m > 0).min().unwrap_or(u64::MAX) / NODE_MEMORY_FRACTION;
+    let smallest_node = topology.nodes.iter().map(|n| n.memory_bytes).filter(|&m| m > 0).min().unwrap_or(u64::MAX)
+        / NODE_MEMORY_FRACTION;
     let size = (wanted as u64).min(smallest_node) as usize;
     (size >> 20 << 20).max(1 << 20)
 }
@@ -71,11 +71,7 @@ pub fn default_buffer_bytes(topology: &Topology) -> usize {
 /// The default latency settings for a buffer.
 pub fn default_latency_options(buffer_bytes: usize, huge_pages: HugePages) -> LatencyOptions {
     LatencyOptions {
-        layout: ChainLayout {
-            buffer_bytes,
-            stride_bytes: DEFAULT_STRIDE_BYTES,
-            window_bytes: DEFAULT_WINDOW_BYTES,
-        },
+        layout: ChainLayout { buffer_bytes, stride_bytes: DEFAULT_STRIDE_BYTES, window_bytes: DEFAULT_WINDOW_BYTES },
         huge_pages,
         sample: Duration::from_millis(200),
         repetitions: 5,

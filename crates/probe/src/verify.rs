@@ -59,14 +59,22 @@ impl PlacementCheck {
     /// `verified: 262144/262144 pages on node 0` or what went wrong.
     pub fn describe(&self) -> String {
         match self.verdict {
-            PlacementVerdict::Verified => format!("verified: {}/{} pages on node {}", self.on_node, self.pages, self.node),
+            PlacementVerdict::Verified => {
+                format!("verified: {}/{} pages on node {}", self.on_node, self.pages, self.node)
+            }
             PlacementVerdict::PartlyUnknown => format!(
                 "{}/{} pages on node {}, {} not locatable (none elsewhere)",
                 self.on_node, self.pages, self.node, self.unknown
             ),
             PlacementVerdict::Wrong => {
                 let elsewhere: Vec<String> = self.elsewhere.iter().map(|(n, c)| format!("{c} on node {n}")).collect();
-                format!("WRONG NODE: {}/{} pages on node {}, {}", self.on_node, self.pages, self.node, elsewhere.join(", "))
+                format!(
+                    "WRONG NODE: {}/{} pages on node {}, {}",
+                    self.on_node,
+                    self.pages,
+                    self.node,
+                    elsewhere.join(", ")
+                )
             }
         }
     }

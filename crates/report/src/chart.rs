@@ -93,7 +93,7 @@ pub fn heatmap(map: &Heatmap) -> Result<String, ChartError> {
                 let colour = match value {
                     Some(v) => {
                         let t = if high > low { (v - low) / (high - low) } else { 0.5 };
-                        shade(if map.higher_is_better { t } else { t })
+                        shade(t)
                     }
                     None => RGBColor(230, 230, 230),
                 };
@@ -105,12 +105,12 @@ pub fn heatmap(map: &Heatmap) -> Result<String, ChartError> {
                     .map_err(error)?;
                 let text = value.map_or("not measured".to_string(), |v| format!("{v:.d$}", d = map.decimals));
                 let dark = value.is_some_and(|v| high > low && (v - low) / (high - low) > 0.6);
-                let style = TextStyle::from((FONT, 16).into_font())
-                    .color(if dark { &WHITE } else { &BLACK })
-                    .pos(plotters::style::text_anchor::Pos::new(
+                let style = TextStyle::from((FONT, 16).into_font()).color(if dark { &WHITE } else { &BLACK }).pos(
+                    plotters::style::text_anchor::Pos::new(
                         plotters::style::text_anchor::HPos::Center,
                         plotters::style::text_anchor::VPos::Center,
-                    ));
+                    ),
+                );
                 chart.draw_series(std::iter::once(Text::new(text, (x + 0.5, y + 0.5), style))).map_err(error)?;
             }
         }
@@ -209,7 +209,8 @@ pub fn curve(chart_spec: &CurveChart) -> Result<String, ChartError> {
 }
 
 fn bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
-    let (low, high) = values.filter(|v| v.is_finite()).fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| (l.min(v), h.max(v)));
+    let (low, high) =
+        values.filter(|v| v.is_finite()).fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| (l.min(v), h.max(v)));
     if low.is_finite() { (low, high.max(low)) } else { (1.0, 10.0) }
 }
 
@@ -278,9 +279,7 @@ where
             .map_err(error)?
             .label(series.name.clone())
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], colour.stroke_width(2)));
-        chart
-            .draw_series(series.points.iter().map(|&p| Circle::new(p, 3, colour.filled())))
-            .map_err(error)?;
+        chart.draw_series(series.points.iter().map(|&p| Circle::new(p, 3, colour.filled()))).map_err(error)?;
     }
     if spec.series.len() > 1 || spec.series.first().is_some_and(|s| !s.name.is_empty()) {
         chart

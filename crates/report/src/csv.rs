@@ -39,7 +39,11 @@ impl Csv {
 
 /// A field, quoted when it holds a comma, a quote or a line break.
 pub fn quote(field: &str) -> String {
-    if field.contains([',', '"', '\n', '\r']) { format!("\"{}\"", field.replace('"', "\"\"")) } else { field.to_string() }
+    if field.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", field.replace('"', "\"\""))
+    } else {
+        field.to_string()
+    }
 }
 
 /// A number for CSV: empty for none or non-finite values.

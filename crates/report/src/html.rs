@@ -123,10 +123,9 @@ mod tests {
     #[test]
     fn text_is_escaped_and_the_page_is_self_contained() {
         let mut page = HtmlPage::new("Probe <report>");
-        page.paragraph("a < b & c").table(&[vec!["x".into()], vec!["<1>".into()]]).figure(
-            "<?xml version=\"1.0\"?><svg xmlns=\"http://www.w3.org/2000/svg\"></svg>",
-            "caption",
-        );
+        page.paragraph("a < b & c")
+            .table(&[vec!["x".into()], vec!["<1>".into()]])
+            .figure("<?xml version=\"1.0\"?><svg xmlns=\"http://www.w3.org/2000/svg\"></svg>", "caption");
         let html = page.finish();
         assert!(html.contains("<title>Probe &lt;report&gt;</title>"));
         assert!(html.contains("a &lt; b &amp; c"));

@@ -30,7 +30,11 @@ pub fn bytes(count: u64) -> String {
         value /= 1024.0;
         unit += 1;
     }
-    if unit == 0 || value.fract() == 0.0 { format!("{value:.0} {}", UNITS[unit]) } else { format!("{value:.1} {}", UNITS[unit]) }
+    if unit == 0 || value.fract() == 0.0 {
+        format!("{value:.0} {}", UNITS[unit])
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
 }
 
 /// Serialises `value` as pretty JSON.

@@ -52,8 +52,11 @@ impl MachineBlock {
             .filter_map(|c| {
                 let size = crate::bytes(c.size_bytes?);
                 let kind = if c.kind == CacheKind::Data { "d" } else { "" };
-                let shared =
-                    if c.cpus_per_instance > 1 { format!(" (shared by {} CPUs)", c.cpus_per_instance) } else { String::new() };
+                let shared = if c.cpus_per_instance > 1 {
+                    format!(" (shared by {} CPUs)", c.cpus_per_instance)
+                } else {
+                    String::new()
+                };
                 Some(format!("L{}{kind} {size}{shared}", c.level))
             })
             .collect();
@@ -79,7 +82,8 @@ impl MachineBlock {
                 .map(|n| format!("node {}: CPUs {}, {}", n.id, n.cpus, crate::bytes(n.memory_bytes)))
                 .collect(),
             page_size_bytes,
-            huge_page_size_bytes: read("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size").and_then(|s| s.parse().ok()),
+            huge_page_size_bytes: read("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size")
+                .and_then(|s| s.parse().ok()),
             transparent_hugepages: machine.transparent_hugepages.clone().unwrap_or_else(|| "unknown".into()),
             transparent_hugepages_defrag: selected(read("/sys/kernel/mm/transparent_hugepage/defrag")),
             numa_balancing: machine.numa_balancing.map_or("unknown".into(), |on| if on { "on" } else { "off" }.into()),
@@ -140,7 +144,10 @@ mod tests {
         .unwrap();
         let block = MachineBlock::new(&topology, 4096);
         let text = block.to_text();
-        assert!(text.contains("1 package(s), 1 core(s), 2 thread(s) per core, 2 CPU(s) online, 2 NUMA node(s)"), "{text}");
+        assert!(
+            text.contains("1 package(s), 1 core(s), 2 thread(s) per core, 2 CPU(s) online, 2 NUMA node(s)"),
+            "{text}"
+        );
         assert!(text.contains("node 1: CPUs , 256 MiB") || text.contains("node 1: CPUs"), "{text}");
         assert!(text.contains("base 4 KiB"), "{text}");
         assert!(text.contains("NUMA balancing"));
