@@ -111,6 +111,9 @@ pub fn measure_curve(
     options: &LatencyOptions,
     progress: &dyn Progress,
 ) -> Result<CacheCurve, ProbeError> {
+    if sizes.is_empty() || sizes.len() > POINTS_MAX {
+        return Err(ProbeError::Options(format!("a cache curve needs 1 to {POINTS_MAX} sizes, not {}", sizes.len())));
+    }
     let _pin = PinGuard::pin(&CpuSet::from_ids([cpu]))?;
     let mut points = Vec::new();
     for &size in sizes {
@@ -131,7 +134,8 @@ pub fn measure_curve(
     let levels = mark_levels(topology, &sizes_and_latencies);
     let cliffs_bytes = cliffs(&sizes_and_latencies);
     let largest = sizes.iter().copied().max().unwrap_or(0);
-    let options = LatencyOptions { layout: ChainLayout { buffer_bytes: largest, ..options.layout }, ..*options };
+    let layout = ChainLayout { buffer_bytes: largest, ..options.layout }.normalised()?;
+    let options = LatencyOptions { layout, ..*options };
     Ok(CacheCurve { cpu, node, options, points, levels, cliffs_bytes })
 }
 
@@ -152,9 +156,14 @@ pub fn reported_levels(topology: &Topology) -> Vec<(u8, u64)> {
 pub fn mark_levels(topology: &Topology, points: &[(usize, f64)]) -> Vec<LevelMark> {
     let mut marks = Vec::new();
     let mut below: u64 = 0;
-    for (level, size) in reported_levels(topology) {
+    let levels = reported_levels(topology);
+    let plausible_llc = crate::plan::plausible_llc_bytes(topology) as u64;
+    for (index, &(level, size)) in levels.iter().enumerate() {
+        // The last level's plateau is taken below the size the defaults believe, not the reported one: a VM's
+        // reported 480 MiB L3 would otherwise put DRAM points into the "L3 plateau".
+        let believed = if index + 1 == levels.len() { size.min(plausible_llc) } else { size };
         let inside: Vec<(usize, f64)> =
-            points.iter().copied().filter(|&(s, _)| s as u64 >= below * 2 && s as u64 <= size / 2).collect();
+            points.iter().copied().filter(|&(s, _)| s as u64 >= below * 2 && s as u64 <= believed / 2).collect();
         marks.push(LevelMark {
             name: format!("L{level}"),
             reported_bytes: Some(size),

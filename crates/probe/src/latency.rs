@@ -127,6 +127,8 @@ pub fn measure_matrix(
     if options.repetitions == 0 {
         return Err(ProbeError::Options("at least one repetition is needed".into()));
     }
+    // The report states the layout that ran: buffer rounded to the stride, window capped at the buffer.
+    let options = &LatencyOptions { layout: options.layout.normalised()?, ..*options };
     let mut cells: Vec<LatencyCell> = Vec::new();
     let mut buffers = Vec::new();
     for &node in &axes.nodes {

@@ -56,7 +56,7 @@ pub struct LoadedPoint {
     pub delay_cycles: Option<u64>,
     /// The chaser's latency.
     pub latency_ns: Option<Summary>,
-    /// The loaders' total bandwidth (0 for the idle point).
+    /// The loaders' total bandwidth (`None` for the idle point).
     pub mb_per_s: Option<Summary>,
     /// Samples discarded because a thread was on another CPU.
     pub moved_samples: usize,
@@ -105,6 +105,10 @@ pub fn measure_curve(
     options: &LoadedOptions,
     progress: &dyn Progress,
 ) -> Result<LoadedCurve, ProbeError> {
+    let options = &LoadedOptions {
+        chase: LatencyOptions { layout: options.chase.layout.normalised()?, ..options.chase },
+        ..options.clone()
+    };
     let chase = &options.chase;
     if chase.repetitions == 0 {
         return Err(ProbeError::Options("at least one repetition is needed".into()));
@@ -208,6 +212,9 @@ pub fn measure_curve(
                         continue;
                     }
                     latencies.push(sample.latency_ns());
+                    if point_delay.is_none() {
+                        continue; // the idle point has no loaders and no bandwidth
+                    }
                     bandwidths.push(
                         loader_samples
                             .iter()

@@ -171,19 +171,49 @@ pub struct CurveChart {
     pub x_bytes: bool,
     /// The lines.
     pub series: Vec<Series>,
-    /// Vertical lines.
+    /// Vertical lines labelled near the top (reported sizes, say).
     pub x_markers: Vec<Marker>,
+    /// Vertical lines labelled near the bottom, in another colour (measured features, say).
+    pub x_markers_low: Vec<Marker>,
     /// Horizontal lines.
     pub y_markers: Vec<Marker>,
 }
 
 /// Draws a curve chart.
 pub fn curve(chart_spec: &CurveChart) -> Result<String, ChartError> {
+    if chart_spec.x_log && chart_spec.x_bytes {
+        // Byte sizes read best at powers of two: plot log2(x) on a linear axis and label its integers.
+        let log2 = |x: f64| x.max(f64::MIN_POSITIVE).log2();
+        let transformed = CurveChart {
+            x_log: false,
+            series: chart_spec
+                .series
+                .iter()
+                .map(|s| Series { name: s.name.clone(), points: s.points.iter().map(|&(x, y)| (log2(x), y)).collect() })
+                .collect(),
+            x_markers: chart_spec.x_markers.iter().map(|m| Marker { at: log2(m.at), label: m.label.clone() }).collect(),
+            x_markers_low: chart_spec
+                .x_markers_low
+                .iter()
+                .map(|m| Marker { at: log2(m.at), label: m.label.clone() })
+                .collect(),
+            ..chart_spec.clone()
+        };
+        return curve_inner(&transformed, true);
+    }
+    curve_inner(chart_spec, false)
+}
+
+fn curve_inner(chart_spec: &CurveChart, x_is_log2_bytes: bool) -> Result<String, ChartError> {
     let points: Vec<(f64, f64)> = chart_spec.series.iter().flat_map(|s| s.points.iter().copied()).collect();
-    let (mut x0, mut x1) = bounds(points.iter().map(|p| p.0).chain(chart_spec.x_markers.iter().map(|m| m.at)));
+    let (mut x0, mut x1) = bounds(
+        points.iter().map(|p| p.0).chain(chart_spec.x_markers.iter().chain(&chart_spec.x_markers_low).map(|m| m.at)),
+    );
     let (mut y0, mut y1) = bounds(points.iter().map(|p| p.1).chain(chart_spec.y_markers.iter().map(|m| m.at)));
     if chart_spec.x_log {
         (x0, x1) = (x0.max(f64::MIN_POSITIVE) / 1.5, x1 * 1.5);
+    } else if x_is_log2_bytes {
+        (x0, x1) = (x0.floor() - 0.5, x1.ceil() + 0.5);
     } else {
         let pad = (x1 - x0).max(1e-9) * 0.05;
         (x0, x1) = (x0 - pad, x1 + pad);
@@ -198,10 +228,10 @@ pub fn curve(chart_spec: &CurveChart) -> Result<String, ChartError> {
         let root = SVGBackend::with_string(&mut svg, CHART_SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(error)?;
         match (chart_spec.x_log, chart_spec.y_log) {
-            (true, true) => draw_curve(&root, chart_spec, (x0..x1).log_scale(), (y0..y1).log_scale())?,
-            (true, false) => draw_curve(&root, chart_spec, (x0..x1).log_scale(), y0..y1)?,
-            (false, true) => draw_curve(&root, chart_spec, x0..x1, (y0..y1).log_scale())?,
-            (false, false) => draw_curve(&root, chart_spec, x0..x1, y0..y1)?,
+            (true, true) => draw_curve(&root, chart_spec, x_is_log2_bytes, (x0..x1).log_scale(), (y0..y1).log_scale())?,
+            (true, false) => draw_curve(&root, chart_spec, x_is_log2_bytes, (x0..x1).log_scale(), y0..y1)?,
+            (false, true) => draw_curve(&root, chart_spec, x_is_log2_bytes, x0..x1, (y0..y1).log_scale())?,
+            (false, false) => draw_curve(&root, chart_spec, x_is_log2_bytes, x0..x1, y0..y1)?,
         }
         root.present().map_err(error)?;
     }
@@ -217,6 +247,7 @@ fn bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
 fn draw_curve<X, Y>(
     root: &DrawingArea<SVGBackend<'_>, Shift>,
     spec: &CurveChart,
+    x_is_log2_bytes: bool,
     x_range: X,
     y_range: Y,
 ) -> Result<(), ChartError>
@@ -233,9 +264,33 @@ where
         .y_label_area_size(64)
         .build_cartesian_2d(x_range, y_range)
         .map_err(error)?;
-    let x_format = |x: &f64| if spec.x_bytes { crate::bytes(*x as u64) } else { format!("{x}") };
+    let x_format = |x: &f64| {
+        if x_is_log2_bytes {
+            // Only whole powers of two get a label.
+            if (x - x.round()).abs() < 1e-6 && *x >= 0.0 {
+                crate::bytes(2f64.powf(x.round()) as u64)
+            } else {
+                String::new()
+            }
+        } else if spec.x_bytes {
+            crate::bytes(*x as u64)
+        } else {
+            format!("{x}")
+        }
+    };
+    let y_format = |y: &f64| {
+        let magnitude = y.abs();
+        if magnitude >= 100.0 || *y == 0.0 {
+            format!("{y:.0}")
+        } else if magnitude >= 1.0 {
+            format!("{y:.1}")
+        } else {
+            format!("{y:.2}")
+        }
+    };
     chart
         .configure_mesh()
+        .y_label_formatter(&y_format)
         .x_desc(&spec.x_label)
         .y_desc(&spec.y_label)
         .x_label_formatter(&x_format)
@@ -244,20 +299,25 @@ where
         .draw()
         .map_err(error)?;
     let (x_range, y_range) = (chart.x_range(), chart.y_range());
-    for (i, marker) in spec.x_markers.iter().enumerate() {
-        let style = ShapeStyle::from(RGBColor(150, 150, 150)).stroke_width(1);
-        chart
-            .draw_series(DashedLineSeries::new([(marker.at, y_range.start), (marker.at, y_range.end)], 6, 4, style))
-            .map_err(error)?;
-        // Stagger labels so that neighbouring markers do not overwrite each other.
-        let y = label_height(&y_range, 0.97 - 0.06 * (i % 3) as f64, spec.y_log);
-        chart
-            .draw_series(std::iter::once(Text::new(
-                marker.label.clone(),
-                (marker.at, y),
-                (FONT, 12).into_font().color(&RGBColor(90, 90, 90)),
-            )))
-            .map_err(error)?;
+    let x_marker_rows =
+        [(&spec.x_markers, true, RGBColor(150, 150, 150)), (&spec.x_markers_low, false, RGBColor(0, 114, 178))];
+    for (markers, top, colour) in x_marker_rows {
+        for (i, marker) in markers.iter().enumerate() {
+            let style = ShapeStyle::from(colour).stroke_width(1);
+            chart
+                .draw_series(DashedLineSeries::new([(marker.at, y_range.start), (marker.at, y_range.end)], 6, 4, style))
+                .map_err(error)?;
+            // Stagger labels over three rows so that neighbouring markers do not overwrite each other.
+            let row = (i % 3) as f64 * 0.05;
+            let y = label_height(&y_range, if top { 0.96 - row } else { 0.03 + row }, spec.y_log);
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    marker.label.clone(),
+                    (marker.at, y),
+                    (FONT, 12).into_font().color(&colour),
+                )))
+                .map_err(error)?;
+        }
     }
     for marker in &spec.y_markers {
         let style = ShapeStyle::from(RGBColor(200, 120, 120)).stroke_width(1);
@@ -287,7 +347,7 @@ where
             .background_style(WHITE.mix(0.85))
             .border_style(RGBColor(200, 200, 200))
             .label_font((FONT, 13))
-            .position(SeriesLabelPosition::UpperLeft)
+            .position(SeriesLabelPosition::LowerRight)
             .draw()
             .map_err(error)?;
     }
@@ -348,6 +408,7 @@ pub fn bars(spec: &BarChart) -> Result<String, ChartError> {
             .x_labels(count * 2 + 1)
             .x_label_formatter(&|x| label_at(&spec.bars.iter().map(|b| b.label.clone()).collect::<Vec<_>>(), *x))
             .y_desc(&spec.y_label)
+            .y_label_formatter(&|y| format!("{y:.0}"))
             .label_style((FONT, 13))
             .draw()
             .map_err(error)?;
@@ -404,6 +465,7 @@ mod tests {
             x_bytes: true,
             series: vec![Series { name: "CPU 0".into(), points: vec![(4096.0, 1.1), (1048576.0, 4.0), (1e9, 140.0)] }],
             x_markers: vec![Marker { at: 49152.0, label: "L1 48 KiB".into() }],
+            x_markers_low: vec![Marker { at: 65536.0, label: "cliff 64 KiB".into() }],
             y_markers: vec![Marker { at: 140.0, label: "DRAM 140 ns".into() }],
         })
         .unwrap();

@@ -288,7 +288,7 @@ fn loaded_rows(curve: &LoadedCurve) -> Vec<Vec<String>> {
         rows.push(vec![
             point.delay_cycles.map_or("idle (no load)".into(), |d| d.to_string()),
             summary_text(&point.latency_ns, 1),
-            summary_text(&point.mb_per_s, 0),
+            if point.delay_cycles.is_none() { "— (no loaders)".into() } else { summary_text(&point.mb_per_s, 0) },
         ]);
     }
     rows
@@ -499,16 +499,18 @@ fn bandwidth_heatmap(matrix: &BandwidthMatrix) -> Heatmap {
 fn curve_chart(curve: &CacheCurve) -> CurveChart {
     let points: Vec<(f64, f64)> =
         curve.points.iter().filter_map(|p| Some((p.buffer_bytes as f64, p.latency_ns()?))).collect();
-    let mut x_markers: Vec<Marker> = curve
+    let x_markers: Vec<Marker> = curve
         .levels
         .iter()
         .filter_map(|l| {
             Some(Marker { at: l.reported_bytes? as f64, label: format!("{} {}", l.name, bytes(l.reported_bytes?)) })
         })
         .collect();
-    x_markers.extend(
-        curve.cliffs_bytes.iter().map(|&b| Marker { at: b as f64, label: format!("cliff {}", bytes(b as u64)) }),
-    );
+    let x_markers_low: Vec<Marker> = curve
+        .cliffs_bytes
+        .iter()
+        .map(|&b| Marker { at: b as f64, label: format!("cliff after {}", bytes(b as u64)) })
+        .collect();
     CurveChart {
         title: format!("Cache curve: CPU {}, node {}", curve.cpu, curve.node),
         x_label: "working set".into(),
@@ -518,6 +520,7 @@ fn curve_chart(curve: &CacheCurve) -> CurveChart {
         x_bytes: true,
         series: vec![Series { name: "median latency".into(), points }],
         x_markers,
+        x_markers_low,
         y_markers: curve
             .levels
             .iter()
@@ -527,11 +530,12 @@ fn curve_chart(curve: &CacheCurve) -> CurveChart {
 }
 
 fn loaded_chart(curve: &LoadedCurve) -> CurveChart {
-    let points: Vec<(f64, f64)> = curve
+    let mut points: Vec<(f64, f64)> = curve
         .points
         .iter()
         .filter_map(|p| Some((p.mb_per_s.map_or(0.0, |s| s.median), p.latency_ns?.median)))
         .collect();
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
     CurveChart {
         title: format!("Loaded latency: CPU {} chasing, {} loader(s)", curve.chaser_cpu, curve.loader_cpus.len()),
         x_label: "loaders' bandwidth (MB/s)".into(),
