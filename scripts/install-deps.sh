@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages numadb's tests use, when missing: numactl and hwloc (cross-checks of the topology),
-# qemu, a static busybox and xz (the emulated multi-node guests).
+# likwid (likwid-bench, the prober's bandwidth peer), qemu, a static busybox and xz (the emulated multi-node guests).
 set -euo pipefail
 need=()
 command -v numactl >/dev/null || need+=(numactl)
 command -v lstopo-no-graphics >/dev/null || need+=(hwloc)
+command -v likwid-bench >/dev/null || need+=(likwid)
 command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
 dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 command -v xz >/dev/null || need+=(xz-utils)

@@ -588,12 +588,17 @@ fn peers_run(
 
 /// The cache curve's L1 plateau, in cycles, against the documented L1 load-to-use latency.
 fn l1_check(document: &ProbeDocument) -> Option<CrossCheck> {
-    let l1_ns = document.cache.as_ref()?.plateau_ns("L1")?;
-    let hz = document.core_hz?;
+    let curve = document.cache.as_ref()?;
+    let l1_ns = curve.plateau_ns("L1")?;
+    let measured_cycles = curve.plateau_cycles("L1")?;
     let (cycles, source) = document.cpu.as_ref()?.documented_l1_latency_cycles()?;
     Some(CrossCheck::new(
-        format!("L1 plateau in cycles ({l1_ns:.2} ns × {:.2} GHz) vs documented {cycles} cycles ({source})", hz / 1e9),
-        l1_ns * hz / 1e9,
+        format!(
+            "L1 plateau in cycles ({l1_ns:.2} ns at the clock measured next to each point, ≈{:.2} GHz) vs \
+             documented {cycles} cycles ({source})",
+            measured_cycles / l1_ns
+        ),
+        measured_cycles,
         cycles,
         CROSS_CHECK_TOLERANCE,
     ))

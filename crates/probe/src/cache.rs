@@ -55,6 +55,8 @@ pub struct CurvePoint {
     pub placement: PlacementCheck,
     /// Fraction on transparent huge pages.
     pub huge_page_share: Option<f64>,
+    /// The core clock measured on the same CPU right after the point's samples (see [`crate::clock`]).
+    pub core_hz: Option<f64>,
 }
 
 impl CurvePoint {
@@ -62,7 +64,17 @@ impl CurvePoint {
     pub fn latency_ns(&self) -> Option<f64> {
         self.latency.summary.map(|s| s.median)
     }
+
+    /// The median latency in core cycles, at the clock measured next to it.
+    pub fn latency_cycles(&self) -> Option<f64> {
+        Some(self.latency_ns()? * self.core_hz? / 1e9)
+    }
 }
+
+/// Frequency estimate next to each point: a few short samples, so the estimate sees the clock the point ran at.
+const POINT_CLOCK_SAMPLE: std::time::Duration = std::time::Duration::from_millis(10);
+/// Samples of each point's frequency estimate.
+const POINT_CLOCK_ATTEMPTS: usize = 3;
 
 /// A cache level as reported, and what was measured inside it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -73,6 +85,8 @@ pub struct LevelMark {
     pub reported_bytes: Option<u64>,
     /// The median latency of the points inside the level.
     pub plateau_ns: Option<f64>,
+    /// The median, over the same points, of each point's latency in cycles at the clock measured next to it.
+    pub plateau_cycles: Option<f64>,
     /// The points it was taken from.
     pub points: Vec<usize>,
 }
@@ -99,6 +113,11 @@ impl CacheCurve {
     pub fn plateau_ns(&self, name: &str) -> Option<f64> {
         self.levels.iter().find(|l| l.name == name)?.plateau_ns
     }
+
+    /// The plateau of a level by name, in cycles.
+    pub fn plateau_cycles(&self, name: &str) -> Option<f64> {
+        self.levels.iter().find(|l| l.name == name)?.plateau_cycles
+    }
 }
 
 /// Measures the curve on `cpu` with buffers on `node`. `options.layout.buffer_bytes` is ignored: `sizes` gives
@@ -122,16 +141,26 @@ pub fn measure_curve(
         let chain = Chain::build(&layout, Policy::Node(node), options.huge_pages, options.seed)?;
         let placement = PlacementCheck::judge(&chain.buffer().region().page_locations()?, node);
         let latency = measure_cpu(&chain, cpu, options, progress)?;
+        let core_hz = crate::clock::estimate_core_hz_with(POINT_CLOCK_SAMPLE, POINT_CLOCK_ATTEMPTS);
         points.push(CurvePoint {
             buffer_bytes: chain.layout().buffer_bytes,
             latency,
             placement,
             huge_page_share: huge_page_share(chain.buffer().region()),
+            core_hz,
         });
     }
     let sizes_and_latencies: Vec<(usize, f64)> =
         points.iter().filter_map(|p| Some((p.buffer_bytes, p.latency_ns()?))).collect();
-    let levels = mark_levels(topology, &sizes_and_latencies);
+    let mut levels = mark_levels(topology, &sizes_and_latencies);
+    for level in &mut levels {
+        let cycles: Vec<f64> = points
+            .iter()
+            .filter(|p| level.points.contains(&p.buffer_bytes))
+            .filter_map(CurvePoint::latency_cycles)
+            .collect();
+        level.plateau_cycles = Summary::of(&cycles).map(|s| s.median);
+    }
     let cliffs_bytes = cliffs(&sizes_and_latencies);
     let largest = sizes.iter().copied().max().unwrap_or(0);
     let layout = ChainLayout { buffer_bytes: largest, ..options.layout }.normalised()?;
@@ -168,6 +197,7 @@ pub fn mark_levels(topology: &Topology, points: &[(usize, f64)]) -> Vec<LevelMar
             name: format!("L{level}"),
             reported_bytes: Some(size),
             plateau_ns: Summary::of(&inside.iter().map(|p| p.1).collect::<Vec<_>>()).map(|s| s.median),
+            plateau_cycles: None,
             points: inside.iter().map(|p| p.0).collect(),
         });
         below = size;
@@ -178,6 +208,7 @@ pub fn mark_levels(topology: &Topology, points: &[(usize, f64)]) -> Vec<LevelMar
         name: "DRAM".into(),
         reported_bytes: None,
         plateau_ns: Summary::of(&dram.iter().map(|p| p.1).collect::<Vec<_>>()).map(|s| s.median),
+        plateau_cycles: None,
         points: dram.iter().map(|p| p.0).collect(),
     });
     marks

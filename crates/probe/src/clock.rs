@@ -73,17 +73,24 @@ fn spin_iterations(iterations: u64) -> u64 {
 /// The core frequency as measured by timing a dependent-add chain, in Hz. On x86-64 this is exact to the
 /// clock's resolution; elsewhere the portable loop is not one add per cycle and the result is `None`.
 pub fn estimate_core_hz() -> Option<f64> {
+    estimate_core_hz_with(FREQUENCY_SAMPLE, FREQUENCY_ATTEMPTS)
+}
+
+/// As [`estimate_core_hz`], with `attempts` samples of `sample` each (the fastest wins). Turbo frequencies drift
+/// by 10% within seconds on the development VM, so a conversion of nanoseconds to cycles should use an estimate
+/// taken next to the measurement it converts.
+pub fn estimate_core_hz_with(sample: Duration, attempts: usize) -> Option<f64> {
     if !cfg!(target_arch = "x86_64") {
         return None;
     }
     // A short warm-up lets the core leave a low-power state first.
     std::hint::black_box(spin_cycles(10_000_000));
-    let cycles = 1u64 << 24;
+    let cycles = 1u64 << 20;
     let mut best: Option<f64> = None;
-    for _ in 0..FREQUENCY_ATTEMPTS {
+    for _ in 0..attempts.max(1) {
         let start = Instant::now();
         let mut spun = 0;
-        while start.elapsed() < FREQUENCY_SAMPLE {
+        while start.elapsed() < sample {
             std::hint::black_box(spin_cycles(cycles));
             spun += cycles;
         }

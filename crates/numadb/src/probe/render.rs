@@ -239,25 +239,25 @@ fn bandwidth_settings(matrix: &BandwidthMatrix) -> String {
     )
 }
 
-fn curve_rows(curve: &CacheCurve, core_hz: Option<f64>) -> Vec<Vec<String>> {
+fn curve_rows(curve: &CacheCurve) -> Vec<Vec<String>> {
     let mut rows = vec![vec![
         "working set".to_string(),
         "median ns [min–max] ±half-spread".into(),
-        "cycles".into(),
+        "cycles (clock next to it)".into(),
         "placement".into(),
     ]];
     for point in &curve.points {
         rows.push(vec![
             bytes(point.buffer_bytes as u64),
             summary_text(&point.latency.summary, 2),
-            point.latency_ns().zip(core_hz).map_or("—".into(), |(ns, hz)| format!("{:.1}", ns * hz / 1e9)),
+            point.latency_cycles().map_or("—".into(), |cycles| format!("{cycles:.1}")),
             format!("{:?}", point.placement.verdict),
         ]);
     }
     rows
 }
 
-fn level_rows(curve: &CacheCurve, core_hz: Option<f64>) -> Vec<Vec<String>> {
+fn level_rows(curve: &CacheCurve) -> Vec<Vec<String>> {
     let mut rows = vec![vec![
         "level".to_string(),
         "reported size".into(),
@@ -270,7 +270,7 @@ fn level_rows(curve: &CacheCurve, core_hz: Option<f64>) -> Vec<Vec<String>> {
             level.name.clone(),
             level.reported_bytes.map_or("—".into(), bytes),
             level.plateau_ns.map_or("—".into(), |ns| format!("{ns:.2}")),
-            level.plateau_ns.zip(core_hz).map_or("—".into(), |(ns, hz)| format!("{:.1}", ns * hz / 1e9)),
+            level.plateau_cycles.map_or("—".into(), |cycles| format!("{cycles:.1}")),
             if level.points.is_empty() {
                 "none inside".into()
             } else {
@@ -403,9 +403,9 @@ pub fn text(document: &ProbeDocument) -> String {
             curve.options.repetitions,
             curve.options.sample.as_millis()
         );
-        out.push_str(&format::table(&curve_rows(curve, document.core_hz)));
+        out.push_str(&format::table(&curve_rows(curve)));
         out.push_str("  plateaus (median of the points well inside each reported level):\n");
-        out.push_str(&format::table(&level_rows(curve, document.core_hz)));
+        out.push_str(&format::table(&level_rows(curve)));
         let _ = writeln!(
             out,
             "  measured cliffs (latency up by more than {:.0}% at the next point) after: {}\n",
@@ -726,8 +726,8 @@ pub fn write_files(dir: &Path, document: &ProbeDocument) -> anyhow::Result<Vec<S
         let svg = chart::curve(&curve_chart(curve))?;
         out.write("cache-curve.svg", &svg).map_err(io)?;
         page.figure(&svg, "Latency against working set, both axes logarithmic.");
-        page.table(&level_rows(curve, document.core_hz));
-        page.table(&curve_rows(curve, document.core_hz));
+        page.table(&level_rows(curve));
+        page.table(&curve_rows(curve));
         let mut table = Csv::new(&["buffer_bytes", "median_ns", "min_ns", "max_ns", "spread", "samples", "placement"]);
         for point in &curve.points {
             let s = point.latency.summary;
