@@ -22,7 +22,7 @@ use numadb_probe::clock::{CpuIdentity, estimate_core_hz};
 use numadb_probe::latency::{self, LatencyMatrix, LatencyOptions};
 use numadb_probe::loaded::{self, LoadedCurve, LoadedOptions, MLC_DELAYS_CYCLES};
 use numadb_probe::peers::{self, CROSS_CHECK_TOLERANCE, CrossCheck, LikwidRun};
-use numadb_probe::plan::{self, RunPlan};
+use numadb_probe::plan::{self, PlanOverrides, RunPlan};
 use numadb_probe::stats::Summary;
 use numadb_probe::{Isa, MatrixAxes, PROBE_SCHEMA_VERSION, Progress, Traffic};
 use numadb_report::MachineBlock;
@@ -290,10 +290,7 @@ pub struct PeerComparison {
 pub fn run(args: ProbeArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let topology = Topology::from_system().context("reading this machine's topology")?;
-    let common = match &args.command {
-        Some(_) => args.common.clone(),
-        None => args.common.clone(),
-    };
+    let common = args.common.clone();
     let axes = MatrixAxes::of(&topology, common.domains)?.restrict_nodes(&common.nodes);
     if axes.domains.is_empty() || axes.nodes.is_empty() {
         bail!("nothing to measure: no domain with an allowed CPU, or no memory node (check --nodes)");
@@ -423,9 +420,12 @@ fn full_run(
 ) -> anyhow::Result<()> {
     let buffer = args.buffer.unwrap_or(default_buffer);
     let budget = Duration::from_secs_f64(args.budget.max(0.0));
-    let mut run_plan = RunPlan::fit(axes, buffer, args.curve_max, budget);
-    apply_common(&mut run_plan, common);
-    run_plan.estimate = run_plan.estimate_for(axes);
+    let overrides = PlanOverrides {
+        sample: common.sample_ms.map(Duration::from_millis),
+        repetitions: common.repetitions,
+        seed: Some(common.seed),
+    };
+    let run_plan = RunPlan::fit(axes, buffer, args.curve_max, budget, overrides);
     document.plan = Some(run_plan.clone());
     let total = latency::planned_samples(axes, &run_plan.latency)
         + run_plan.latency_huge.as_ref().map_or(0, |o| latency::planned_samples(axes, o))
@@ -467,25 +467,6 @@ fn full_run(
     document.cross_checks.extend(l1_check(document));
     document.cross_checks.extend(dram_check(document, axes, cpu, node));
     Ok(())
-}
-
-/// `--sample-ms`, `--repetitions` and `--seed` override the plan's choices.
-fn apply_common(run_plan: &mut RunPlan, common: &CommonArgs) {
-    let sample = common.sample_ms.map(Duration::from_millis);
-    let mut latencies: Vec<&mut LatencyOptions> = vec![&mut run_plan.latency, &mut run_plan.curve];
-    latencies.extend(run_plan.latency_huge.as_mut());
-    if let Some(loaded) = run_plan.loaded.as_mut() {
-        latencies.push(&mut loaded.chase);
-    }
-    for options in latencies {
-        options.sample = sample.unwrap_or(options.sample);
-        options.repetitions = common.repetitions.unwrap_or(options.repetitions);
-        options.seed = common.seed;
-    }
-    for options in &mut run_plan.bandwidth {
-        options.sample = sample.unwrap_or(options.sample);
-        options.repetitions = common.repetitions.unwrap_or(options.repetitions);
-    }
 }
 
 /// `numadb probe peers`.

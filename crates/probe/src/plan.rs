@@ -117,26 +117,50 @@ pub const PLAN_DELAYS_CYCLES: [u64; 8] = [0, 50, 200, 500, 1000, 2500, 5000, 200
 /// The loaded-latency delays of a reduced plan.
 pub const PLAN_DELAYS_CYCLES_FEW: [u64; 3] = [0, 500, 5000];
 
+/// Settings the user fixed: the budget fitting leaves them alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PlanOverrides {
+    /// Every sample's duration.
+    pub sample: Option<Duration>,
+    /// Every measurement's repetitions.
+    pub repetitions: Option<usize>,
+    /// The chains' seed.
+    pub seed: Option<u64>,
+}
+
 impl RunPlan {
-    /// The full plan for `axes` with `buffer_bytes` buffers, stepped down until its estimate fits `budget`.
-    pub fn fit(axes: &MatrixAxes, buffer_bytes: usize, curve_max_bytes: usize, budget: Duration) -> RunPlan {
+    /// The full plan for `axes` with `buffer_bytes` buffers and the user's `overrides`, stepped down until its
+    /// estimate fits `budget` (never touching what the user fixed).
+    pub fn fit(
+        axes: &MatrixAxes,
+        buffer_bytes: usize,
+        curve_max_bytes: usize,
+        budget: Duration,
+        overrides: PlanOverrides,
+    ) -> RunPlan {
         let mut plan = RunPlan::full(axes, buffer_bytes, curve_max_bytes);
+        plan.apply(overrides);
         plan.estimate = plan.estimate_for(axes);
         type Step = fn(&mut RunPlan) -> Option<String>;
-        let steps: [Step; 9] = [
-            |p| p.shorten_samples(Duration::from_millis(100)),
-            |p| p.fewer_repetitions(3),
-            |p| p.fewer_delays(),
-            |p| p.shorten_samples(Duration::from_millis(50)),
-            |p| p.smaller_curve(256 << 20),
-            |p| p.drop_huge_pages(),
-            |p| p.shorten_samples(Duration::from_millis(20)),
-            |p| p.smaller_curve(64 << 20),
-            |p| p.drop_loaded(),
+        let samples_fixed = overrides.sample.is_some();
+        let repetitions_fixed = overrides.repetitions.is_some();
+        let steps: [(bool, Step); 9] = [
+            (samples_fixed, |p| p.shorten_samples(Duration::from_millis(100))),
+            (repetitions_fixed, |p| p.fewer_repetitions(3)),
+            (false, |p| p.fewer_delays()),
+            (samples_fixed, |p| p.shorten_samples(Duration::from_millis(50))),
+            (false, |p| p.smaller_curve(256 << 20)),
+            (false, |p| p.drop_huge_pages()),
+            (samples_fixed, |p| p.shorten_samples(Duration::from_millis(20))),
+            (false, |p| p.smaller_curve(64 << 20)),
+            (false, |p| p.drop_loaded()),
         ];
-        for step in steps {
+        for (fixed, step) in steps {
             if plan.estimate <= budget {
                 break;
+            }
+            if fixed {
+                continue;
             }
             if let Some(reduction) = step(&mut plan) {
                 plan.reductions.push(reduction);
@@ -144,6 +168,24 @@ impl RunPlan {
             }
         }
         plan
+    }
+
+    /// Sets what the user fixed on every measurement of the plan.
+    fn apply(&mut self, overrides: PlanOverrides) {
+        let mut latencies: Vec<&mut LatencyOptions> = vec![&mut self.latency, &mut self.curve];
+        latencies.extend(self.latency_huge.as_mut());
+        if let Some(loaded) = self.loaded.as_mut() {
+            latencies.push(&mut loaded.chase);
+        }
+        for options in latencies {
+            options.sample = overrides.sample.unwrap_or(options.sample);
+            options.repetitions = overrides.repetitions.unwrap_or(options.repetitions);
+            options.seed = overrides.seed.unwrap_or(options.seed);
+        }
+        for options in &mut self.bandwidth {
+            options.sample = overrides.sample.unwrap_or(options.sample);
+            options.repetitions = overrides.repetitions.unwrap_or(options.repetitions);
+        }
     }
 
     fn full(axes: &MatrixAxes, buffer_bytes: usize, curve_max_bytes: usize) -> RunPlan {
@@ -298,15 +340,29 @@ mod tests {
     fn a_plan_steps_down_until_it_fits() {
         let machine = topology(24 << 10, Some(480 << 20), 2);
         let axes = MatrixAxes::of(&machine, DomainGranularity::Node).unwrap();
-        let generous = RunPlan::fit(&axes, 1 << 30, 2 << 30, Duration::from_secs(3600));
+        let none = PlanOverrides::default();
+        let generous = RunPlan::fit(&axes, 1 << 30, 2 << 30, Duration::from_secs(3600), none);
         assert!(generous.reductions.is_empty());
         assert!(generous.latency_huge.is_some() && generous.loaded.is_some());
         assert_eq!(generous.bandwidth.len(), 4);
-        let tight = RunPlan::fit(&axes, 1 << 30, 2 << 30, Duration::from_secs(20));
+        let tight = RunPlan::fit(&axes, 1 << 30, 2 << 30, Duration::from_secs(20), none);
         assert!(!tight.reductions.is_empty());
         assert!(tight.estimate < generous.estimate);
-        let impossible = RunPlan::fit(&axes, 1 << 30, 2 << 30, Duration::from_millis(1));
+        let impossible = RunPlan::fit(&axes, 1 << 30, 2 << 30, Duration::from_millis(1), none);
         assert!(impossible.loaded.is_none() && impossible.latency_huge.is_none());
         assert!(impossible.curve_sizes.iter().all(|&s| s <= 64 << 20));
+    }
+
+    #[test]
+    fn what_the_user_fixed_is_never_reduced() {
+        let machine = topology(24 << 10, Some(480 << 20), 2);
+        let axes = MatrixAxes::of(&machine, DomainGranularity::Node).unwrap();
+        let overrides = PlanOverrides { sample: Some(Duration::from_millis(300)), repetitions: Some(7), seed: Some(3) };
+        let plan = RunPlan::fit(&axes, 1 << 30, 2 << 30, Duration::from_millis(1), overrides);
+        assert!(plan.reductions.iter().all(|r| !r.contains("samples") && !r.contains("repetitions")));
+        assert_eq!(plan.latency.sample, Duration::from_millis(300));
+        assert_eq!(plan.curve.repetitions, 7);
+        assert!(plan.bandwidth.iter().all(|b| b.repetitions == 7));
+        assert_eq!(plan.latency.seed, 3);
     }
 }
