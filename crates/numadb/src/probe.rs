@@ -23,6 +23,7 @@ use numadb_probe::latency::{self, LatencyMatrix, LatencyOptions};
 use numadb_probe::loaded::{self, LoadedCurve, LoadedOptions, MLC_DELAYS_CYCLES};
 use numadb_probe::peers::{self, CROSS_CHECK_TOLERANCE, CrossCheck, LikwidRun};
 use numadb_probe::plan::{self, PlanOverrides, RunPlan};
+use numadb_probe::quiet::{CpuTimes, Interference};
 use numadb_probe::stats::Summary;
 use numadb_probe::{Isa, MatrixAxes, PROBE_SCHEMA_VERSION, Progress, Traffic};
 use numadb_report::MachineBlock;
@@ -260,6 +261,8 @@ pub struct ProbeDocument {
     pub peers: Vec<PeerComparison>,
     /// Latency cross-checks.
     pub cross_checks: Vec<CrossCheck>,
+    /// The CPU time the rest of the machine took during the run.
+    pub interference: Option<Interference>,
     /// Everything a reader must know before trusting a figure.
     pub warnings: Vec<String>,
     /// Wall time of the run.
@@ -312,9 +315,11 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<()> {
         loaded: None,
         peers: Vec::new(),
         cross_checks: Vec::new(),
+        interference: None,
         warnings: Vec::new(),
         elapsed_s: 0.0,
     };
+    let cpu_times_before = CpuTimes::now();
     let bar = Bar::new(!common.json);
     let out = match args.command {
         None => {
@@ -395,6 +400,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<()> {
     };
     bar.finish();
     document.elapsed_s = started.elapsed().as_secs_f64();
+    document.interference = cpu_times_before.zip(CpuTimes::now()).and_then(|(b, a)| Interference::between(&b, &a));
     document.warnings.extend(render::warnings(&document));
     if common.json {
         println!("{}", numadb_report::to_json(&document).trim_end());

@@ -15,7 +15,8 @@
 //!   matrices), [`loaded`] (latency under injected load), [`cache`] (the working-set curve).
 //! - Control plane, which decides what to measure: [`matrix`] (the axes), [`plan`] (defaults from the topology,
 //!   fitting a run into a budget), [`peers`] (likwid-bench in the same run, cross-checks), [`stats`] (medians,
-//!   spreads and the disagreement flag), [`verify`] (page locations and CPU witnesses).
+//!   spreads and the disagreement flag), [`verify`] (page locations and CPU witnesses), [`quiet`] (how much CPU
+//!   time the rest of the machine took meanwhile).
 //!
 //! # Methodology, in one place
 //! Warm-up sample discarded; `repetitions` samples of a fixed duration; the median reported with min, max and
@@ -37,6 +38,7 @@ pub mod loaded;
 pub mod matrix;
 pub mod peers;
 pub mod plan;
+pub mod quiet;
 mod rng;
 pub mod stats;
 pub mod verify;

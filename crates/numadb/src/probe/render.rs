@@ -22,6 +22,14 @@ use crate::format;
 pub fn warnings(document: &ProbeDocument) -> Vec<String> {
     let mut warnings = Vec::new();
     let percent = DISAGREEMENT_THRESHOLD * 100.0;
+    if let Some(interference) = document.interference.filter(|i| i.disturbed()) {
+        warnings.push(format!(
+            "the machine was not quiet: other processes used {:.0}% and the hypervisor stole {:.0}% of all CPU time \
+             during the run; figures are disturbed, measure again on a quiet machine",
+            interference.others_share * 100.0,
+            interference.steal_share * 100.0
+        ));
+    }
     for matrix in &document.latency {
         let name = latency_name(matrix);
         for cell in matrix.cells.iter().filter(|c| c.disagrees) {
@@ -447,7 +455,16 @@ pub fn text(document: &ProbeDocument) -> String {
             let _ = writeln!(out, "  ! {warning}");
         }
     }
-    let _ = writeln!(out, "({:.1} s)", document.elapsed_s);
+    let _ = writeln!(
+        out,
+        "({:.1} s{})",
+        document.elapsed_s,
+        document.interference.map_or(String::new(), |i| format!(
+            "; other processes used {:.1}% of the machine's CPU time meanwhile, steal {:.1}%",
+            i.others_share * 100.0,
+            i.steal_share * 100.0
+        ))
+    );
     out
 }
 
@@ -581,6 +598,16 @@ pub fn write_files(dir: &Path, document: &ProbeDocument) -> anyhow::Result<Vec<S
         document.core_hz.map_or("not measured".into(), |hz| format!("{:.2} GHz (timed dependent-add chain)", hz / 1e9)),
     ]);
     machine_rows.push(vec!["Kernels".into(), format!("widest: {}", document.best_isa.name())]);
+    machine_rows.push(vec![
+        "Other load".into(),
+        document.interference.map_or("not known".into(), |i| {
+            format!(
+                "other processes {:.1}%, hypervisor steal {:.1}% of all CPU time during the run",
+                i.others_share * 100.0,
+                i.steal_share * 100.0
+            )
+        }),
+    ]);
     page.table(&machine_rows);
     if document.warnings.is_empty() {
         page.note("No warnings: every buffer verified on its node, no thread moved, repetitions within 10%.");
