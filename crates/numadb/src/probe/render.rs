@@ -15,6 +15,9 @@ use numadb_report::chart::{self, Bar, BarChart, CurveChart, Heatmap, Marker, Ser
 use numadb_report::{Csv, HtmlPage, OutputDir, bytes, csv};
 
 use super::ProbeDocument;
+
+/// Above this many (CPU, node) rows the terminal shows the thesis table only; the files have every row.
+const PER_CPU_ROWS_MAX: usize = 48;
 use crate::format;
 
 /// Everything a reader must know before trusting a figure: disagreeing repetitions, unverified placement, moved
@@ -371,8 +374,17 @@ pub fn text(document: &ProbeDocument) -> String {
         let _ = writeln!(out, "Latency (ns): {}", latency_settings(matrix));
         out.push_str("  cells: min avg max over the domain's CPUs' medians, min and max as offsets from the average\n");
         out.push_str(&format::table(&latency_table(matrix)));
-        out.push_str("  per CPU:\n");
-        out.push_str(&format::table(&latency_cpu_rows(matrix)));
+        let cpu_rows = latency_cpu_rows(matrix);
+        if cpu_rows.len() <= PER_CPU_ROWS_MAX {
+            out.push_str("  per CPU:\n");
+            out.push_str(&format::table(&cpu_rows));
+        } else {
+            let _ = writeln!(
+                out,
+                "  per-CPU figures ({} rows): see --json, or latency-*.csv with --out",
+                cpu_rows.len() - 1
+            );
+        }
         for buffer in &matrix.buffers {
             let _ = writeln!(
                 out,
