@@ -721,11 +721,9 @@ impl Bar {
         };
         let bar = ProgressBar::with_draw_target(Some(0), target);
         bar.set_style(
-            ProgressStyle::with_template(
-                "{prefix:>10} [{bar:30}] {pos}/{len} samples, {elapsed} elapsed, ~{eta} left: {msg}",
-            )
-            .expect("a valid template")
-            .progress_chars("=> "),
+            ProgressStyle::with_template("{prefix:>9} [{bar:20}] {pos}/{len} {elapsed}/~{eta} {wide_msg}")
+                .expect("a valid template")
+                .progress_chars("=> "),
         );
         Bar { bar }
     }

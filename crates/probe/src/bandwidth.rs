@@ -120,7 +120,7 @@ pub fn measure_matrix(
     let mut cells = Vec::new();
     for (domain_index, domain) in axes.domains.iter().enumerate() {
         for &node in &axes.nodes {
-            progress.advance(0, &format!("{} bandwidth {} → node {node}", options.traffic.name(), domain.name));
+            progress.advance(0, &format!("{} bandwidth {} to node {node}", options.traffic.name(), domain.name));
             let mut cell = measure_cell(&domain.cpus, node, options, progress)?;
             cell.domain = domain_index;
             cells.push(cell);

@@ -132,14 +132,17 @@ pub fn measure_matrix(
     let mut cells: Vec<LatencyCell> = Vec::new();
     let mut buffers = Vec::new();
     for &node in &axes.nodes {
-        progress.advance(0, &format!("building a {} B chain on node {node}", options.layout.buffer_bytes));
+        progress.advance(
+            0,
+            &format!("building a {} chain on node {node}", crate::human_bytes(options.layout.buffer_bytes)),
+        );
         let chain = Chain::build(&options.layout, Policy::Node(node), options.huge_pages, options.seed)?;
         let placement = PlacementCheck::judge(&chain.buffer().region().page_locations()?, node);
         buffers.push(NodeBuffer { node, placement, huge_page_share: huge_page_share(chain.buffer().region()) });
         for (domain_index, domain) in axes.domains.iter().enumerate() {
             let mut cpus = Vec::new();
             for &cpu in &domain.cpus {
-                progress.advance(0, &format!("latency {} → node {node}, CPU {cpu}", domain.name));
+                progress.advance(0, &format!("latency {} to node {node}, CPU {cpu}", domain.name));
                 cpus.push(measure_cpu(&chain, cpu, options, progress)?);
             }
             let medians: Vec<f64> = cpus.iter().filter_map(|c| c.summary.map(|s| s.median)).collect();
