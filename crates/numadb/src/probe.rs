@@ -280,11 +280,11 @@ pub struct PeerComparison {
     pub cpus: Vec<u32>,
     /// Total buffer.
     pub buffer_bytes: usize,
-    /// The prober's MB/s: samples before and after likwid-bench's runs together.
+    /// The prober's MB/s: its samples before, between and after likwid-bench's runs, together.
     pub probe_mb_per_s: Option<Summary>,
     /// likwid-bench's runs.
     pub likwid: Vec<LikwidRun>,
-    /// The best likwid-bench kernel and figure.
+    /// The best likwid-bench kernel and the median of its runs.
     pub likwid_best: Option<(String, f64)>,
     /// prober median / likwid-bench best.
     pub ratio: Option<f64>,
@@ -475,6 +475,9 @@ fn full_run(
     Ok(())
 }
 
+/// Extra runs of likwid-bench's best kernel per comparison, so that its figure is a median of three like ours.
+const LIKWID_BEST_REPEATS: usize = 2;
+
 /// `numadb probe peers`.
 fn peers_run(
     topology: &Topology,
@@ -507,7 +510,7 @@ fn peers_run(
     let kernels = likwid.as_ref().map(peers::likwid_kernels).unwrap_or_default();
     let sample = common.sample_ms.map_or(Duration::from_millis(200), Duration::from_millis);
     let repetitions = common.repetitions.unwrap_or(5);
-    bar.start("peers", (threads.len() * 2 * 2 * (repetitions + 1)) as u64);
+    bar.start("peers", (threads.len() * 2 * 3 * (repetitions + 1)) as u64);
     for &count in &threads {
         if count == 0 || count > package_cpus.len() {
             bail!("--threads {count}: the first package has {} usable CPUs", package_cpus.len());
@@ -525,20 +528,33 @@ fn peers_run(
                 sample,
                 repetitions,
             };
-            bar.advance(0, &format!("prober {} with {count} thread(s)", traffic.name()));
-            let before = bandwidth::measure_cell(cpus, node, &options, bar)?;
+            // Interleaved, so that a drift of the machine hits both tools: the prober, every likwid-bench kernel
+            // once, the prober again, the best kernel LIKWID_BEST_REPEATS more times, the prober a third time.
+            let mut samples = Vec::new();
             let mut runs = Vec::new();
+            let prober_round = |round: &str, samples: &mut Vec<f64>| -> anyhow::Result<()> {
+                bar.advance(0, &format!("prober {} with {count} thread(s){round}", traffic.name()));
+                samples.extend(bandwidth::measure_cell(cpus, node, &options, bar)?.samples_mb_per_s);
+                Ok(())
+            };
+            prober_round("", &mut samples)?;
             if let Some(binary) = &likwid {
                 for name in names.iter().filter(|n| kernels.iter().any(|k| k == *n)) {
                     bar.advance(0, &format!("likwid-bench {name} with {count} thread(s)"));
                     runs.push(peers::run_likwid(binary, name, buffer, count));
                 }
+                prober_round(", again", &mut samples)?;
+                if let Some(best_kernel) = peers::best(&runs).map(|(run, _)| run.kernel.clone()) {
+                    for _ in 0..LIKWID_BEST_REPEATS {
+                        bar.advance(0, &format!("likwid-bench {best_kernel} with {count} thread(s), again"));
+                        runs.push(peers::run_likwid(binary, &best_kernel, buffer, count));
+                    }
+                }
             }
-            bar.advance(0, &format!("prober {} with {count} thread(s), again", traffic.name()));
-            let after = bandwidth::measure_cell(cpus, node, &options, bar)?;
-            let samples: Vec<f64> = before.samples_mb_per_s.iter().chain(&after.samples_mb_per_s).copied().collect();
+            prober_round(", once more", &mut samples)?;
             let probe = Summary::of(&samples);
-            let best = peers::best(&runs).map(|(run, value)| (run.kernel.clone(), value));
+            // The best kernel by its median over its runs.
+            let best = peers::best_by_median(&runs);
             document.peers.push(PeerComparison {
                 traffic,
                 threads: count,

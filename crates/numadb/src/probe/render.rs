@@ -311,8 +311,8 @@ fn peer_rows(document: &ProbeDocument) -> Vec<Vec<String>> {
         "threads (CPUs)".into(),
         "buffer".into(),
         "prober MB/s".into(),
-        "likwid-bench MB/s by kernel".into(),
-        "best".into(),
+        "likwid-bench MB/s, run by run".into(),
+        "best kernel (median of its runs)".into(),
         "prober / best".into(),
     ]];
     for peer in &document.peers {
@@ -450,7 +450,10 @@ pub fn text(document: &ProbeDocument) -> String {
         out.push('\n');
     }
     if !document.peers.is_empty() {
-        out.push_str("Peers in the same run (prober before and after likwid-bench, samples pooled)\n");
+        out.push_str(
+            "Peers in the same run (interleaved: prober, every likwid-bench kernel, prober, best kernel twice more, \
+             prober; the prober's samples pooled)\n",
+        );
         out.push_str(&format::table(&peer_rows(document)));
         out.push('\n');
     }
@@ -815,8 +818,9 @@ pub fn write_files(dir: &Path, document: &ProbeDocument) -> anyhow::Result<Vec<S
         page.heading(2, "Peers in the same run");
         page.paragraph(
             "likwid-bench (`-w S0:SIZE:N`: N threads on socket 0's first hardware threads, SIZE split between \
-             them) beside the prober's kernels with the same total buffer and threads; the prober ran before and \
-             after likwid-bench and its samples are pooled.",
+             them) beside the prober's kernels with the same total buffer and threads, interleaved: the prober, \
+             every likwid-bench kernel, the prober, the best kernel twice more, the prober. The prober's samples \
+             are pooled; the best kernel is compared by the median of its three runs.",
         );
         let rows = peer_rows(document);
         page.table(&rows);
