@@ -220,7 +220,7 @@ struct PeersArgs {
     /// Total buffer of both tools' bandwidth runs, and the latency matrix's buffer (default 1 GiB).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     buffer: Option<usize>,
-    /// Thread counts to compare (default: 1 and all CPUs of the first package).
+    /// Thread counts to compare, comma-separated (default: all CPUs of the first package; `1,2` adds one thread).
     #[arg(long, value_name = "N", value_delimiter = ',')]
     threads: Vec<usize>,
     /// Page size of the latency cross-checks.
@@ -500,8 +500,7 @@ fn peers_run(
         cpus.sort_by_key(|c| (c.smt_siblings.iter().position(|s| s == c.id).unwrap_or(0), c.core, c.id));
         cpus.iter().map(|c| c.id).collect()
     };
-    let threads: Vec<usize> = if args.threads.is_empty() { vec![1, package_cpus.len()] } else { args.threads.clone() };
-    let mut threads = threads;
+    let mut threads: Vec<usize> = if args.threads.is_empty() { vec![package_cpus.len()] } else { args.threads.clone() };
     threads.dedup();
     let likwid = peers::likwid_bench();
     if likwid.is_none() {
