@@ -34,6 +34,15 @@ pub const CHUNK_BYTES: usize = 1 << 20;
 const STREAM_ALIGN_BYTES: usize = 4096;
 /// How long the coordinator waits for the threads to allocate and fill their buffers.
 const SETUP_WAIT_MAX: Duration = Duration::from_secs(600);
+/// A streaming thread stops by itself after this many sample durations (plus a second) even if the stop flag never
+/// rises, so that a stalled coordinator cannot leave threads streaming forever.
+const SAMPLE_OVERRUN_FACTOR: u32 = 4;
+
+/// How long a streaming thread may run in one sample at most (see [`SAMPLE_OVERRUN_FACTOR`]).
+pub fn sample_overrun_limit(sample: Duration) -> Duration {
+    sample * SAMPLE_OVERRUN_FACTOR + Duration::from_secs(1)
+}
+
 /// The value the write kernel stores and buffers are filled with.
 const FILL_VALUE: u64 = 0x0123_4567_89AB_CDEF;
 
@@ -339,11 +348,12 @@ fn stream_until_stopped(
 ) -> ThreadSample {
     let chunk = (CHUNK_BYTES / 8).min(streams.stream_len());
     let len = streams.stream_len();
+    let overrun = sample_overrun_limit(options.sample);
     let result = witnessed(|| {
         let started = Instant::now();
         let mut bytes = 0;
         let mut offset = 0;
-        while !stop.load(Ordering::Relaxed) {
+        while !stop.load(Ordering::Relaxed) && started.elapsed() < overrun {
             let end = (offset + chunk).min(len);
             bytes += streams.run(options.isa, options.traffic, offset..end);
             offset = if end == len { 0 } else { end };

@@ -262,11 +262,12 @@ fn load_until_stopped(
 ) -> LoaderSample {
     let block = (LOADER_BLOCK_BYTES / 8).min(streams.stream_len());
     let len = streams.stream_len();
+    let overrun = crate::bandwidth::sample_overrun_limit(options.chase.sample);
     let result = witnessed(|| {
         let started = Instant::now();
         let mut bytes = 0;
         let mut offset = 0;
-        while !stop.load(Ordering::Relaxed) {
+        while !stop.load(Ordering::Relaxed) && started.elapsed() < overrun {
             let end = (offset + block).min(len);
             bytes += streams.run(options.isa, options.traffic, offset..end);
             offset = if end == len { 0 } else { end };
