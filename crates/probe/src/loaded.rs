@@ -271,7 +271,9 @@ fn load_until_stopped(
         let mut offset = 0;
         let mut blocks: u64 = 0;
         // The clock is read every BLOCKS_PER_CLOCK_READ blocks only: per 4 KiB block it would cost ~10% of the load.
-        while !stop.load(Ordering::Relaxed) && (blocks % BLOCKS_PER_CLOCK_READ != 0 || started.elapsed() < overrun) {
+        while !stop.load(Ordering::Relaxed)
+            && (!blocks.is_multiple_of(BLOCKS_PER_CLOCK_READ) || started.elapsed() < overrun)
+        {
             blocks += 1;
             let end = (offset + block).min(len);
             bytes += streams.run(options.isa, options.traffic, offset..end);
