@@ -64,7 +64,7 @@ pub fn heatmap(map: &Heatmap) -> Result<String, ChartError> {
     let mut svg = String::new();
     {
         let (rows, columns) = (map.rows.len().max(1), map.columns.len().max(1));
-        let root = SVGBackend::with_string(&mut svg, CHART_SIZE).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, heatmap_size(rows, columns)).into_drawing_area();
         root.fill(&WHITE).map_err(error)?;
         let mut chart = ChartBuilder::on(&root)
             .caption(format!("{} ({})", map.title, map.unit), (FONT, 20))
@@ -117,6 +117,13 @@ pub fn heatmap(map: &Heatmap) -> Result<String, ChartError> {
         root.present().map_err(error)?;
     }
     Ok(svg)
+}
+
+/// A heatmap grows with its cells (a 1×1 matrix should not fill a page), up to [`CHART_SIZE`].
+fn heatmap_size(rows: usize, columns: usize) -> (u32, u32) {
+    let width = (200 + 150 * columns as u32).min(CHART_SIZE.0);
+    let height = (130 + 60 * rows as u32).min(CHART_SIZE.1);
+    (width.max(420), height.max(220))
 }
 
 /// The label of the cell whose centre is at `position` (labels are drawn only at cell centres).

@@ -6,7 +6,8 @@ const STYLE: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-se
 padding:0 1em;color:#1b1b1b;line-height:1.45}h1{font-size:1.7em;border-bottom:2px solid #0072b2;padding-bottom:.2em}\
 h2{font-size:1.3em;margin-top:1.8em}h3{font-size:1.1em}table{border-collapse:collapse;margin:.8em 0;font-size:.92em}\
 th,td{border:1px solid #ccc;padding:.3em .6em;text-align:right;font-variant-numeric:tabular-nums}\
-th{background:#f2f6fa}td:first-child,th:first-child{text-align:left}pre{background:#f7f7f7;padding:.8em;\
+th{background:#f2f6fa}td:first-child,th:first-child{text-align:left}table.kv td{text-align:left}\
+table.kv td:first-child{font-weight:600;background:#f7f9fb}pre{background:#f7f7f7;padding:.8em;\
 overflow-x:auto;font-size:.88em}.note{border-left:4px solid #0072b2;background:#eef5fb;padding:.5em .8em;margin:.8em 0}\
 .warn{border-left:4px solid #d55e00;background:#fdf0e8;padding:.5em .8em;margin:.8em 0}figure{margin:1em 0}\
 figure svg{max-width:100%;height:auto;border:1px solid #eee}figcaption{font-size:.9em;color:#555}";
@@ -86,6 +87,16 @@ impl HtmlPage {
         self
     }
 
+    /// A two-column table of labels and values, left-aligned, without a header (the machine block).
+    pub fn key_values(&mut self, rows: &[(String, String)]) -> &mut Self {
+        self.body.push_str("<table class=\"kv\">\n");
+        for (key, value) in rows {
+            self.body.push_str(&format!("<tr><td>{}</td><td>{}</td></tr>\n", escape(key), escape(value)));
+        }
+        self.body.push_str("</table>\n");
+        self
+    }
+
     /// An inline SVG chart with a caption. The SVG must come from [`crate::chart`] (it is not escaped).
     pub fn figure(&mut self, svg: &str, caption: &str) -> &mut Self {
         // Drop any XML declaration: inside HTML the <svg> element stands alone.
@@ -130,6 +141,7 @@ mod tests {
         assert!(html.contains("<title>Probe &lt;report&gt;</title>"));
         assert!(html.contains("a &lt; b &amp; c"));
         assert!(html.contains("<td>&lt;1&gt;</td>"));
+        assert!(html.contains("<table class=\"kv\">\n<tr><td>CPU</td><td>&lt;x&gt;</td></tr>"));
         assert!(html.contains("<figure><svg"), "the XML declaration is dropped");
         for external in ["<script", "<link", "src=\"http", "href=\"http", "@import"] {
             assert!(!html.contains(external), "{external}");

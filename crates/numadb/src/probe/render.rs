@@ -606,14 +606,13 @@ pub fn write_files(dir: &Path, document: &ProbeDocument) -> anyhow::Result<Vec<S
         document.numadb_version, document.command, document.elapsed_s
     ));
     page.heading(2, "Machine");
-    let mut machine_rows = vec![vec!["".to_string(), "".to_string()]];
-    machine_rows.extend(document.machine.rows().into_iter().map(|(k, v)| vec![k, v]));
-    machine_rows.push(vec![
+    let mut machine_rows = document.machine.rows();
+    machine_rows.push((
         "Core clock".into(),
         document.core_hz.map_or("not measured".into(), |hz| format!("{:.2} GHz (timed dependent-add chain)", hz / 1e9)),
-    ]);
-    machine_rows.push(vec!["Kernels".into(), format!("widest: {}", document.best_isa.name())]);
-    machine_rows.push(vec![
+    ));
+    machine_rows.push(("Kernels".into(), format!("widest: {}", document.best_isa.name())));
+    machine_rows.push((
         "Other load".into(),
         document.interference.map_or("not known".into(), |i| {
             format!(
@@ -622,8 +621,8 @@ pub fn write_files(dir: &Path, document: &ProbeDocument) -> anyhow::Result<Vec<S
                 i.steal_share * 100.0
             )
         }),
-    ]);
-    page.table(&machine_rows);
+    ));
+    page.key_values(&machine_rows);
     if document.warnings.is_empty() {
         page.note("No warnings: every buffer verified on its node, no thread moved, repetitions within 10%.");
     }
