@@ -1,6 +1,6 @@
 //! `numadb probe`: latency and bandwidth between every CPU domain and every memory node, the cache curve and the
 //! loaded-latency curve, with likwid-bench and cross-checks in the same run; tables on the terminal, and JSON,
-//! CSV, SVG and one self-contained HTML page in an output directory.
+//! CSV, SVG and PNG charts and one self-contained HTML page in an output directory.
 //!
 //! This module only turns the command line into measurement settings, runs the measurements of `numadb-probe`
 //! and hands the results to [`render`]; it measures nothing itself.
@@ -35,7 +35,7 @@ use serde::Serialize;
 /// Without a subcommand, runs everything that fits the time budget (`--budget`, about a minute by default):
 /// latency matrices with 4 KiB and 2 MiB pages, bandwidth matrices for read, copy (1:1), add (2:1) and
 /// non-temporal write traffic, the cache curve and the loaded-latency sweep; prints the tables and writes JSON,
-/// CSV, SVG charts and a self-contained HTML report into `--out`.
+/// CSV, SVG and PNG charts and a self-contained HTML report into `--out`.
 ///
 /// Methodology. Latency: a thread pinned to each CPU of a domain in turn follows a chain of pointers through a
 /// random cyclic permutation of the cache lines of a buffer bound to the memory node. The chain makes stride/64
@@ -103,7 +103,7 @@ struct CommonArgs {
     /// Print one JSON document on standard output instead of tables.
     #[arg(long, global = true)]
     json: bool,
-    /// Write probe.json, CSV files, SVG charts and report.html into DIR (the full run always writes, by default
+    /// Write probe.json, CSV files, SVG and PNG charts and report.html into DIR (the full run always writes, by default
     /// into numadb-out/probe-<UTC time>).
     #[arg(long, value_name = "DIR", global = true)]
     out: Option<PathBuf>,

@@ -127,6 +127,10 @@ fn the_full_run_writes_a_self_contained_report() {
         assert!(text.contains("<svg") && text.trim_end().ends_with("</svg>"), "{svg}");
         roxmltree::Document::parse(&text).unwrap_or_else(|e| panic!("{svg} is not well-formed XML: {e}"));
     }
+    for png in ["latency-4k.png", "bandwidth-read.png", "cache-curve.png"] {
+        let bytes = std::fs::read(out.join(png)).unwrap_or_else(|e| panic!("{png}: {e}"));
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{png} is a PNG");
+    }
     let html = read("report.html");
     assert!(html.starts_with("<!DOCTYPE html>"));
     for expected in ["<svg", "Latency matrix", "Bandwidth matrix", "Cache curve", "Machine", "latency-4k.csv"] {

@@ -2,9 +2,8 @@
 //!
 //! Drawn with `plotters` on its SVG backend only, with no font feature: text is emitted as SVG `<text>` elements
 //! that the viewer renders, so nothing here needs fontconfig, freetype or any system library, and the crate builds
-//! offline with cargo alone. (A PNG path would need a rasteriser *and* a font file shipped in the repository;
-//! SVG is the plot format, and every browser shows it.) Every chart is a `String` holding one `<svg>` document,
-//! which the HTML builder inlines and the CLI also writes to a `.svg` file.
+//! offline with cargo alone. Every chart is a `String` holding one `<svg>` document, which the HTML builder inlines
+//! and the CLI writes to a `.svg` file; [`crate::png`] rasterises the same document to PNG in pure Rust.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -81,6 +80,7 @@ pub fn heatmap(map: &Heatmap) -> Result<String, ChartError> {
             .x_label_formatter(&|x| label_at(&map.columns, *x))
             .y_label_formatter(&|y| label_at(&map.rows, *y))
             .x_desc("memory node")
+            .y_desc("CPU domain")
             .label_style((FONT, 14))
             .draw()
             .map_err(error)?;

@@ -134,6 +134,7 @@ mod tests {
     #[test]
     fn text_is_escaped_and_the_page_is_self_contained() {
         let mut page = HtmlPage::new("Probe <report>");
+        page.key_values(&[("CPU".into(), "<x>".into())]);
         page.paragraph("a < b & c")
             .table(&[vec!["x".into()], vec!["<1>".into()]])
             .figure("<?xml version=\"1.0\"?><svg xmlns=\"http://www.w3.org/2000/svg\"></svg>", "caption");

@@ -1,6 +1,6 @@
 //! Reports of numadb's measurements, shared by `numadb probe` and the later `numadb bench` and `numadb tour`:
-//! SVG charts ([`chart`]), one self-contained HTML page ([`html`]), CSV and JSON files ([`csv`],
-//! [`write_json`]), and the machine block every report starts with ([`machine`]).
+//! SVG charts ([`chart`]) and PNG copies of them ([`png`]), one self-contained HTML page ([`html`]), CSV and
+//! JSON files ([`csv`], [`write_json`]), and the machine block every report starts with ([`machine`]).
 //!
 //! Design: a report is plain data turned into files; nothing here measures or knows what a latency is. Charts are
 //! SVG strings drawn by `plotters` with its pure-Rust SVG backend only (no font or system library: text is SVG
@@ -13,6 +13,7 @@ pub mod chart;
 pub mod csv;
 pub mod html;
 pub mod machine;
+pub mod png;
 
 use std::path::{Path, PathBuf};
 
@@ -67,7 +68,7 @@ impl OutputDir {
     }
 
     /// Writes `contents` to `name` inside the directory.
-    pub fn write(&mut self, name: &str, contents: &str) -> std::io::Result<PathBuf> {
+    pub fn write(&mut self, name: &str, contents: impl AsRef<[u8]>) -> std::io::Result<PathBuf> {
         let path = self.path.join(name);
         std::fs::write(&path, contents)?;
         self.written.push(name.to_string());
@@ -96,7 +97,7 @@ mod tests {
     fn an_output_dir_remembers_its_files() {
         let dir = std::env::temp_dir().join(format!("numadb-report-test-{}", std::process::id()));
         let mut out = OutputDir::create(&dir).unwrap();
-        out.write("a.json", &to_json(&serde_json::json!({"x": 1}))).unwrap();
+        out.write("a.json", to_json(&serde_json::json!({"x": 1}))).unwrap();
         assert_eq!(out.written(), ["a.json"]);
         assert!(std::fs::read_to_string(dir.join("a.json")).unwrap().contains("\"x\": 1"));
         std::fs::remove_dir_all(dir).unwrap();

@@ -593,11 +593,24 @@ fn bandwidth_bars(document: &ProbeDocument) -> BarChart {
     }
 }
 
-/// Writes probe.json, the CSV files, the SVG charts and report.html; returns the files' names.
+/// Writes a chart as `STEM.svg` and, rendered in pure Rust, `STEM.png`. A PNG that cannot be rendered is reported
+/// and skipped: the SVG is the reference.
+fn write_chart(out: &mut OutputDir, stem: &str, svg: &str) -> anyhow::Result<()> {
+    out.write(&format!("{stem}.svg"), svg).with_context(|| format!("writing {stem}.svg"))?;
+    match numadb_report::png::svg_to_png(svg) {
+        Ok(png) => {
+            out.write(&format!("{stem}.png"), png).with_context(|| format!("writing {stem}.png"))?;
+        }
+        Err(error) => eprintln!("numadb probe: no {stem}.png: {error}"),
+    }
+    Ok(())
+}
+
+/// Writes probe.json, the CSV files, the SVG and PNG charts and report.html; returns the files' names.
 pub fn write_files(dir: &Path, document: &ProbeDocument) -> anyhow::Result<Vec<String>> {
     let mut out = OutputDir::create(dir).with_context(|| format!("creating {}", dir.display()))?;
     let io = |e: std::io::Error| anyhow::anyhow!("writing into {}: {e}", dir.display());
-    out.write("probe.json", &numadb_report::to_json(document)).map_err(io)?;
+    out.write("probe.json", numadb_report::to_json(document)).map_err(io)?;
     let mut page = HtmlPage::new(&format!("numadb {} — {}", document.command, document.machine.cpu_model));
     page.paragraph(&format!(
         "numadb {} ran `numadb {}` in {:.1} s. Every figure is the median of its repetitions after a discarded \
@@ -652,7 +665,7 @@ pub fn write_files(dir: &Path, document: &ProbeDocument) -> anyhow::Result<Vec<S
         ));
         page.table(&latency_table(matrix));
         let svg = chart::heatmap(&latency_heatmap(matrix))?;
-        out.write(&format!("{stem}.svg"), &svg).map_err(io)?;
+        write_chart(&mut out, &stem, &svg)?;
         page.figure(&svg, "Average latency per cell (darker is slower).");
         page.heading(3, "Per CPU");
         page.table(&latency_cpu_rows(matrix));
@@ -702,7 +715,7 @@ pub fn write_files(dir: &Path, document: &ProbeDocument) -> anyhow::Result<Vec<S
                 ]);
             }
         }
-        out.write(&format!("{stem}.csv"), &table.finish()).map_err(io)?;
+        out.write(&format!("{stem}.csv"), table.finish()).map_err(io)?;
     }
 
     if !document.bandwidth.is_empty() {
@@ -729,7 +742,7 @@ pub fn write_files(dir: &Path, document: &ProbeDocument) -> anyhow::Result<Vec<S
             ));
             page.table(&bandwidth_table(matrix));
             let svg = chart::heatmap(&bandwidth_heatmap(matrix))?;
-            out.write(&format!("bandwidth-{}.svg", matrix.options.traffic.name()), &svg).map_err(io)?;
+            write_chart(&mut out, &format!("bandwidth-{}", matrix.options.traffic.name()), &svg)?;
             page.figure(&svg, "Median bandwidth per cell (darker is more).");
             for cell in &matrix.cells {
                 let s = cell.mb_per_s;
@@ -748,10 +761,10 @@ pub fn write_files(dir: &Path, document: &ProbeDocument) -> anyhow::Result<Vec<S
                 ]);
             }
         }
-        out.write("bandwidth.csv", &table.finish()).map_err(io)?;
+        out.write("bandwidth.csv", table.finish()).map_err(io)?;
         if document.bandwidth.len() > 1 {
             let svg = chart::bars(&bandwidth_bars(document))?;
-            out.write("bandwidth-kinds.svg", &svg).map_err(io)?;
+            write_chart(&mut out, "bandwidth-kinds", &svg)?;
             page.figure(&svg, "Bandwidth of each traffic kind with its spread over repetitions.");
         }
     }
@@ -765,7 +778,7 @@ pub fn write_files(dir: &Path, document: &ProbeDocument) -> anyhow::Result<Vec<S
             curve.cpu, curve.node
         ));
         let svg = chart::curve(&curve_chart(curve))?;
-        out.write("cache-curve.svg", &svg).map_err(io)?;
+        write_chart(&mut out, "cache-curve", &svg)?;
         page.figure(&svg, "Latency against working set, both axes logarithmic.");
         page.table(&level_rows(curve));
         page.table(&curve_rows(curve));
@@ -782,7 +795,7 @@ pub fn write_files(dir: &Path, document: &ProbeDocument) -> anyhow::Result<Vec<S
                 format!("{:?}", point.placement.verdict),
             ]);
         }
-        out.write("cache-curve.csv", &table.finish()).map_err(io)?;
+        out.write("cache-curve.csv", table.finish()).map_err(io)?;
     }
 
     if let Some(loaded) = &document.loaded {
@@ -796,7 +809,7 @@ pub fn write_files(dir: &Path, document: &ProbeDocument) -> anyhow::Result<Vec<S
             loaded.options.traffic.describe()
         ));
         let svg = chart::curve(&loaded_chart(loaded))?;
-        out.write("loaded-latency.svg", &svg).map_err(io)?;
+        write_chart(&mut out, "loaded-latency", &svg)?;
         page.figure(&svg, "Latency against the loaders' bandwidth, one point per injection delay.");
         page.table(&loaded_rows(loaded));
         let mut table =
@@ -810,7 +823,7 @@ pub fn write_files(dir: &Path, document: &ProbeDocument) -> anyhow::Result<Vec<S
                 csv::number(point.mb_per_s.map(|s| s.median)),
             ]);
         }
-        out.write("loaded-latency.csv", &table.finish()).map_err(io)?;
+        out.write("loaded-latency.csv", table.finish()).map_err(io)?;
     }
 
     if !document.peers.is_empty() {
@@ -827,17 +840,20 @@ pub fn write_files(dir: &Path, document: &ProbeDocument) -> anyhow::Result<Vec<S
         for row in &rows[1..] {
             table.row(row);
         }
-        out.write("peers.csv", &table.finish()).map_err(io)?;
+        out.write("peers.csv", table.finish()).map_err(io)?;
     }
     if !document.cross_checks.is_empty() {
         page.heading(2, "Cross-checks");
         page.table(&check_rows(document));
     }
     page.heading(2, "Files");
+    if !numadb_report::png::fonts_available() {
+        page.note("No system font was found: the PNG charts have no text (the SVG charts do).");
+    }
     let mut files = out.written().to_vec();
     files.push("report.html".into());
     page.file_list(&files);
-    out.write("report.html", &page.finish()).map_err(io)?;
+    out.write("report.html", page.finish()).map_err(io)?;
     Ok(out.written().to_vec())
 }
 
