@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Installs what numadb's tests use, when missing: Debian's numactl and hwloc (cross-checks of the topology), qemu,
-# a static busybox and xz (the emulated multi-node guests), and a Python virtual environment (.venv) with DuckDB
-# (the differential SQL tests' peer).
+# Installs what numadb's tests use, when missing: Debian's numactl and hwloc (cross-checks of the topology),
+# likwid (likwid-bench, the prober's bandwidth peer), qemu, a static busybox and xz (the emulated multi-node guests),
+# and a Python virtual environment (.venv) with DuckDB and numpy (the differential SQL tests' and benchmarks' peer).
 set -euo pipefail
 need=()
 command -v numactl >/dev/null || need+=(numactl)
 command -v lstopo-no-graphics >/dev/null || need+=(hwloc)
+command -v likwid-bench >/dev/null || need+=(likwid)
 command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
 dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 command -v xz >/dev/null || need+=(xz-utils)

@@ -3,6 +3,7 @@
 
 mod bench;
 mod format;
+mod probe;
 mod sql;
 mod topo;
 
@@ -26,6 +27,7 @@ enum Command {
     Topo(topo::TopoArgs),
     Sql(sql::SqlArgs),
     Bench(bench::BenchArgs),
+    Probe(probe::ProbeArgs),
 }
 
 fn main() -> ExitCode {
@@ -34,6 +36,7 @@ fn main() -> ExitCode {
         Command::Topo(args) => topo::run(args),
         Command::Sql(args) => sql::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Probe(args) => probe::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
