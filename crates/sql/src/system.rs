@@ -26,7 +26,7 @@ fn int(v: impl TryInto<i64>) -> Value {
 }
 
 /// The names of the system views.
-pub const VIEWS: [&str; 6] = ["nodes", "domains", "tables", "placement", "scheduler", "queries"];
+pub const VIEWS: [&str; 7] = ["nodes", "domains", "tables", "placement", "scheduler", "traffic", "queries"];
 
 /// A system view by schema and name.
 pub fn view(db: &Database, schema: &str, name: &str) -> Result<Arc<Table>, ExecError> {
@@ -225,6 +225,46 @@ pub fn view(db: &Database, schema: &str, name: &str) -> Result<Arc<Table>, ExecE
                     column("idle_ms", DataType::Double),
                     column("queue_length_mean", DataType::Double),
                     column("queue_length_max", DataType::BigInt),
+                ],
+                rows,
+            )
+        }
+        "traffic" => {
+            // Cumulative since each scheduler started: clients take differences (the benchmark driver does).
+            let mut rows = Vec::new();
+            for (config, scheduler) in db.schedulers() {
+                let label = format!(
+                    "stealing={} binding={} workers={} domains={}",
+                    config.stealing,
+                    config.binding,
+                    config.layout,
+                    config.granularity.name()
+                );
+                let matrix = scheduler.counters().bytes_read;
+                let domains = scheduler.domains();
+                for (row, cells) in matrix.bytes.iter().enumerate() {
+                    for (&node, &bytes) in matrix.memory_nodes.iter().zip(cells) {
+                        let local = domains.domains.get(row).is_some_and(|d| d.memory_nodes.contains(node));
+                        rows.push(vec![
+                            Value::text(&label),
+                            int(row),
+                            Value::text(matrix.worker_domains.get(row).map_or("", String::as_str)),
+                            int(node),
+                            int(bytes),
+                            Value::Bool(local),
+                        ]);
+                    }
+                }
+            }
+            materialise(
+                "traffic",
+                vec![
+                    column("scheduler", DataType::Text),
+                    column("domain", DataType::Integer),
+                    column("domain_name", DataType::Text),
+                    column("node", DataType::Integer),
+                    column("bytes_read", DataType::BigInt),
+                    column("local", DataType::Boolean),
                 ],
                 rows,
             )
