@@ -676,24 +676,7 @@ fn cpu_and_node(
 /// `numadb-out/probe-2026-11-22T12-30-05Z`.
 fn default_out_dir() -> PathBuf {
     let seconds = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    PathBuf::from("numadb-out").join(format!("probe-{}", utc_timestamp(seconds)))
-}
-
-/// Seconds since the epoch as `YYYY-MM-DDTHH-MM-SSZ` (dashes, so that it is a portable file name).
-fn utc_timestamp(seconds: u64) -> String {
-    let days = (seconds / 86_400) as i64;
-    let rest = seconds % 86_400;
-    // Howard Hinnant's days-to-civil algorithm.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}-{:02}-{:02}Z", rest / 3600, rest % 3600 / 60, rest % 60)
+    PathBuf::from("numadb-out").join(format!("probe-{}", numadb_report::utc_timestamp(seconds)))
 }
 
 /// `64K`, `256M`, `1G`, `1GiB`, `4096`: binary units.
@@ -785,7 +768,7 @@ mod tests {
 
     #[test]
     fn timestamps_are_utc_dates() {
-        assert_eq!(utc_timestamp(0), "1970-01-01T00-00-00Z");
-        assert_eq!(utc_timestamp(1_795_350_605), "2026-11-22T12-30-05Z");
+        assert_eq!(numadb_report::utc_timestamp(0), "1970-01-01T00-00-00Z");
+        assert_eq!(numadb_report::utc_timestamp(1_795_350_605), "2026-11-22T12-30-05Z");
     }
 }

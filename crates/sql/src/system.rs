@@ -28,6 +28,17 @@ fn int(v: impl TryInto<i64>) -> Value {
 /// The names of the system views.
 pub const VIEWS: [&str; 7] = ["nodes", "domains", "tables", "placement", "scheduler", "traffic", "queries"];
 
+/// How `numadb.scheduler` and `numadb.traffic` name a scheduler: its settings, as `SET` would take them.
+pub fn scheduler_label(config: &numadb_scheduler::SchedulerConfig) -> String {
+    format!(
+        "stealing={} binding={} workers={} domains={}",
+        config.stealing,
+        config.binding,
+        config.layout,
+        config.granularity.name()
+    )
+}
+
 /// A system view by schema and name.
 pub fn view(db: &Database, schema: &str, name: &str) -> Result<Arc<Table>, ExecError> {
     if schema != "numadb" {
@@ -182,13 +193,7 @@ pub fn view(db: &Database, schema: &str, name: &str) -> Result<Arc<Table>, ExecE
         "scheduler" => {
             let mut rows = Vec::new();
             for (config, scheduler) in db.schedulers() {
-                let label = format!(
-                    "stealing={} binding={} workers={} domains={}",
-                    config.stealing,
-                    config.binding,
-                    config.layout,
-                    config.granularity.name()
-                );
+                let label = scheduler_label(&config);
                 for domain in scheduler.counters().domains {
                     let by_distance = domain
                         .tasks_stolen_in_by_distance
@@ -233,13 +238,7 @@ pub fn view(db: &Database, schema: &str, name: &str) -> Result<Arc<Table>, ExecE
             // Cumulative since each scheduler started: clients take differences (the benchmark driver does).
             let mut rows = Vec::new();
             for (config, scheduler) in db.schedulers() {
-                let label = format!(
-                    "stealing={} binding={} workers={} domains={}",
-                    config.stealing,
-                    config.binding,
-                    config.layout,
-                    config.granularity.name()
-                );
+                let label = scheduler_label(&config);
                 let matrix = scheduler.counters().bytes_read;
                 let domains = scheduler.domains();
                 for (row, cells) in matrix.bytes.iter().enumerate() {
