@@ -429,6 +429,8 @@ pub struct Cell {
     pub traffic: ByteMatrix,
     /// Of those, bytes from a node local to the reading domain.
     pub local_bytes: u64,
+    /// Local bytes of each row of `traffic`.
+    pub local_bytes_by_domain: Vec<u64>,
     /// Scan tasks run during the cell.
     pub tasks_run: u64,
     /// Of those, tasks stolen from another domain's queue.
@@ -476,6 +478,8 @@ pub struct ResultSet {
     pub cells: Vec<Cell>,
     /// Configurations the machine could not run.
     pub skipped: Vec<Skipped>,
+    /// What each configuration that ran resolved to on this machine: (name, resolved).
+    pub resolved: Vec<(String, Resolved)>,
     /// Peers' runs of the same workloads.
     pub peers: Vec<PeerCell>,
     /// When the run started (UTC, RFC 3339).
@@ -632,14 +636,14 @@ struct Counters {
 }
 
 impl Counters {
-    /// What happened between `before` and `self`, as a byte matrix with its local bytes.
-    fn since(&self, before: &Counters) -> (ByteMatrix, u64, u64, u64) {
+    /// What happened between `before` and `self`: a byte matrix, its local bytes per row, tasks run and stolen.
+    fn since(&self, before: &Counters) -> (ByteMatrix, Vec<u64>, u64, u64) {
         let mut worker_domains: Vec<(usize, String)> = self.traffic.keys().map(|(d, n, _)| (*d, n.clone())).collect();
         worker_domains.dedup();
         let memory_nodes: NodeSet = self.traffic.keys().map(|(_, _, node)| *node).collect();
         let memory_nodes: Vec<u32> = memory_nodes.iter().collect();
         let mut bytes = vec![vec![0u64; memory_nodes.len()]; worker_domains.len()];
-        let mut local = 0;
+        let mut local = vec![0u64; worker_domains.len()];
         for ((domain, name, node), &(after, is_local)) in &self.traffic {
             let earlier = before.traffic.get(&(*domain, name.clone(), *node)).map_or(0, |b| b.0);
             let delta = after.saturating_sub(earlier);
@@ -647,7 +651,7 @@ impl Counters {
             let column = memory_nodes.iter().position(|n| n == node).expect("listed");
             bytes[row][column] += delta;
             if is_local {
-                local += delta;
+                local[row] += delta;
             }
         }
         let matrix =
@@ -683,6 +687,7 @@ pub fn run(
     admin.ensure_thesis_tables(experiment.rows, experiment.seed, &mut |m| report(0, m))?;
     let mut cells = Vec::new();
     let mut skipped = Vec::new();
+    let mut resolved_all = Vec::new();
     for configuration in &experiment.configurations {
         let resolved = match configuration.resolve(&shape) {
             Ok(resolved) => resolved,
@@ -693,6 +698,7 @@ pub fn run(
                 continue;
             }
         };
+        resolved_all.push((configuration.name.clone(), resolved.clone()));
         for (table, placement) in &resolved.placement {
             report(cells_done, format!("{}: placing {table} on {placement}", configuration.name));
             admin.execute(&format!("ALTER TABLE \"{table}\" SET (numa_placement = '{placement}')"))?;
@@ -715,13 +721,14 @@ pub fn run(
             let before = admin.counters(&resolved.settings)?;
             let run = driver::run(&client_target, &spec).map_err(|e| format!("{}: {e}", configuration.name))?;
             let after = admin.counters(&resolved.settings)?;
-            let (traffic, local_bytes, tasks_run, tasks_stolen) = after.since(&before);
+            let (traffic, local_bytes_by_domain, tasks_run, tasks_stolen) = after.since(&before);
             cells.push(Cell {
                 configuration: configuration.name.clone(),
                 workload: workload.clone(),
                 run,
                 traffic,
-                local_bytes,
+                local_bytes: local_bytes_by_domain.iter().sum(),
+                local_bytes_by_domain,
                 tasks_run,
                 tasks_stolen,
             });
@@ -735,6 +742,7 @@ pub fn run(
         target: target.describe(),
         cells,
         skipped,
+        resolved: resolved_all,
         peers: Vec::new(),
         started_at,
     })

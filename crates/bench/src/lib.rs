@@ -4,12 +4,17 @@
 //!   beside memory latency, bytes per row.
 //! - [`duckdb`]: DuckDB (its Python package) as a peer on identical data.
 //! - [`reference`]: memory-system references (streaming read bandwidth, pointer-chase latency).
+//! - [`driver`]: the workload driver (N clients in-process or over the wire, per-second throughput, latency).
+//! - [`experiment`]: TOML experiment matrices and the built-in thesis experiments, run into result sets.
+//! - [`findings`] and [`report`]: what a result set says, as sentences, tables, charts and an HTML page.
 
 pub mod driver;
 pub mod duckdb;
 pub mod engine;
 pub mod experiment;
+pub mod findings;
 pub mod reference;
+pub mod report;
 
 use numadb_topology::Topology;
 use serde::Serialize;

@@ -106,6 +106,16 @@ impl HtmlPage {
         self
     }
 
+    /// A bulleted list of sentences.
+    pub fn list(&mut self, items: &[String]) -> &mut Self {
+        self.body.push_str("<ul>\n");
+        for item in items {
+            self.body.push_str(&format!("<li>{}</li>\n", escape(item)));
+        }
+        self.body.push_str("</ul>\n");
+        self
+    }
+
     /// A list of links to files written beside the page (relative paths).
     pub fn file_list(&mut self, files: &[String]) -> &mut Self {
         self.body.push_str("<ul>\n");

@@ -11,6 +11,7 @@
 
 pub mod chart;
 pub mod csv;
+pub mod groups;
 pub mod html;
 pub mod machine;
 pub mod png;
@@ -19,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 pub use chart::{Bar, BarChart, ChartError, CurveChart, Heatmap, Marker, Series};
 pub use csv::Csv;
+pub use groups::{GroupedBarChart, GroupedSeries, StackedBar, StackedBarChart};
 pub use html::HtmlPage;
 pub use machine::MachineBlock;
 
