@@ -28,7 +28,8 @@ pub struct Document<'a> {
 fn run_cells(run: &RunResult) -> Vec<String> {
     vec![
         format!("{:.0}", run.queries_per_s),
-        format!("{:.0}", run.per_second_stddev),
+        // One whole second has no spread to speak of.
+        if run.per_second.len() < 2 { "-".into() } else { format!("{:.0}", run.per_second_stddev) },
         format!("{:.0}", run.latency.p50_us),
         format!("{:.0}", run.latency.p99_us),
         run.errors.to_string(),
@@ -256,45 +257,73 @@ pub fn throughput_charts(results: &ResultSet) -> Vec<(String, GroupedBarChart)> 
     charts
 }
 
-/// The traffic figures: per configuration, the bytes each domain read, local and remote, over all its cells.
-pub fn traffic_charts(results: &ResultSet) -> Vec<(String, StackedBarChart)> {
-    let mut charts = Vec::new();
-    for (index, configuration) in results.experiment.configurations.iter().enumerate() {
-        let cells: Vec<_> = results.cells.iter().filter(|c| c.configuration == configuration.name).collect();
-        let mut domains: Vec<(String, u64, u64)> = Vec::new();
-        for cell in &cells {
-            for (row, name) in cell.traffic.worker_domains.iter().enumerate() {
-                let total: u64 = cell.traffic.bytes.get(row).map_or(0, |r| r.iter().sum());
-                let local = cell.local_bytes_by_domain.get(row).copied().unwrap_or(0);
-                match domains.iter_mut().find(|(n, _, _)| n == name) {
-                    Some(entry) => {
-                        entry.1 += local;
-                        entry.2 += total - local.min(total);
-                    }
-                    None => domains.push((name.clone(), local, total - local.min(total))),
+/// Local and remote bytes of each domain (by name, in order of first appearance) over some cells.
+fn bytes_by_domain<'a>(cells: impl Iterator<Item = &'a crate::experiment::Cell>) -> Vec<(String, u64, u64)> {
+    let mut domains: Vec<(String, u64, u64)> = Vec::new();
+    for cell in cells {
+        for (row, name) in cell.traffic.worker_domains.iter().enumerate() {
+            let total: u64 = cell.traffic.bytes.get(row).map_or(0, |r| r.iter().sum());
+            let local = cell.local_bytes_by_domain.get(row).copied().unwrap_or(0).min(total);
+            match domains.iter_mut().find(|(n, _, _)| n == name) {
+                Some(entry) => {
+                    entry.1 += local;
+                    entry.2 += total - local;
                 }
+                None => domains.push((name.clone(), local, total - local)),
             }
         }
-        if domains.iter().all(|(_, l, r)| l + r == 0) {
+    }
+    domains
+}
+
+/// The traffic figures: the local and remote shares of every configuration's bytes, then, where more than one
+/// domain read, each configuration's bytes per domain.
+pub fn traffic_charts(results: &ResultSet) -> Vec<(String, StackedBarChart)> {
+    let mut charts = Vec::new();
+    let mut shares = Vec::new();
+    let mut per_domain = Vec::new();
+    for (index, configuration) in results.experiment.configurations.iter().enumerate() {
+        let domains = bytes_by_domain(results.cells.iter().filter(|c| c.configuration == configuration.name));
+        let (local, remote) = domains.iter().fold((0, 0), |(l, r), d| (l + d.1, r + d.2));
+        if local + remote == 0 {
             continue;
         }
-        const GIB: f64 = (1u64 << 30) as f64;
+        let total = (local + remote) as f64;
+        shares.push(StackedBar {
+            label: configuration.name.clone(),
+            segments: vec![local as f64 * 100.0 / total, remote as f64 * 100.0 / total],
+        });
+        if domains.len() > 1 {
+            const GIB: f64 = (1u64 << 30) as f64;
+            per_domain.push((
+                format!("traffic-{}", index + 1),
+                StackedBarChart {
+                    title: format!("Bytes read per domain: {}", configuration.name),
+                    y_label: "GiB".into(),
+                    segment_names: vec!["local".into(), "remote".into()],
+                    bars: domains
+                        .into_iter()
+                        .map(|(name, local, remote)| StackedBar {
+                            label: name,
+                            segments: vec![local as f64 / GIB, remote as f64 / GIB],
+                        })
+                        .collect(),
+                },
+            ));
+        }
+    }
+    if !shares.is_empty() {
         charts.push((
-            format!("traffic-{}", index + 1),
+            "traffic-shares".into(),
             StackedBarChart {
-                title: format!("Bytes read per domain: {}", configuration.name),
-                y_label: "GiB".into(),
+                title: "Local and remote shares of the bytes scanned".into(),
+                y_label: "% of bytes read".into(),
                 segment_names: vec!["local".into(), "remote".into()],
-                bars: domains
-                    .into_iter()
-                    .map(|(name, local, remote)| StackedBar {
-                        label: name,
-                        segments: vec![local as f64 / GIB, remote as f64 / GIB],
-                    })
-                    .collect(),
+                bars: shares,
             },
         ));
     }
+    charts.extend(per_domain);
     charts
 }
 

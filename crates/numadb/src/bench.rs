@@ -1,7 +1,14 @@
-//! `numadb bench`: benchmarks that print numadb's figures beside a peer's measured in the same run.
+//! `numadb bench`: benchmarks that print numadb's figures beside a peer's measured in the same run, and the
+//! workload driver that runs the thesis's experiments as configuration matrices.
 
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use numadb_bench::engine::{self, EngineOptions};
+use numadb_bench::experiment::{self, ExperimentFile, ExperimentTarget, Overrides};
+use numadb_bench::{findings, report};
+use numadb_topology::Topology;
 
 /// Benchmarks that compare numadb with peers measured in the same run, on this machine.
 #[derive(Args, Debug)]
@@ -19,6 +26,50 @@ enum Benchmark {
     /// DuckDB runs through its Python package (`make deps` installs it into .venv; NUMADB_PYTHON names another
     /// interpreter). Both systems load identical data, so their answers must agree; the table says whether they do.
     Engine(EngineArgs),
+    /// Runs an experiment: every configuration (table placement, worker layout, stealing, binding, domain
+    /// granularity) × every workload (random access; aggregation at each skew and range predicate), with N client
+    /// connections sending prepared statements, in-process or to a `numadb serve` over the wire.
+    ///
+    /// EXPERIMENT is a built-in name (see `numadb bench list`) or a TOML file (docs/experiments.md). Each cell
+    /// reports per-second throughput with its standard deviation, latency percentiles, the bytes each domain read
+    /// from each node and stolen tasks. The report (findings as sentences, figures, tables, CSV, JSON and one
+    /// self-contained report.html) goes to --out.
+    Run(RunArgs),
+    /// Lists the built-in experiments, or prints one as TOML to start a file of your own from.
+    List {
+        /// Print this experiment's TOML.
+        name: Option<String>,
+    },
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// A built-in experiment's name or a TOML file.
+    experiment: String,
+    /// Rows per table (overrides the file).
+    #[arg(long)]
+    rows: Option<u64>,
+    /// Client connections (overrides the file; the thesis used 56).
+    #[arg(long)]
+    connections: Option<usize>,
+    /// Measured seconds per cell (overrides the file).
+    #[arg(long, conflicts_with = "queries_per_connection")]
+    duration: Option<f64>,
+    /// Queries per connection per cell instead of a duration (the thesis: 512).
+    #[arg(long)]
+    queries_per_connection: Option<u64>,
+    /// Unmeasured seconds before each cell.
+    #[arg(long)]
+    warmup: Option<f64>,
+    /// Run against a `numadb serve` at this URL (postgres://user@host:port/db) instead of in-process.
+    #[arg(long)]
+    target: Option<String>,
+    /// Where to write the report (default numadb-out/bench-<experiment>-<UTC time>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print the result set and findings as JSON instead of the summary.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -45,6 +96,28 @@ struct EngineArgs {
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.benchmark {
+        Benchmark::Run(args) => run_experiment(args),
+        Benchmark::List { name: Some(name) } => {
+            let (_, text) = experiment::BUILTIN
+                .iter()
+                .find(|(n, _)| *n == name)
+                .with_context(|| format!("no built-in experiment {name:?}; `numadb bench list` shows them"))?;
+            print!("{text}");
+            Ok(())
+        }
+        Benchmark::List { name: None } => {
+            for (name, _) in experiment::BUILTIN {
+                let file = experiment::builtin(name).expect("built-in");
+                let summary = file.description.split(". ").next().unwrap_or_default().trim_end_matches('.');
+                println!(
+                    "{name:<16} {} configuration(s) × {} workload(s): {summary}.",
+                    file.configurations.len(),
+                    file.expanded_workloads().len()
+                );
+            }
+            println!("\nnumadb bench list NAME prints one as TOML; numadb bench run NAME|FILE runs it.");
+            Ok(())
+        }
         Benchmark::Engine(args) => {
             let options = EngineOptions {
                 rows: args.rows,
@@ -63,4 +136,72 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Reads a built-in experiment or a TOML file.
+fn load_experiment(name_or_path: &str) -> anyhow::Result<ExperimentFile> {
+    if let Some(file) = experiment::builtin(name_or_path) {
+        return Ok(file);
+    }
+    let path = std::path::Path::new(name_or_path);
+    if !path.exists() {
+        let names: Vec<&str> = experiment::BUILTIN.iter().map(|(n, _)| *n).collect();
+        bail!("{name_or_path:?} is neither a built-in experiment ({}) nor a file", names.join(", "));
+    }
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    ExperimentFile::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+fn run_experiment(args: RunArgs) -> anyhow::Result<()> {
+    let mut file = load_experiment(&args.experiment)?;
+    file.override_with(&Overrides {
+        rows: args.rows,
+        connections: args.connections,
+        duration_seconds: args.duration,
+        queries_per_connection: args.queries_per_connection,
+        warmup_seconds: args.warmup,
+    })
+    .map_err(|e| anyhow::anyhow!(e))?;
+    let topology = Topology::from_system().context("reading this machine's topology")?;
+    let target = match &args.target {
+        Some(url) => ExperimentTarget::Wire(url.clone()),
+        None => ExperimentTarget::InProcess(
+            numadb_sql::Database::new().map_err(|e| anyhow::anyhow!("{}: {}", e.sqlstate, e.message))?,
+        ),
+    };
+    let bar = progress_bar(file.cell_count() as u64, args.json);
+    let results = experiment::run(&file, &target, &topology, |progress| {
+        bar.set_position(progress.cells_done as u64);
+        bar.set_message(progress.message);
+    })
+    .map_err(|e| anyhow::anyhow!(e))?;
+    bar.finish_and_clear();
+    let findings = findings::findings(&results);
+    let out = args.out.unwrap_or_else(|| {
+        PathBuf::from("numadb-out").join(format!("bench-{}-{}", file.name, numadb_report::utc_now()))
+    });
+    let machine = numadb_report::MachineBlock::new(&topology, numadb_placement::sys::page_size());
+    let written = report::write_report(&out, &results, &findings, &machine).map_err(|e| anyhow::anyhow!(e))?;
+    if args.json {
+        println!("{}", numadb_report::to_json(&report::Document { results: &results, findings: &findings }).trim_end());
+    } else {
+        print!("{}", report::text(&results, &findings));
+    }
+    eprintln!("numadb bench: wrote {} files into {} (open report.html)", written.len(), out.display());
+    Ok(())
+}
+
+/// A progress bar over the cells of an experiment, on stderr; hidden for JSON output or without a terminal.
+pub fn progress_bar(cells: u64, hidden: bool) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(cells);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{prefix:>7} [{bar:20}] {pos}/{len} cells {elapsed}/~{eta} {wide_msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_prefix("bench");
+    if hidden {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    bar
 }

@@ -118,3 +118,62 @@ fn capture_writes_a_tree_that_reads_back() {
     captured["topology"]["source"] = serde_json::Value::Null;
     assert_eq!(original, captured);
 }
+
+#[test]
+fn bench_lists_and_prints_the_built_in_experiments() {
+    let output = numadb(&["bench", "list"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    for name in ["random-access", "aggregation", "placement", "layout", "stealing", "binding", "one-big-domain"] {
+        assert!(stdout(&output).contains(name), "{name}: {}", stdout(&output));
+    }
+    let output = numadb(&["bench", "list", "stealing"]);
+    assert!(stdout(&output).contains("[[configuration]]") && stdout(&output).contains("any+batch"));
+    let output = numadb(&["bench", "list", "nope"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("no built-in experiment \"nope\""), "{}", stderr(&output));
+}
+
+#[test]
+fn bench_run_writes_a_report_and_json_and_rejects_bad_files() {
+    let dir = std::env::temp_dir().join(format!("numadb-cli-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("tiny.toml");
+    std::fs::write(
+        &file,
+        r#"
+        name = "tiny"
+        rows = 10000
+        connections = 2
+        warmup_seconds = 0
+        queries_per_connection = 3
+        [[workload]]
+        kind = "aggregation"
+        range_pred = [500]
+        skew = [3]
+        [[configuration]]
+        name = "off"
+        stealing = "off"
+        "#,
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let output = numadb(&["bench", "run", file.to_str().unwrap(), "--json", "--out", out.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let document: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let cells = document["results"]["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 1);
+    assert_eq!(cells[0]["run"]["queries"], 6);
+    assert!(out.join("report.html").exists() && out.join("cells.csv").exists());
+    // Overrides apply, and a bad override is refused before anything runs.
+    let output =
+        numadb(&["bench", "run", file.to_str().unwrap(), "--connections", "0", "--out", out.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("connections must be at least 1"), "{}", stderr(&output));
+    std::fs::write(&file, "name = 3").unwrap();
+    let output = numadb(&["bench", "run", file.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("tiny.toml"), "{}", stderr(&output));
+    let output = numadb(&["bench", "run", "no-such-experiment"]);
+    assert!(stderr(&output).contains("neither a built-in experiment"), "{}", stderr(&output));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
