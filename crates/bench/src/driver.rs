@@ -190,6 +190,15 @@ fn connect(target: &Target, workload: &Workload) -> Result<Box<dyn Client + Send
 
 /// Runs a workload: connects every client, warms up, measures, and returns the counts and latencies.
 pub fn run(target: &Target, spec: &RunSpec) -> Result<RunResult, String> {
+    run_observed(target, spec, &mut || {})
+}
+
+/// [`run`], calling `at_measurement_start` between the warm-up and the measured phase (to read counters there).
+pub fn run_observed(
+    target: &Target,
+    spec: &RunSpec,
+    at_measurement_start: &mut dyn FnMut(),
+) -> Result<RunResult, String> {
     let connections = spec.connections.max(1);
     let clients: Vec<Box<dyn Client + Send>> =
         (0..connections).map(|_| connect(target, &spec.workload)).collect::<Result<_, _>>()?;
@@ -256,6 +265,7 @@ pub fn run(target: &Target, spec: &RunSpec) -> Result<RunResult, String> {
         }
         start_barrier.wait();
         std::thread::sleep(spec.warmup);
+        at_measurement_start();
         measuring.store(true, Ordering::Release);
         measure_barrier.wait();
         let started = Instant::now();

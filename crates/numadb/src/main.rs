@@ -6,6 +6,7 @@ mod format;
 mod probe;
 mod sql;
 mod topo;
+mod tour;
 
 use std::process::ExitCode;
 
@@ -13,8 +14,9 @@ use clap::{Parser, Subcommand};
 
 /// numadb: a NUMA-aware in-memory column store that also measures the memory system it runs on.
 ///
-/// Start with `numadb topo` to see how numadb reads this machine: its NUMA nodes, CPUs, caches, the distance
-/// matrix and the scheduling domains derived from them.
+/// Start with `numadb tour`: it reads this machine's topology, probes its memory, loads the thesis's tables and
+/// runs both thesis workloads under contrasting placements and scheduling policies, in about two minutes, and
+/// writes a report. Then go deeper with `numadb topo`, `numadb probe`, `numadb sql` and `numadb bench`.
 #[derive(Parser, Debug)]
 #[command(name = "numadb", version, about, long_about, propagate_version = true, max_term_width = 110)]
 struct Cli {
@@ -28,6 +30,7 @@ enum Command {
     Sql(sql::SqlArgs),
     Bench(bench::BenchArgs),
     Probe(probe::ProbeArgs),
+    Tour(tour::TourArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +40,7 @@ fn main() -> ExitCode {
         Command::Sql(args) => sql::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Probe(args) => probe::run(args),
+        Command::Tour(args) => tour::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,7 +5,7 @@
 //! This module only turns the command line into measurement settings, runs the measurements of `numadb-probe`
 //! and hands the results to [`render`]; it measures nothing itself.
 
-mod render;
+pub(crate) mod render;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -291,6 +291,23 @@ pub struct PeerComparison {
 }
 
 pub fn run(args: ProbeArgs) -> anyhow::Result<()> {
+    let json = args.common.json;
+    let (document, out) = measure(args)?;
+    if json {
+        println!("{}", numadb_report::to_json(&document).trim_end());
+    } else {
+        print!("{}", render::text(&document));
+    }
+    if let Some(dir) = out {
+        let written = render::write_files(&dir, &document)?;
+        eprintln!("numadb probe: wrote {} files into {} (open report.html)", written.len(), dir.display());
+    }
+    Ok(())
+}
+
+/// Runs what the arguments ask for and returns the document, and the output directory when one is due (always
+/// for a full run, with `--out` otherwise). Shows a progress bar unless `--json`.
+pub fn measure(args: ProbeArgs) -> anyhow::Result<(ProbeDocument, Option<PathBuf>)> {
     let started = Instant::now();
     let topology = Topology::from_system().context("reading this machine's topology")?;
     let common = args.common.clone();
@@ -402,16 +419,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<()> {
     document.elapsed_s = started.elapsed().as_secs_f64();
     document.interference = cpu_times_before.zip(CpuTimes::now()).and_then(|(b, a)| Interference::between(&b, &a));
     document.warnings.extend(render::warnings(&document));
-    if common.json {
-        println!("{}", numadb_report::to_json(&document).trim_end());
-    } else {
-        print!("{}", render::text(&document));
-    }
-    if let Some(dir) = out {
-        let written = render::write_files(&dir, &document)?;
-        eprintln!("numadb probe: wrote {} files into {} (open report.html)", written.len(), dir.display());
-    }
-    Ok(())
+    Ok((document, out))
 }
 
 /// `numadb probe` with no subcommand: everything that fits the budget.

@@ -123,7 +123,8 @@ fn capture_writes_a_tree_that_reads_back() {
 fn bench_lists_and_prints_the_built_in_experiments() {
     let output = numadb(&["bench", "list"]);
     assert!(output.status.success(), "{}", stderr(&output));
-    for name in ["random-access", "aggregation", "placement", "layout", "stealing", "binding", "one-big-domain"] {
+    for name in ["tour", "random-access", "aggregation", "placement", "layout", "stealing", "binding", "one-big-domain"]
+    {
         assert!(stdout(&output).contains(name), "{name}: {}", stdout(&output));
     }
     let output = numadb(&["bench", "list", "stealing"]);
@@ -175,5 +176,43 @@ fn bench_run_writes_a_report_and_json_and_rejects_bad_files() {
     assert!(stderr(&output).contains("tiny.toml"), "{}", stderr(&output));
     let output = numadb(&["bench", "run", "no-such-experiment"]);
     assert!(stderr(&output).contains("neither a built-in experiment"), "{}", stderr(&output));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_tour_probes_runs_the_workloads_and_writes_one_report() {
+    let dir = std::env::temp_dir().join(format!("numadb-cli-tour-{}", std::process::id()));
+    let output = numadb(&[
+        "tour",
+        "--probe-budget",
+        "3",
+        "--rows",
+        "30000",
+        "--duration",
+        "1",
+        "--connections",
+        "2",
+        "--json",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let document: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert!(document["topology"]["nodes"].as_array().is_some_and(|n| !n.is_empty()));
+    assert!(document["probe"]["latency"].as_array().is_some_and(|m| !m.is_empty()), "the probe ran");
+    // Five configurations × (random access + three skews), each with queries and no errors.
+    let cells = document["results"]["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 20);
+    for cell in cells {
+        assert!(cell["run"]["queries"].as_u64().unwrap() > 0, "{cell}");
+        assert_eq!(cell["run"]["errors"], 0, "{cell}");
+    }
+    let findings = document["findings"].as_array().unwrap();
+    assert!(findings.iter().any(|f| f["topic"] == "configuration"));
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    for text in ["Findings", "Memory latency and bandwidth", "probe/report.html", "Experiment: tour", "<svg"] {
+        assert!(html.contains(text), "{text} missing from the tour's page");
+    }
+    assert!(dir.join("probe/report.html").exists() && dir.join("tour.json").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -122,7 +122,7 @@ pub fn warnings(document: &ProbeDocument) -> Vec<String> {
     warnings
 }
 
-fn latency_name(matrix: &LatencyMatrix) -> String {
+pub(crate) fn latency_name(matrix: &LatencyMatrix) -> String {
     format!(
         "latency ({} pages{})",
         if matrix.options.huge_pages == numadb_placement::HugePages::Transparent { "2 MiB" } else { "4 KiB" },
@@ -181,7 +181,7 @@ fn summary_text(summary: &Option<Summary>, decimals: usize) -> String {
 }
 
 /// The thesis-style latency table: rows CPU domains, columns memory nodes, cells "-min avg +max".
-fn latency_table(matrix: &LatencyMatrix) -> Vec<Vec<String>> {
+pub(crate) fn latency_table(matrix: &LatencyMatrix) -> Vec<Vec<String>> {
     let mut rows = vec![
         std::iter::once("CPU \\ Mem".to_string())
             .chain(matrix.axes.nodes.iter().map(|n| format!("node {n}")))
@@ -221,7 +221,7 @@ fn latency_cpu_rows(matrix: &LatencyMatrix) -> Vec<Vec<String>> {
     rows
 }
 
-fn bandwidth_table(matrix: &BandwidthMatrix) -> Vec<Vec<String>> {
+pub(crate) fn bandwidth_table(matrix: &BandwidthMatrix) -> Vec<Vec<String>> {
     let mut rows = vec![
         std::iter::once("CPU \\ Mem".to_string())
             .chain(matrix.axes.nodes.iter().map(|n| format!("node {n}")))
@@ -491,7 +491,7 @@ fn file_stem(matrix: &LatencyMatrix) -> String {
     )
 }
 
-fn latency_heatmap(matrix: &LatencyMatrix) -> Heatmap {
+pub(crate) fn latency_heatmap(matrix: &LatencyMatrix) -> Heatmap {
     Heatmap {
         title: format!("Latency, {} pages, average over CPUs", huge_pages_serde::name(matrix.options.huge_pages)),
         rows: matrix.axes.domains.iter().map(|d| d.name.clone()).collect(),
@@ -507,7 +507,7 @@ fn latency_heatmap(matrix: &LatencyMatrix) -> Heatmap {
     }
 }
 
-fn bandwidth_heatmap(matrix: &BandwidthMatrix) -> Heatmap {
+pub(crate) fn bandwidth_heatmap(matrix: &BandwidthMatrix) -> Heatmap {
     Heatmap {
         title: format!("Bandwidth, {}", matrix.options.traffic.describe()),
         rows: matrix.axes.domains.iter().map(|d| d.name.clone()).collect(),
