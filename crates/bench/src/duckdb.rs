@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 /// A Python interpreter that can import duckdb and numpy.
 #[derive(Debug, Clone)]
 pub struct DuckDb {
-    python: PathBuf,
+    pub(crate) python: PathBuf,
     /// DuckDB's version.
     pub version: String,
 }
@@ -145,7 +145,7 @@ impl DuckDb {
 
 /// Writes every column of a table (integers only) as a raw little-endian file; returns
 /// `(column name, path, numpy dtype)` per column.
-fn export_table(table: &Table, directory: &Path) -> Result<Vec<(String, String, String)>, String> {
+pub(crate) fn export_table(table: &Table, directory: &Path) -> Result<Vec<(String, String, String)>, String> {
     let snapshot = table.snapshot();
     if snapshot.delta.rows() > 0 {
         return Err(format!("table {} has unsealed rows; seal it first", table.name()));

@@ -3,12 +3,15 @@
 //! - [`engine`]: the thesis aggregation query against DuckDB, scan rate against a streaming read, point lookups
 //!   beside memory latency, bytes per row.
 //! - [`duckdb`]: DuckDB (its Python package) as a peer on identical data.
+//! - [`peers`]: DuckDB and PostgreSQL running the workload driver's workloads with the same clients, on identical
+//!   data, and a throwaway PostgreSQL cluster ([`peers::TempPostgres`]).
 //! - [`reference`]: memory-system references (streaming read bandwidth, pointer-chase latency).
 
 pub mod driver;
 pub mod duckdb;
 pub mod engine;
 pub mod experiment;
+pub mod peers;
 pub mod reference;
 
 use numadb_topology::Topology;
