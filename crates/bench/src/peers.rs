@@ -911,6 +911,10 @@ impl TempPostgres {
                     return Ok(server);
                 }
                 Err(error) => {
+                    // pg_ctl may have given up waiting on a server that did start: make sure none is left behind.
+                    let mut stop = Command::new(bin.join("pg_ctl"));
+                    stop.arg("-D").arg(&data).args(["-m", "immediate", "-s", "stop"]);
+                    let _ = run_as(&mut stop, account.as_ref(), directory.path());
                     let log_text = std::fs::read_to_string(&log).unwrap_or_default();
                     let tail: Vec<&str> = log_text.lines().rev().take(8).collect();
                     last_error = format!(
@@ -1106,6 +1110,84 @@ mod tests {
         assert_eq!(found.len(), 2, "{found:?}");
         assert!(found[0].contains("Peer 1 answered [[None]]"), "{found:?}");
         assert!(found[1].contains("no table"), "{found:?}");
+    }
+
+    /// Two sealed blocks and two unsealed rows, with a NULL in every seventh `b`.
+    fn small_table() -> Table {
+        use numadb_storage::{ColumnDef, TableOptions};
+        let columns = vec![
+            ColumnDef { name: "k".into(), data_type: DataType::Integer, nullable: false },
+            ColumnDef { name: "b".into(), data_type: DataType::BigInt, nullable: true },
+        ];
+        let options = TableOptions { partition_rows: 2048, ..TableOptions::default() };
+        let table = Table::new("odd \"name\"", columns, Some(0), options).unwrap();
+        let rows = (1..=2050i64)
+            .map(|k| vec![Value::Int(k), if k % 7 == 0 { Value::Null } else { Value::Int(-3 * k) }])
+            .collect();
+        table.insert(rows).unwrap();
+        assert_eq!((table.snapshot().partitions.len(), table.snapshot().delta.rows()), (1, 2));
+        table
+    }
+
+    #[test]
+    fn rows_come_from_blocks_and_unsealed_rows_nulls_included() {
+        let table = small_table();
+        let mut seen = Vec::new();
+        let visit = |row: &[Option<i64>]| {
+            seen.push(row.to_vec());
+            Ok(())
+        };
+        assert_eq!(for_each_row(&table, visit).unwrap(), 2050);
+        assert_eq!(seen[0], [Some(1), Some(-3)]);
+        assert_eq!(seen[6], [Some(7), None]);
+        assert_eq!(seen[2049], [Some(2050), Some(-6150)]);
+        let fingerprint = Fingerprint::of(&table).unwrap();
+        let b_sum: i128 = (1..=2050).filter(|k| k % 7 != 0).map(|k| -3 * k).sum();
+        assert_eq!(fingerprint, Fingerprint { rows: 2050, sums: vec![2050 * 2051 / 2, b_sum] });
+        assert_eq!(
+            create_table_sql(&table, true).unwrap(),
+            "CREATE TABLE \"odd \"\"name\"\"\" (\"k\" INTEGER PRIMARY KEY, \"b\" BIGINT)"
+        );
+        assert_eq!(Fingerprint::sql(&table), "SELECT count(*), sum(\"k\"), sum(\"b\") FROM \"odd \"\"name\"\"\"");
+        let text = Table::new(
+            "t",
+            vec![numadb_storage::ColumnDef { name: "s".into(), data_type: DataType::Text, nullable: true }],
+            None,
+            numadb_storage::TableOptions::default(),
+        )
+        .unwrap();
+        assert!(create_table_sql(&text, false).unwrap_err().contains("cannot be given to a peer"));
+    }
+
+    #[test]
+    fn postgres_copies_nulls_and_unsealed_rows_and_keeps_an_equal_table() {
+        let server = match TempPostgres::start() {
+            Ok(server) => server,
+            Err(TempPostgresError::NotInstalled(message)) => {
+                assert!(std::env::var("NUMADB_REQUIRE_TOOLS").as_deref() != Ok("1"), "{message}");
+                return eprintln!("skipped: {message}");
+            }
+            Err(error) => panic!("{error}"),
+        };
+        let table = small_table();
+        let mut client = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+        let mut lines = Vec::new();
+        ensure_table(&mut client, &table, "PostgreSQL", &mut |l| lines.push(l)).unwrap();
+        let rows =
+            wire_rows(&mut client, "SELECT count(*), count(\"b\"), min(\"b\") FROM \"odd \"\"name\"\"\"").unwrap();
+        assert_eq!(rows, [[Some(2050), Some(2050 - 2050 / 7), Some(-6150)]]);
+        assert!(wire_has_primary_key(&mut client, &table).unwrap());
+        ensure_table(&mut client, &table, "PostgreSQL", &mut |l| lines.push(l)).unwrap();
+        assert_eq!(lines.iter().filter(|l| l.contains("loading")).count(), 1, "{lines:?}");
+        // A changed row is noticed, and the table is loaded again.
+        client.batch_execute("UPDATE \"odd \"\"name\"\"\" SET \"b\" = 0 WHERE \"k\" = 3").unwrap();
+        ensure_table(&mut client, &table, "PostgreSQL", &mut |l| lines.push(l)).unwrap();
+        assert_eq!(lines.iter().filter(|l| l.contains("loading")).count(), 2, "{lines:?}");
+        // So is a missing primary key.
+        client.batch_execute("ALTER TABLE \"odd \"\"name\"\"\" DROP CONSTRAINT \"odd \"\"name\"\"_pkey\"").unwrap();
+        assert!(!wire_has_primary_key(&mut client, &table).unwrap());
+        ensure_table(&mut client, &table, "PostgreSQL", &mut |l| lines.push(l)).unwrap();
+        assert_eq!(lines.iter().filter(|l| l.contains("loading")).count(), 3, "{lines:?}");
     }
 
     #[test]
