@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what numadb's tests use, when missing: Debian's numactl and hwloc (cross-checks of the topology),
 # likwid (likwid-bench, the prober's bandwidth peer), qemu, a static busybox and xz (the emulated multi-node guests),
-# and a Python virtual environment (.venv) with DuckDB and numpy (the differential SQL tests' and benchmarks' peer).
+# PostgreSQL (the benchmarks' wire peer; Debian keeps initdb and pg_ctl in /usr/lib/postgresql/*/bin), and a Python
+# virtual environment (.venv) with DuckDB and numpy (the differential SQL tests' and benchmarks' peer).
 set -euo pipefail
 need=()
 command -v numactl >/dev/null || need+=(numactl)
@@ -10,6 +11,7 @@ command -v likwid-bench >/dev/null || need+=(likwid)
 command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
 dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 command -v xz >/dev/null || need+=(xz-utils)
+command -v initdb >/dev/null || compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
 command -v python3 >/dev/null || need+=(python3)
 python3 -c "import venv, ensurepip" 2>/dev/null || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then

@@ -209,7 +209,7 @@ pub fn run_observed(
     let finished = AtomicBool::new(false);
     let start_barrier = Barrier::new(connections + 1);
     let measure_barrier = Barrier::new(connections + 1);
-    let histograms = Mutex::new(Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).map_err(|e| e.to_string())?);
+    let histograms = Mutex::new(latency_histogram());
     let rows = match spec.workload {
         Workload::RandomAccess { rows } => rows.max(1),
         Workload::Aggregation { .. } => 0,
@@ -222,7 +222,7 @@ pub fn run_observed(
                 (&completed, &errors, &first_error, &measuring, &finished);
             let (start_barrier, measure_barrier, histograms) = (&start_barrier, &measure_barrier, &histograms);
             scope.spawn(move || {
-                let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("valid bounds");
+                let mut histogram = latency_histogram();
                 let mut state = spec.seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
                 let mut next_key = || {
                     state ^= state << 13;
@@ -293,8 +293,32 @@ pub fn run_observed(
         measured_seconds = started.elapsed().as_secs_f64();
         finished.store(true, Ordering::Release);
     });
-    let queries = completed.load(Ordering::Relaxed);
     let histogram = histograms.into_inner().unwrap_or_else(|p| p.into_inner());
+    Ok(summarise(
+        completed.load(Ordering::Relaxed),
+        errors.load(Ordering::Relaxed),
+        first_error.into_inner().unwrap_or_else(|p| p.into_inner()),
+        measured_seconds,
+        per_second,
+        &histogram,
+    ))
+}
+
+/// The latency histogram every run records into: 1 µs to 60 s, three significant digits.
+pub(crate) fn latency_histogram() -> Histogram<u64> {
+    Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("valid bounds")
+}
+
+/// A run's summary from its counts, per-second completions and latency histogram (in µs). Peers measured
+/// outside the driver are summarised by the same function, so that their figures mean the same.
+pub(crate) fn summarise(
+    queries: u64,
+    errors: u64,
+    first_error: Option<String>,
+    seconds: f64,
+    per_second: Vec<u64>,
+    histogram: &Histogram<u64>,
+) -> RunResult {
     let mean =
         if per_second.is_empty() { 0.0 } else { per_second.iter().sum::<u64>() as f64 / per_second.len() as f64 };
     let variance = if per_second.len() < 2 {
@@ -303,12 +327,12 @@ pub fn run_observed(
         per_second.iter().map(|&c| (c as f64 - mean).powi(2)).sum::<f64>() / (per_second.len() - 1) as f64
     };
     let at = |q: f64| if histogram.is_empty() { 0.0 } else { histogram.value_at_quantile(q) as f64 };
-    Ok(RunResult {
+    RunResult {
         queries,
-        errors: errors.load(Ordering::Relaxed),
-        first_error: first_error.into_inner().unwrap_or_else(|p| p.into_inner()),
-        seconds: measured_seconds,
-        queries_per_s: queries as f64 / measured_seconds.max(1e-9),
+        errors,
+        first_error,
+        seconds,
+        queries_per_s: queries as f64 / seconds.max(1e-9),
         per_second,
         per_second_mean: mean,
         per_second_stddev: variance.sqrt(),
@@ -320,7 +344,7 @@ pub fn run_observed(
             p999_us: at(0.999),
             max_us: histogram.max() as f64,
         },
-    })
+    }
 }
 
 #[cfg(test)]

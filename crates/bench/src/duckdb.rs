@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 /// A Python interpreter that can import duckdb and numpy.
 #[derive(Debug, Clone)]
 pub struct DuckDb {
-    python: PathBuf,
+    pub(crate) python: PathBuf,
     /// DuckDB's version.
     pub version: String,
 }
@@ -104,11 +104,12 @@ impl DuckDb {
     /// Loads `tables` into a fresh in-memory DuckDB with `threads` threads, runs `queries`, and returns the
     /// timings and first results.
     pub fn run(&self, tables: &[&Table], threads: usize, queries: &[PeerQuery]) -> Result<Vec<PeerTiming>, PeerError> {
-        let directory = std::env::temp_dir().join(format!("numadb-duckdb-{}", std::process::id()));
-        std::fs::create_dir_all(&directory).map_err(|e| PeerError::Failed(e.to_string()))?;
-        let result = self.run_in(&directory, tables, threads, queries);
-        let _ = std::fs::remove_dir_all(&directory);
-        result
+        // A directory of its own per call, removed when it drops.
+        let directory = tempfile::Builder::new()
+            .prefix("numadb-duckdb-")
+            .tempdir()
+            .map_err(|e| PeerError::Failed(format!("creating a temporary directory: {e}")))?;
+        self.run_in(directory.path(), tables, threads, queries)
     }
 
     fn run_in(
@@ -145,7 +146,7 @@ impl DuckDb {
 
 /// Writes every column of a table (integers only) as a raw little-endian file; returns
 /// `(column name, path, numpy dtype)` per column.
-fn export_table(table: &Table, directory: &Path) -> Result<Vec<(String, String, String)>, String> {
+pub(crate) fn export_table(table: &Table, directory: &Path) -> Result<Vec<(String, String, String)>, String> {
     let snapshot = table.snapshot();
     if snapshot.delta.rows() > 0 {
         return Err(format!("table {} has unsealed rows; seal it first", table.name()));

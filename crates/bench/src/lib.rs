@@ -3,6 +3,8 @@
 //! - [`engine`]: the thesis aggregation query against DuckDB, scan rate against a streaming read, point lookups
 //!   beside memory latency, bytes per row.
 //! - [`duckdb`]: DuckDB (its Python package) as a peer on identical data.
+//! - [`peers`]: DuckDB and PostgreSQL running the workload driver's workloads with the same clients, on identical
+//!   data, and a throwaway PostgreSQL cluster ([`peers::TempPostgres`]).
 //! - [`reference`]: memory-system references (streaming read bandwidth, pointer-chase latency).
 //! - [`driver`]: the workload driver (N clients in-process or over the wire, per-second throughput, latency).
 //! - [`experiment`]: TOML experiment matrices and the built-in thesis experiments, run into result sets.
@@ -13,6 +15,7 @@ pub mod duckdb;
 pub mod engine;
 pub mod experiment;
 pub mod findings;
+pub mod peers;
 pub mod reference;
 pub mod report;
 
