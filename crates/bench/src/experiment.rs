@@ -483,6 +483,8 @@ pub struct ResultSet {
     pub resolved: Vec<(String, Resolved)>,
     /// Peers' runs of the same workloads.
     pub peers: Vec<PeerCell>,
+    /// Where a peer's answers differed from numadb's (one line each; empty when all agreed).
+    pub peer_disagreements: Vec<String>,
     /// When the run started (UTC, RFC 3339).
     pub started_at: String,
 }
@@ -757,8 +759,79 @@ pub fn run(
         skipped,
         resolved: resolved_all,
         peers: Vec::new(),
+        peer_disagreements: Vec::new(),
         started_at,
     })
+}
+
+/// A peer to compare with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Peer {
+    /// DuckDB through its Python package.
+    DuckDb,
+    /// PostgreSQL at a URL, or a throwaway cluster started for the run.
+    Postgres(Option<String>),
+}
+
+impl std::str::FromStr for Peer {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.split_once('=') {
+            None if text == "duckdb" => Ok(Peer::DuckDb),
+            None if text == "postgres" => Ok(Peer::Postgres(None)),
+            Some(("postgres", url)) if !url.is_empty() => Ok(Peer::Postgres(Some(url.to_string()))),
+            _ => Err(format!("{text:?}: compare with duckdb, postgres (a throwaway cluster) or postgres=URL")),
+        }
+    }
+}
+
+/// Runs the experiment's workloads, with its clients, on the peers, and adds their cells to the result set.
+/// `session` holds the thesis tables the experiment ran on (or identical ones): the peers are loaded from them
+/// and their answers checked against numadb's.
+pub fn compare(
+    results: &mut ResultSet,
+    peers: &[Peer],
+    session: &mut numadb_sql::Session,
+    mut progress: impl FnMut(String),
+) -> Result<(), String> {
+    let catalog = session.database().catalog();
+    let tables: Vec<Arc<numadb_storage::Table>> = ["TBL_0", "TBL_1"]
+        .iter()
+        .map(|name| catalog.table(name).ok_or_else(|| format!("table {name} is not loaded")))
+        .collect::<Result<_, _>>()?;
+    let tables: Vec<&numadb_storage::Table> = tables.iter().map(Arc::as_ref).collect();
+    let clients = crate::peers::Clients {
+        connections: results.experiment.connections,
+        warmup: Duration::from_secs_f64(results.experiment.warmup_seconds),
+        stop: results.experiment.stop(),
+        seed: results.experiment.seed,
+    };
+    let workloads = results.experiment.expanded_workloads();
+    for peer in peers {
+        let runs = match peer {
+            Peer::DuckDb => crate::peers::duckdb(&tables, &workloads, &clients, &mut progress),
+            Peer::Postgres(Some(url)) => crate::peers::postgres(url, &tables, &workloads, &clients, &mut progress),
+            Peer::Postgres(None) => {
+                progress("starting a throwaway PostgreSQL cluster".into());
+                match crate::peers::TempPostgres::start() {
+                    Ok(server) => crate::peers::postgres(&server.url(), &tables, &workloads, &clients, &mut progress),
+                    Err(error) => {
+                        results.peers.extend(workloads.iter().map(|w| PeerCell {
+                            peer: "PostgreSQL".into(),
+                            workload: w.clone(),
+                            run: Err(error.to_string()),
+                        }));
+                        continue;
+                    }
+                }
+            }
+        };
+        results
+            .peer_disagreements
+            .extend(runs.disagreements_with(session).into_iter().map(|d| format!("{}: {d}", runs.peer)));
+        results.peers.extend(runs.into_cells());
+    }
+    Ok(())
 }
 
 #[cfg(test)]

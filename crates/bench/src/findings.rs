@@ -326,6 +326,9 @@ pub fn findings(results: &ResultSet) -> Vec<Finding> {
             ));
         }
     }
+    for disagreement in &results.peer_disagreements {
+        out.push(finding("peer", format!("A peer answered differently from numadb: {disagreement}.")));
+    }
     for skipped in &results.skipped {
         out.push(finding("machine", format!("«{}» was not run: {}.", skipped.configuration, skipped.reason)));
     }
@@ -442,6 +445,7 @@ mod tests {
                 workload: Workload::Aggregation { k: 3, range_pred: 1000 },
                 run: Ok(run(25.0, 1.0)),
             }],
+            peer_disagreements: Vec::new(),
             started_at: "now".into(),
         }
     }

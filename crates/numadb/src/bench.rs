@@ -64,6 +64,10 @@ struct RunArgs {
     /// Run against a `numadb serve` at this URL (postgres://user@host:port/db) instead of in-process.
     #[arg(long)]
     target: Option<String>,
+    /// Also run the workloads, with the same clients and identical data, on a peer: `duckdb` (its Python
+    /// package), `postgres` (a throwaway local cluster) or `postgres=URL`. Repeatable; the report gives ratios.
+    #[arg(long, value_name = "PEER")]
+    compare: Vec<experiment::Peer>,
     /// Where to write the report (default numadb-out/bench-<experiment>-<UTC time>).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -170,11 +174,14 @@ fn run_experiment(args: RunArgs) -> anyhow::Result<()> {
         ),
     };
     let bar = progress_bar(file.cell_count() as u64, args.json);
-    let results = experiment::run(&file, &target, &topology, |progress| {
+    let mut results = experiment::run(&file, &target, &topology, |progress| {
         bar.set_position(progress.cells_done as u64);
         bar.set_message(progress.message);
     })
     .map_err(|e| anyhow::anyhow!(e))?;
+    if !args.compare.is_empty() {
+        compare_with_peers(&mut results, &args.compare, &target, &bar)?;
+    }
     bar.finish_and_clear();
     let findings = findings::findings(&results);
     let out = args.out.unwrap_or_else(|| {
@@ -189,6 +196,35 @@ fn run_experiment(args: RunArgs) -> anyhow::Result<()> {
     }
     eprintln!("numadb bench: wrote {} files into {} (open report.html)", written.len(), out.display());
     Ok(())
+}
+
+/// Runs the experiment's workloads on the peers. In-process, the peers load the very tables numadb ran on; against
+/// a server, identical tables are generated here from the same seed.
+pub fn compare_with_peers(
+    results: &mut experiment::ResultSet,
+    peers: &[experiment::Peer],
+    target: &ExperimentTarget,
+    bar: &indicatif::ProgressBar,
+) -> anyhow::Result<()> {
+    let database = match target {
+        ExperimentTarget::InProcess(database) => database.clone(),
+        ExperimentTarget::Wire(_) => {
+            let database = numadb_sql::Database::new().map_err(|e| anyhow::anyhow!("{}: {}", e.sqlstate, e.message))?;
+            bar.set_message("generating the tables for the peers");
+            numadb_sql::thesis::load_thesis_tables(
+                &mut database.session(),
+                results.experiment.rows,
+                results.experiment.seed,
+                None,
+                None,
+            )
+            .map_err(|e| anyhow::anyhow!("{}: {}", e.sqlstate, e.message))?;
+            database
+        }
+    };
+    let mut session = database.session();
+    experiment::compare(results, peers, &mut session, |message| bar.set_message(message))
+        .map_err(|e| anyhow::anyhow!(e))
 }
 
 /// A progress bar over the cells of an experiment, on stderr; hidden for JSON output or without a terminal.

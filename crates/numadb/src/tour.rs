@@ -42,6 +42,10 @@ pub struct TourArgs {
     /// Measured seconds per configuration and workload.
     #[arg(long, value_name = "SECONDS", default_value_t = 2.5)]
     duration: f64,
+    /// Also run the workloads on a peer with the same clients and data: `duckdb`, `postgres` (a throwaway local
+    /// cluster) or `postgres=URL`. Repeatable.
+    #[arg(long, value_name = "PEER")]
+    compare: Vec<experiment::Peer>,
     /// Where to write the report (default numadb-out/tour-<UTC time>).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -143,11 +147,15 @@ pub fn run(args: TourArgs) -> anyhow::Result<()> {
     let database = numadb_sql::Database::new().map_err(|e| anyhow::anyhow!("{}: {}", e.sqlstate, e.message))?;
     let bar = crate::bench::progress_bar(file.cell_count() as u64, args.json);
     bar.set_prefix("tour");
-    let results = experiment::run(&file, &ExperimentTarget::InProcess(database), &topology, |progress| {
+    let target = ExperimentTarget::InProcess(database);
+    let mut results = experiment::run(&file, &target, &topology, |progress| {
         bar.set_position(progress.cells_done as u64);
         bar.set_message(progress.message);
     })
     .map_err(|e| anyhow::anyhow!(e))?;
+    if !args.compare.is_empty() {
+        crate::bench::compare_with_peers(&mut results, &args.compare, &target, &bar)?;
+    }
     bar.finish_and_clear();
     let findings = findings::findings(&results);
 

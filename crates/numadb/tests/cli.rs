@@ -158,13 +158,32 @@ fn bench_run_writes_a_report_and_json_and_rejects_bad_files() {
     )
     .unwrap();
     let out = dir.join("out");
-    let output = numadb(&["bench", "run", file.to_str().unwrap(), "--json", "--out", out.to_str().unwrap()]);
+    let output = numadb(&[
+        "bench",
+        "run",
+        file.to_str().unwrap(),
+        "--json",
+        "--compare",
+        "duckdb",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert!(output.status.success(), "{}", stderr(&output));
     let document: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
     let cells = document["results"]["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 1);
     assert_eq!(cells[0]["run"]["queries"], 6);
     assert!(out.join("report.html").exists() && out.join("cells.csv").exists());
+    // The peer ran the same workload with the same clients (or says why it could not).
+    let peers = document["results"]["peers"].as_array().unwrap();
+    assert_eq!(peers.len(), 1);
+    assert_eq!(peers[0]["workload"], cells[0]["workload"]);
+    if std::env::var("NUMADB_REQUIRE_TOOLS").is_ok_and(|v| v == "1") {
+        assert_eq!(peers[0]["run"]["Ok"]["queries"], 6, "{}", peers[0]);
+        assert_eq!(document["results"]["peer_disagreements"].as_array().unwrap().len(), 0);
+    }
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("Peers, same clients and data"));
     // Overrides apply, and a bad override is refused before anything runs.
     let output =
         numadb(&["bench", "run", file.to_str().unwrap(), "--connections", "0", "--out", out.to_str().unwrap()]);
@@ -174,6 +193,11 @@ fn bench_run_writes_a_report_and_json_and_rejects_bad_files() {
     let output = numadb(&["bench", "run", file.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("tiny.toml"), "{}", stderr(&output));
+    let output = numadb(&["bench", "run", "no-such-experiment"]);
+    assert!(stderr(&output).contains("neither a built-in experiment"), "{}", stderr(&output));
+    let output = numadb(&["bench", "run", "tour", "--compare", "oracle"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("compare with duckdb, postgres"), "{}", stderr(&output));
     let output = numadb(&["bench", "run", "no-such-experiment"]);
     assert!(stderr(&output).contains("neither a built-in experiment"), "{}", stderr(&output));
     std::fs::remove_dir_all(&dir).unwrap();
