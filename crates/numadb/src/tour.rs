@@ -131,20 +131,45 @@ pub fn run(args: TourArgs) -> anyhow::Result<()> {
 
     // 3 and 4. Load and run the experiment.
     let mut file = experiment::builtin("tour").expect("the tour experiment is built in");
+    let rows = args.rows.unwrap_or_else(|| default_rows(&topology));
+    say(&format!("[3/4] loading TBL_0 and TBL_1, {rows} rows each"));
+    let database = numadb_sql::Database::new().map_err(|e| anyhow::anyhow!("{}: {}", e.sqlstate, e.message))?;
+    let sql_error = |e: numadb_sql::SqlError| anyhow::anyhow!("{}: {}", e.sqlstate, e.message);
+    let mut session = database.session();
+    numadb_sql::thesis::load_thesis_tables(&mut session, rows, file.seed, None, None).map_err(sql_error)?;
+    // With C connections each query waits for about C others, and a cell lasts until the queries in flight at
+    // its end finish: keep a query under load near half a second, so that slow machines (and emulated guests)
+    // finish the tour in minutes too.
+    let alone_s = {
+        let sql = numadb_bench::engine::thesis_query(3, 100_000);
+        let mut times: Vec<f64> = (0..3)
+            .map(|_| {
+                let started = Instant::now();
+                session.execute_one(&sql).map(|_| started.elapsed().as_secs_f64()).map_err(sql_error)
+            })
+            .collect::<anyhow::Result<_>>()?;
+        numadb_bench::median(&mut times)
+    };
+    let connections = args.connections.unwrap_or_else(|| {
+        let default = default_connections(&topology);
+        let fitting = ((0.5 / alone_s.max(1e-6)) as usize).clamp(2, default);
+        if fitting < default {
+            say(&format!(
+                "      one aggregation query alone takes {:.0} ms here: {fitting} connections instead of {default}",
+                alone_s * 1e3
+            ));
+        }
+        fitting
+    });
+    drop(session);
     file.override_with(&Overrides {
-        rows: Some(args.rows.unwrap_or_else(|| default_rows(&topology))),
-        connections: Some(args.connections.unwrap_or_else(|| default_connections(&topology))),
+        rows: Some(rows),
+        connections: Some(connections),
         duration_seconds: Some(args.duration),
         ..Overrides::default()
     })
     .map_err(|e| anyhow::anyhow!(e))?;
-    say(&format!(
-        "[3/4] loading TBL_0 and TBL_1, {} rows each, and [4/4] running {} cells with {} connections",
-        file.rows,
-        file.cell_count(),
-        file.connections
-    ));
-    let database = numadb_sql::Database::new().map_err(|e| anyhow::anyhow!("{}: {}", e.sqlstate, e.message))?;
+    say(&format!("[4/4] running {} cells with {} connections", file.cell_count(), file.connections));
     let bar = crate::bench::progress_bar(file.cell_count() as u64, args.json);
     bar.set_prefix("tour");
     let target = ExperimentTarget::InProcess(database);
