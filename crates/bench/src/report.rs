@@ -418,18 +418,21 @@ pub fn write_sections(
     Ok(())
 }
 
-/// Writes a whole report for one result set into `dir`: returns the files written.
+/// Writes a whole report for one result set into `dir`: returns the files written. `more_about_the_machine` adds
+/// sections after the machine's (the CLI puts the probe's matrices there).
 pub fn write_report(
     dir: &Path,
     results: &ResultSet,
     findings: &[Finding],
     machine: &numadb_report::MachineBlock,
+    more_about_the_machine: impl FnOnce(&mut HtmlPage) -> Result<(), String>,
 ) -> Result<Vec<String>, String> {
     let mut out = OutputDir::create(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let mut page = HtmlPage::new(&format!("numadb bench: {}", results.experiment.name));
     page.heading(2, "Machine");
     page.key_values(&machine.rows());
     page.paragraph(&results.machine.line());
+    more_about_the_machine(&mut page)?;
     write_sections(&mut page, &mut out, results, findings)?;
     page.heading(2, "Files");
     page.file_list(out.written());
@@ -475,7 +478,11 @@ mod tests {
         assert!(summary.contains("«any» against «off»"), "{summary}");
         let dir = std::env::temp_dir().join(format!("numadb-report-test-{}", std::process::id()));
         let machine = numadb_report::MachineBlock::new(&topology, 4096);
-        let written = write_report(&dir, &results, &findings, &machine).unwrap();
+        let written = write_report(&dir, &results, &findings, &machine, |page| {
+            page.paragraph("more about the machine");
+            Ok(())
+        })
+        .unwrap();
         for name in [
             "report.html",
             "cells.csv",
@@ -487,6 +494,7 @@ mod tests {
         }
         let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
         assert!(html.contains("<svg") && html.contains("k = 3/6") && html.contains("Findings"));
+        assert!(html.contains("more about the machine"));
         assert!(html.contains(&numadb_report::html::escape(&findings[0].text)));
         let csv = std::fs::read_to_string(dir.join("cells.csv")).unwrap();
         assert_eq!(csv.lines().count(), 1 + results.cells.len());

@@ -71,6 +71,10 @@ struct RunArgs {
     /// Where to write the report (default numadb-out/bench-<experiment>-<UTC time>).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Seconds for a short memory probe before the experiment, whose latency and bandwidth matrices the report
+    /// shows beside the results (0: no probe).
+    #[arg(long, value_name = "SECONDS", default_value_t = 15.0)]
+    probe_budget: f64,
     /// Print the result set and findings as JSON instead of the summary.
     #[arg(long)]
     json: bool,
@@ -173,6 +177,17 @@ fn run_experiment(args: RunArgs) -> anyhow::Result<()> {
             numadb_sql::Database::new().map_err(|e| anyhow::anyhow!("{}: {}", e.sqlstate, e.message))?,
         ),
     };
+    let out = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from("numadb-out").join(format!("bench-{}-{}", file.name, numadb_report::utc_now()))
+    });
+    let probe = if args.probe_budget > 0.0 {
+        if !args.json {
+            eprintln!("numadb bench: a short memory probe first (--probe-budget {:.0}; 0 skips it)", args.probe_budget);
+        }
+        Some(crate::tour::short_probe(args.probe_budget, &out.join("probe"), args.json)?)
+    } else {
+        None
+    };
     let bar = progress_bar(file.cell_count() as u64, args.json);
     let mut results = experiment::run(&file, &target, &topology, |progress| {
         bar.set_position(progress.cells_done as u64);
@@ -184,17 +199,23 @@ fn run_experiment(args: RunArgs) -> anyhow::Result<()> {
     }
     bar.finish_and_clear();
     let findings = findings::findings(&results);
-    let out = args.out.unwrap_or_else(|| {
-        PathBuf::from("numadb-out").join(format!("bench-{}-{}", file.name, numadb_report::utc_now()))
-    });
     let machine = numadb_report::MachineBlock::new(&topology, numadb_placement::sys::page_size());
-    let written = report::write_report(&out, &results, &findings, &machine).map_err(|e| anyhow::anyhow!(e))?;
+    let written = report::write_report(&out, &results, &findings, &machine, |page| match &probe {
+        Some(document) => crate::tour::probe_sections(page, document).map_err(|e| e.to_string()),
+        None => Ok(()),
+    })
+    .map_err(|e| anyhow::anyhow!(e))?
+    .len();
     if args.json {
         println!("{}", numadb_report::to_json(&report::Document { results: &results, findings: &findings }).trim_end());
     } else {
+        if let Some(document) = &probe {
+            print!("{}", crate::tour::probe_text(document));
+            println!();
+        }
         print!("{}", report::text(&results, &findings));
     }
-    eprintln!("numadb bench: wrote {} files into {} (open report.html)", written.len(), out.display());
+    eprintln!("numadb bench: wrote {written} files into {} (open report.html)", out.display());
     Ok(())
 }
 

@@ -117,16 +117,7 @@ pub fn run(args: TourArgs) -> anyhow::Result<()> {
             "[2/4] probe: latency and bandwidth between every domain and node (budget {:.0} s)",
             args.probe_budget
         ));
-        let probe_dir = out_dir.join("probe");
-        let mut command = vec!["probe".to_string(), "--budget".into(), args.probe_budget.to_string()];
-        command.extend(["--out".into(), probe_dir.display().to_string()]);
-        if args.json {
-            command.push("--json".into());
-        }
-        let parsed = ProbeCommandLine::try_parse_from(&command).context("the tour's probe settings")?;
-        let (document, _) = probe::measure(parsed.args)?;
-        render::write_files(&probe_dir, &document)?;
-        Some(document)
+        Some(short_probe(args.probe_budget, &out_dir.join("probe"), args.json)?)
     };
 
     // 3 and 4. Load and run the experiment.
@@ -204,31 +195,7 @@ pub fn run(args: TourArgs) -> anyhow::Result<()> {
     page.heading(2, "Topology");
     page.preformatted(&topology_text);
     if let Some(document) = &probe {
-        page.heading(2, "Memory latency and bandwidth");
-        page.paragraph(
-            "From the probe's short run (the full report is probe/report.html): every cell is measured from every \
-             CPU of the row's domain with buffers verified on the column's node.",
-        );
-        for warning in &document.warnings {
-            page.warning(warning);
-        }
-        if let Some(matrix) = document.latency.first() {
-            page.heading(3, &render::latency_name(matrix));
-            page.table(&render::latency_table(matrix));
-            page.figure(
-                &chart::heatmap(&render::latency_heatmap(matrix))?,
-                "Average latency per cell (darker is slower).",
-            );
-        }
-        if let Some(matrix) = document.bandwidth.first() {
-            page.heading(3, &format!("Bandwidth, {}", matrix.options.traffic.describe()));
-            page.table(&render::bandwidth_table(matrix));
-            page.figure(
-                &chart::heatmap(&render::bandwidth_heatmap(matrix))?,
-                "Median bandwidth per cell (darker is more).",
-            );
-        }
-        page.file_list(&["probe/report.html".to_string()]);
+        probe_sections(&mut page, document)?;
     }
     report::write_sections(&mut page, &mut out, &results, &findings).map_err(|e| anyhow::anyhow!(e))?;
     let elapsed_s = started.elapsed().as_secs_f64();
@@ -247,17 +214,7 @@ pub fn run(args: TourArgs) -> anyhow::Result<()> {
     summary.push_str("\nTopology\n");
     summary.push_str(&topology_text);
     if let Some(document) = &probe {
-        if let Some(matrix) = document.latency.first() {
-            summary.push_str(&format!(
-                "\nMemory {} in ns (min avg max over each domain's CPUs)\n",
-                render::latency_name(matrix)
-            ));
-            summary.push_str(&crate::format::table(&render::latency_table(matrix)));
-        }
-        if let Some(matrix) = document.bandwidth.first() {
-            summary.push_str(&format!("\nBandwidth, {} (MB/s)\n", matrix.options.traffic.describe()));
-            summary.push_str(&crate::format::table(&render::bandwidth_table(matrix)));
-        }
+        summary.push_str(&probe_text(document));
     }
     summary.push('\n');
     summary.push_str(&report::text(&results, &findings));
@@ -267,4 +224,61 @@ pub fn run(args: TourArgs) -> anyhow::Result<()> {
         out_dir.join("report.html").display()
     );
     Ok(())
+}
+
+/// `numadb probe --budget SECONDS --out DIR` as a library call: its full report goes into `dir`.
+pub fn short_probe(budget_s: f64, dir: &std::path::Path, quiet: bool) -> anyhow::Result<ProbeDocument> {
+    let mut command = vec!["probe".to_string(), "--budget".into(), budget_s.to_string()];
+    command.extend(["--out".into(), dir.display().to_string()]);
+    if quiet {
+        command.push("--json".into());
+    }
+    let parsed = ProbeCommandLine::try_parse_from(&command).context("the probe's settings")?;
+    let (document, _) = probe::measure(parsed.args)?;
+    render::write_files(dir, &document)?;
+    Ok(document)
+}
+
+/// The probe's latency and first bandwidth matrix on a report page (its full report lies in `probe/`).
+pub fn probe_sections(page: &mut HtmlPage, document: &ProbeDocument) -> anyhow::Result<()> {
+    page.heading(2, "Memory latency and bandwidth");
+    page.paragraph(
+        "From the probe's short run (the full report is probe/report.html): every cell is measured from every CPU \
+         of the row's domain with buffers verified on the column's node.",
+    );
+    for warning in &document.warnings {
+        page.warning(warning);
+    }
+    if let Some(matrix) = document.latency.first() {
+        page.heading(3, &render::latency_name(matrix));
+        page.table(&render::latency_table(matrix));
+        page.figure(&chart::heatmap(&render::latency_heatmap(matrix))?, "Average latency per cell (darker is slower).");
+    }
+    if let Some(matrix) = document.bandwidth.first() {
+        page.heading(3, &format!("Bandwidth, {}", matrix.options.traffic.describe()));
+        page.table(&render::bandwidth_table(matrix));
+        page.figure(
+            &chart::heatmap(&render::bandwidth_heatmap(matrix))?,
+            "Median bandwidth per cell (darker is more).",
+        );
+    }
+    page.file_list(&["probe/report.html".to_string()]);
+    Ok(())
+}
+
+/// The probe's latency and first bandwidth matrix as terminal tables.
+pub fn probe_text(document: &ProbeDocument) -> String {
+    let mut text = String::new();
+    if let Some(matrix) = document.latency.first() {
+        text.push_str(&format!(
+            "\nMemory {} in ns (min avg max over each domain's CPUs)\n",
+            render::latency_name(matrix)
+        ));
+        text.push_str(&crate::format::table(&render::latency_table(matrix)));
+    }
+    if let Some(matrix) = document.bandwidth.first() {
+        text.push_str(&format!("\nBandwidth, {} (MB/s)\n", matrix.options.traffic.describe()));
+        text.push_str(&crate::format::table(&render::bandwidth_table(matrix)));
+    }
+    text
 }

@@ -165,6 +165,8 @@ fn bench_run_writes_a_report_and_json_and_rejects_bad_files() {
         "--json",
         "--compare",
         "duckdb",
+        "--probe-budget",
+        "0",
         "--out",
         out.to_str().unwrap(),
     ]);
