@@ -43,6 +43,8 @@ pub mod sqlstate {
     pub const INVALID_TEXT_REPRESENTATION: &str = "22P02";
     /// `22023`
     pub const INVALID_PARAMETER_VALUE: &str = "22023";
+    /// `22025`
+    pub const INVALID_ESCAPE_SEQUENCE: &str = "22025";
     /// `2201W`
     pub const INVALID_ROW_COUNT_IN_LIMIT: &str = "2201W";
     /// `22P04`

@@ -156,6 +156,19 @@ pub enum Expr {
         /// `NOT IN`.
         negated: bool,
     },
+    /// `e [NOT] LIKE pattern [ESCAPE c]` and `ILIKE`: `%` matches any run of characters, `_` any one.
+    Like {
+        /// The text tested.
+        expr: Box<Expr>,
+        /// The pattern.
+        pattern: Box<Expr>,
+        /// `NOT LIKE`.
+        negated: bool,
+        /// `ILIKE`.
+        case_insensitive: bool,
+        /// The escape character (PostgreSQL's default is `\`; `ESCAPE ''` turns escaping off).
+        escape: Option<char>,
+    },
     /// `CAST(e AS t)`.
     Cast {
         /// Operand.
@@ -174,7 +187,9 @@ impl Expr {
             | Expr::Param { data_type, .. }
             | Expr::Binary { data_type, .. }
             | Expr::Negate { data_type, .. } => *data_type,
-            Expr::Not(_) | Expr::IsNull { .. } | Expr::Between { .. } | Expr::InList { .. } => DataType::Boolean,
+            Expr::Not(_) | Expr::IsNull { .. } | Expr::Between { .. } | Expr::InList { .. } | Expr::Like { .. } => {
+                DataType::Boolean
+            }
             Expr::Cast { to, .. } => *to,
         }
     }
@@ -208,6 +223,10 @@ impl Expr {
             Expr::InList { expr, list, .. } => {
                 expr.columns(out);
                 list.iter().for_each(|e| e.columns(out));
+            }
+            Expr::Like { expr, pattern, .. } => {
+                expr.columns(out);
+                pattern.columns(out);
             }
         }
     }
@@ -283,9 +302,83 @@ impl Expr {
                 }
                 Ok(if *negated { not3(&result) } else { result })
             }
+            Expr::Like { expr, pattern, negated, case_insensitive, escape } => {
+                match (expr.eval(row, params)?, pattern.eval(row, params)?) {
+                    (Value::Null, _) | (_, Value::Null) => Ok(Value::Null),
+                    (Value::Text(text), Value::Text(pattern)) => {
+                        Ok(Value::Bool(like(&text, &pattern, *escape, *case_insensitive)? != *negated))
+                    }
+                    (a, b) => Err(type_error(&format!("LIKE needs text operands, not {a} and {b}"))),
+                }
+            }
             Expr::Cast { expr, to } => cast(expr.eval(row, params)?, *to),
         }
     }
+}
+
+/// One element of a LIKE pattern.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum LikeToken {
+    /// This character.
+    Char(char),
+    /// `_`: any one character.
+    One,
+    /// `%`: any run of characters, empty included.
+    Any,
+}
+
+/// Whether `text` matches the LIKE `pattern` (PostgreSQL's rules: the whole text must match; a pattern ending in
+/// the escape character is an error).
+pub fn like(text: &str, pattern: &str, escape: Option<char>, case_insensitive: bool) -> Result<bool, ExecError> {
+    let fold = |s: &str| if case_insensitive { s.to_lowercase() } else { s.to_string() };
+    let (text, pattern) = (fold(text), fold(pattern));
+    let mut tokens = Vec::with_capacity(pattern.len());
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        tokens.push(match c {
+            c if Some(c) == escape => match chars.next() {
+                Some(escaped) => LikeToken::Char(escaped),
+                None => {
+                    return Err(ExecError::new(
+                        sqlstate::INVALID_ESCAPE_SEQUENCE,
+                        "LIKE pattern must not end with escape character",
+                    ));
+                }
+            },
+            '%' => LikeToken::Any,
+            '_' => LikeToken::One,
+            c => LikeToken::Char(c),
+        });
+    }
+    let text: Vec<char> = text.chars().collect();
+    // Greedy matching with one backtrack point: the last `%` seen and where in the text it resumed.
+    let (mut t, mut p) = (0, 0);
+    let mut resume: Option<(usize, usize)> = None;
+    while t < text.len() {
+        match tokens.get(p) {
+            Some(LikeToken::Any) => {
+                resume = Some((p, t));
+                p += 1;
+            }
+            Some(LikeToken::One) => {
+                t += 1;
+                p += 1;
+            }
+            Some(LikeToken::Char(c)) if *c == text[t] => {
+                t += 1;
+                p += 1;
+            }
+            _ => match resume {
+                Some((any_at, from)) => {
+                    p = any_at + 1;
+                    t = from + 1;
+                    resume = Some((any_at, from + 1));
+                }
+                None => return Ok(false),
+            },
+        }
+    }
+    Ok(tokens[p..].iter().all(|token| *token == LikeToken::Any))
 }
 
 fn type_error(message: &str) -> ExecError {
@@ -483,6 +576,37 @@ mod tests {
 
     fn binary_expr(op: BinaryOp, left: Expr, right: Expr, data_type: DataType) -> Expr {
         Expr::Binary { op, left: Box::new(left), right: Box::new(right), data_type }
+    }
+
+    #[test]
+    fn like_follows_postgresql() {
+        for (text, pattern, expected) in [
+            ("numadb", "numadb", true),
+            ("numadb", "num%", true),
+            ("numadb", "%db", true),
+            ("numadb", "%ma%", true),
+            ("numadb", "n_madb", true),
+            ("numadb", "n_m", false),
+            ("numadb", "%x%", false),
+            ("", "%", true),
+            ("", "_", false),
+            ("a%b", "a\\%b", true),
+            ("axb", "a\\%b", false),
+            ("aXb", "a%%b", true),
+            ("mississippi", "%iss%ppi", true),
+            ("mississippi", "m%i%s%i%p%i", true),
+            ("mississippi", "m%x%i", false),
+            ("ünïcode", "_n_code", true),
+        ] {
+            assert_eq!(like(text, pattern, Some('\\'), false).unwrap(), expected, "{text:?} LIKE {pattern:?}");
+        }
+        assert!(like("NumaDB", "numa%", None, true).unwrap());
+        assert!(!like("NumaDB", "numa%", None, false).unwrap());
+        assert!(like("a#xb", "a##_b", Some('#'), false).unwrap(), "## is a literal #, then _ is any character");
+        assert!(like("a_b", "a#_b", Some('#'), false).unwrap());
+        assert!(like("a\\b", "a\\b", None, false).unwrap(), "no escape character");
+        let error = like("a", "a\\", Some('\\'), false).unwrap_err();
+        assert_eq!(error.sqlstate, sqlstate::INVALID_ESCAPE_SEQUENCE);
     }
 
     #[test]

@@ -253,6 +253,18 @@ pub fn show_expr(expr: &Expr, names: &[String]) -> String {
             if *negated { "NOT " } else { "" },
             list.iter().map(|e| show_expr(e, names)).collect::<Vec<_>>().join(", ")
         ),
+        Expr::Like { expr, pattern, negated, case_insensitive, escape } => format!(
+            "({} {}{}LIKE {}{})",
+            show_expr(expr, names),
+            if *negated { "NOT " } else { "" },
+            if *case_insensitive { "I" } else { "" },
+            show_expr(pattern, names),
+            match escape {
+                Some('\\') => String::new(),
+                Some(c) => format!(" ESCAPE '{c}'"),
+                None => " ESCAPE ''".into(),
+            }
+        ),
         Expr::Cast { expr, to } => format!("CAST({} AS {to})", show_expr(expr, names)),
     }
 }

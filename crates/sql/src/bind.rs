@@ -287,7 +287,36 @@ impl<'a> Binder<'a> {
             E::Function(function) => self.bind_function(function, scope),
             E::InSubquery { .. } | E::Subquery(_) | E::Exists { .. } => Err(unsupported("subqueries")),
             E::Case { .. } => Err(unsupported("CASE")),
-            E::Like { .. } | E::ILike { .. } => Err(unsupported("LIKE")),
+            E::Like { negated, any: false, expr: inner, pattern, escape_char }
+            | E::ILike { negated, any: false, expr: inner, pattern, escape_char } => {
+                let case_insensitive = matches!(expr, E::ILike { .. });
+                let operator = if case_insensitive { "~~*" } else { "~~" };
+                let inner = self.text_operand(inner, scope, operator)?;
+                let pattern = self.text_operand(pattern, scope, operator)?;
+                let escape = match escape_char.as_deref().map(|e| self.bind_expr(e, scope)).transpose()? {
+                    None => Some('\\'),
+                    Some(Expr::Literal { value: Value::Text(text), .. }) => {
+                        let mut chars = text.chars();
+                        match (chars.next(), chars.next()) {
+                            (None, _) => None,
+                            (Some(c), None) => Some(c),
+                            _ => {
+                                return Err(ExecError::new(sqlstate::INVALID_ESCAPE_SEQUENCE, "invalid escape string")
+                                    .with_hint("Escape string must be empty or one character."));
+                            }
+                        }
+                    }
+                    Some(_) => return Err(unsupported("an ESCAPE that is not a string constant")),
+                };
+                Ok(Expr::Like {
+                    expr: Box::new(inner),
+                    pattern: Box::new(pattern),
+                    negated: *negated,
+                    case_insensitive,
+                    escape,
+                })
+            }
+            E::Like { .. } | E::ILike { .. } => Err(unsupported("LIKE ANY")),
             other => Err(unsupported(&format!("the expression {other}"))),
         }
     }
@@ -385,6 +414,22 @@ impl<'a> Binder<'a> {
             return self.coerce_to(expr, DataType::Integer);
         }
         Err(ExecError::new(sqlstate::UNDEFINED_FUNCTION, format!("operator does not exist: {op} {}", expr.data_type())))
+    }
+
+    /// An operand that must be text (LIKE's): untyped parameters and literals become text.
+    fn text_operand(&self, expr: &ast::Expr, scope: &Scope, op: &str) -> Result<Expr, ExecError> {
+        let expr = self.bind_expr(expr, scope)?;
+        if expr.data_type() == DataType::Text {
+            return Ok(expr);
+        }
+        if self.is_untyped(&expr) {
+            return self.coerce_to(expr, DataType::Text);
+        }
+        Err(ExecError::new(
+            sqlstate::UNDEFINED_FUNCTION,
+            format!("operator does not exist: {} {op} text", expr.data_type()),
+        )
+        .with_hint("LIKE compares text; cast the operand to text."))
     }
 
     fn bind_binary(&self, op: &BinaryOperator, left: Expr, right: Expr) -> Result<Expr, ExecError> {
@@ -1074,6 +1119,13 @@ fn rewrite_over_groups(expr: &Expr, group_by: &[Expr], keys: usize, table: &Tabl
             list: list.iter().map(|e| rewrite_over_groups(e, group_by, keys, table)).collect::<Result<_, _>>()?,
             negated: *negated,
         },
+        Expr::Like { expr, pattern, negated, case_insensitive, escape } => Expr::Like {
+            expr: recurse(expr)?,
+            pattern: recurse(pattern)?,
+            negated: *negated,
+            case_insensitive: *case_insensitive,
+            escape: *escape,
+        },
         Expr::Cast { expr, to } => Expr::Cast { expr: recurse(expr)?, to: *to },
     })
 }
@@ -1099,6 +1151,13 @@ fn remap_columns(expr: &Expr, columns: &[usize]) -> Expr {
             expr: recurse(expr),
             list: list.iter().map(|e| remap_columns(e, columns)).collect(),
             negated: *negated,
+        },
+        Expr::Like { expr, pattern, negated, case_insensitive, escape } => Expr::Like {
+            expr: recurse(expr),
+            pattern: recurse(pattern),
+            negated: *negated,
+            case_insensitive: *case_insensitive,
+            escape: *escape,
         },
         Expr::Cast { expr, to } => Expr::Cast { expr: recurse(expr), to: *to },
     }
