@@ -1,20 +1,8 @@
 //! Small formatting helpers shared by the subcommands' human-readable output.
 
-/// Formats a byte count with a binary unit: `4.2 GiB`, `48 KiB`, `512 B`.
-pub fn bytes(count: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut value = count as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 || value.fract() == 0.0 {
-        format!("{value:.0} {}", UNITS[unit])
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
+/// Formats a byte count with a binary unit: `4.2 GiB`, `48 KiB`, `512 B` (the report crate's formatter, so that
+/// terminal output and report files agree).
+pub use numadb_report::bytes;
 
 /// Lays out rows as left-aligned columns separated by two spaces, the first row being the header.
 pub fn table(rows: &[Vec<String>]) -> String {

@@ -223,6 +223,9 @@ struct PeersArgs {
     /// Thread counts to compare, comma-separated (default: all CPUs of the first package; `1,2` adds one thread).
     #[arg(long, value_name = "N", value_delimiter = ',')]
     threads: Vec<usize>,
+    /// Traffic to compare: read (likwid-bench's load kernels), copy (its copy kernels), or both.
+    #[arg(long, value_name = "KINDS", value_delimiter = ',', default_value = "read,copy")]
+    traffic: Vec<Traffic>,
     /// Page size of the latency cross-checks.
     #[arg(long, value_enum, default_value = "4k")]
     pages: Pages,
@@ -517,16 +520,19 @@ fn peers_run(
     let kernels = likwid.as_ref().map(peers::likwid_kernels).unwrap_or_default();
     let sample = common.sample_ms.map_or(Duration::from_millis(200), Duration::from_millis);
     let repetitions = common.repetitions.unwrap_or(5);
-    bar.start("peers", (threads.len() * 2 * 3 * (repetitions + 1)) as u64);
+    if args.traffic.iter().any(|t| !matches!(t, Traffic::Read | Traffic::Copy)) {
+        bail!("--traffic: likwid-bench is compared for read and copy only");
+    }
+    bar.start("peers", (threads.len() * args.traffic.len() * 3 * (repetitions + 1)) as u64);
     for &count in &threads {
         if count == 0 || count > package_cpus.len() {
             bail!("--threads {count}: the first package has {} usable CPUs", package_cpus.len());
         }
         let cpus = &package_cpus[..count];
         let node = topology.cpu(cpus[0]).and_then(|c| c.node).unwrap_or(0);
-        for (traffic, names) in
-            [(Traffic::Read, &peers::LIKWID_READ_KERNELS[..]), (Traffic::Copy, &peers::LIKWID_COPY_KERNELS[..])]
-        {
+        let comparisons =
+            [(Traffic::Read, &peers::LIKWID_READ_KERNELS[..]), (Traffic::Copy, &peers::LIKWID_COPY_KERNELS[..])];
+        for (traffic, names) in comparisons.into_iter().filter(|(t, _)| args.traffic.contains(t)) {
             let options = BandwidthOptions {
                 buffer_bytes: buffer,
                 traffic,
@@ -578,9 +584,15 @@ fn peers_run(
     let chase = ChaseArgs { pages: args.pages, window: plan::DEFAULT_WINDOW_BYTES, stride: plan::DEFAULT_STRIDE_BYTES };
     let options = chase_options(buffer, &chase, common, Duration::from_millis(200), 5);
     let (cpu, node) = cpu_and_node(topology, axes, None, None)?;
+    // Only the curve's CPU and node: the cross-check compares like with like, and a big domain would take long.
     let local = MatrixAxes {
         granularity: axes.granularity,
-        domains: axes.domains.iter().filter(|d| d.cpus.contains(&cpu)).cloned().collect(),
+        domains: axes
+            .domains
+            .iter()
+            .filter(|d| d.cpus.contains(&cpu))
+            .map(|d| numadb_probe::matrix::DomainAxis { cpus: vec![cpu], ..d.clone() })
+            .collect(),
         nodes: vec![node],
     };
     document.core_hz = estimate_core_hz();

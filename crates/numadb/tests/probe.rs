@@ -185,7 +185,7 @@ fn peers_runs_likwid_bench_beside_the_prober() {
         eprintln!("skipped: {message}");
         return;
     }
-    let output = probe(&["peers", "--buffer", "8M", "--threads", "1", "--json"]);
+    let output = probe(&["peers", "--buffer", "8M", "--threads", "1", "--traffic", "read,copy", "--json"]);
     let document: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
     let peers = document["peers"].as_array().unwrap();
     assert_eq!(peers.len(), 2, "read and copy");

@@ -9,10 +9,12 @@
 //! MLC count them: what the kernel reads plus what it writes; the read-for-ownership of copy's and add's ordinary
 //! stores is real traffic that is not counted.
 //!
-//! The read kernel keeps four independent vector accumulators and issues eight full-width loads per iteration,
-//! which is what likwid-bench's `load_avx512` does (eight `vmovaps` per iteration, no arithmetic): a single
-//! accumulator would serialise the adds and, on a fast core with a near cache, the adds rather than the memory
-//! would set the pace. Loads are unaligned-tolerant (`loadu`), which costs nothing on aligned data (the buffers
+//! The read kernel keeps four independent vector accumulators and issues eight full-width loads per iteration.
+//! likwid-bench's `load_avx512` (`likwid-bench -l load_avx512`: a 32-double loop stride, 7 instructions) issues
+//! four 64-byte loads per iteration and does no arithmetic; ours must add, to produce a checkable result, and with
+//! independent accumulators the adds never set the pace (a single accumulator would serialise them). On the
+//! development VM the prober's read bandwidth was 1.05–1.13× likwid-bench's best load kernel with one thread and
+//! 1.09× with two in the quietest same-run comparisons (`numadb probe peers`). Loads are unaligned-tolerant (`loadu`), which costs nothing on aligned data (the buffers
 //! are page aligned) and lets the tests use any slice. Non-temporal stores need alignment, so the write kernel
 //! writes a scalar head up to the first aligned address.
 //!
@@ -274,7 +276,8 @@ mod x86 {
     const LANES_512: usize = 8;
     /// Bytes per AVX2 vector, in `u64`s.
     const LANES_256: usize = 4;
-    /// Vectors per iteration of the read kernels (likwid's `load_avx512` issues eight loads per iteration too).
+    /// Vectors per iteration of the read kernels (likwid's `load_avx512` issues four; eight halves the loop
+    /// overhead per byte, which matters only for cache-resident buffers).
     const READ_UNROLL: usize = 8;
     /// Vectors per iteration of the copy, add and write kernels.
     const STORE_UNROLL: usize = 4;
