@@ -25,7 +25,7 @@ pub struct EngineOptions {
     pub lookups: usize,
     /// Compare with DuckDB (when its Python package is installed).
     pub duckdb: bool,
-    /// Bytes the reference streaming read and the pointer chase go through.
+    /// Bytes the prober's reference read (per domain) and pointer chase go through.
     pub reference_bytes: usize,
 }
 
@@ -141,9 +141,8 @@ pub fn run(options: &EngineOptions, mut progress: impl FnMut(&str)) -> Result<En
         .map(|(c, &b)| (c.name.clone(), b as f64 / sealed_rows.max(1) as f64))
         .collect();
 
-    progress("measuring the reference read bandwidth");
-    let reference_read_bytes_per_s =
-        reference::read_bandwidth(&database.topology().allowed.cpus, options.reference_bytes);
+    progress("measuring the read bandwidth with the prober's kernels");
+    let reference_read_bytes_per_s = reference::read_bandwidth(database.topology(), options.reference_bytes)?;
 
     let mut cells = Vec::new();
     for &range_pred in &options.range_preds {
@@ -228,7 +227,7 @@ pub fn run(options: &EngineOptions, mut progress: impl FnMut(&str)) -> Result<En
     progress("point lookups");
     let (sql_lookups_per_s, sorted_probe_ns, hash_probe_ns) = lookups(&mut session, options)?;
     progress("pointer-chase latency");
-    let chase_latency_ns = reference::chase_latency_ns(options.reference_bytes);
+    let chase_latency_ns = reference::chase_latency_ns(database.topology(), options.reference_bytes)?;
 
     Ok(EngineReport {
         machine,
@@ -304,7 +303,7 @@ pub fn render(report: &EngineReport) -> String {
         report.bytes_per_value.iter().map(|(c, b)| format!("{c} {b:.2} B")).collect::<Vec<_>>().join(", ")
     ));
     out.push_str(&format!(
-        "reference: streaming read with {} threads over {} MiB: {:.1} GB/s\n\n",
+        "reference: read bandwidth as numadb probe measures it, {} threads, {} MiB per domain: {:.1} GB/s\n\n",
         report.threads,
         report.reference_bytes >> 20,
         report.reference_read_bytes_per_s / 1e9
@@ -356,7 +355,7 @@ pub fn render(report: &EngineReport) -> String {
         1e6 / report.sql_lookups_per_s
     ));
     out.push_str(&format!(
-        "index probes: sorted {:.0} ns, hash {:.0} ns (hash is {:.1}× faster); memory latency (pointer chase, {} MiB, 4 KiB pages): {:.0} ns\n",
+        "index probes: sorted {:.0} ns, hash {:.0} ns (hash is {:.1}× faster); idle memory latency (numadb probe's chase, {} MiB, 4 KiB pages, random hops): {:.0} ns\n",
         report.sorted_probe_ns,
         report.hash_probe_ns,
         report.sorted_probe_ns / report.hash_probe_ns,
