@@ -193,7 +193,8 @@ pub fn run(target: &Target, spec: &RunSpec) -> Result<RunResult, String> {
     run_observed(target, spec, &mut || {})
 }
 
-/// [`run`], calling `at_measurement_start` between the warm-up and the measured phase (to read counters there).
+/// [`run`], calling `at_measurement_start` between the warm-up and the measured phase, while no client has a query
+/// in flight (to read counters there).
 pub fn run_observed(
     target: &Target,
     spec: &RunSpec,
@@ -208,7 +209,10 @@ pub fn run_observed(
     let measuring = AtomicBool::new(false);
     let finished = AtomicBool::new(false);
     let start_barrier = Barrier::new(connections + 1);
+    // Warm-up ends when every client has finished its query in flight (measure_barrier); the caller's callback
+    // then sees a quiet system, and go_barrier starts the measured phase.
     let measure_barrier = Barrier::new(connections + 1);
+    let go_barrier = Barrier::new(connections + 1);
     let histograms = Mutex::new(latency_histogram());
     let rows = match spec.workload {
         Workload::RandomAccess { rows } => rows.max(1),
@@ -220,7 +224,8 @@ pub fn run_observed(
         for (index, mut client) in clients.into_iter().enumerate() {
             let (completed, errors, first_error, measuring, finished) =
                 (&completed, &errors, &first_error, &measuring, &finished);
-            let (start_barrier, measure_barrier, histograms) = (&start_barrier, &measure_barrier, &histograms);
+            let (start_barrier, measure_barrier, go_barrier, histograms) =
+                (&start_barrier, &measure_barrier, &go_barrier, &histograms);
             scope.spawn(move || {
                 let mut histogram = latency_histogram();
                 let mut state = spec.seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -236,6 +241,7 @@ pub fn run_observed(
                     let _ = client.run(next_key());
                 }
                 measure_barrier.wait();
+                go_barrier.wait();
                 let mut sent = 0u64;
                 loop {
                     if finished.load(Ordering::Acquire) {
@@ -265,9 +271,10 @@ pub fn run_observed(
         }
         start_barrier.wait();
         std::thread::sleep(spec.warmup);
-        at_measurement_start();
         measuring.store(true, Ordering::Release);
         measure_barrier.wait();
+        at_measurement_start();
+        go_barrier.wait();
         let started = Instant::now();
         let mut last = 0u64;
         let mut next_tick = started + Duration::from_secs(1);

@@ -432,6 +432,11 @@ pub struct Cell {
     pub local_bytes: u64,
     /// Local bytes of each row of `traffic`.
     pub local_bytes_by_domain: Vec<u64>,
+    /// The same bytes by the node of the CPU that read them (rows) and the memory node (columns): locality as
+    /// the memory controllers see it, whatever the configuration's domains (one big domain is "local" to itself).
+    pub node_traffic: ByteMatrix,
+    /// Of those, bytes read from the reading CPU's own node.
+    pub node_local_bytes: u64,
     /// Scan tasks run during the cell.
     pub tasks_run: u64,
     /// Of those, tasks stolen from another domain's queue.
@@ -439,10 +444,26 @@ pub struct Cell {
 }
 
 impl Cell {
-    /// Local bytes as a share of all bytes read (`None` when nothing was scanned).
+    /// Bytes read from the reading CPU's own node, as a share of all bytes read (`None` when nothing was
+    /// scanned).
     pub fn local_share(&self) -> Option<f64> {
-        let total = self.traffic.total();
-        (total > 0).then(|| self.local_bytes as f64 / total as f64)
+        let total = self.node_traffic.total();
+        (total > 0).then(|| self.node_local_bytes as f64 / total as f64)
+    }
+
+    /// Per reading node (by name): bytes from its own node and from others.
+    pub fn node_local_remote(&self) -> Vec<(String, u64, u64)> {
+        self.node_traffic
+            .worker_domains
+            .iter()
+            .enumerate()
+            .map(|(row, name)| {
+                let own = name.strip_prefix("node").and_then(|n| n.parse::<u32>().ok());
+                let local = own.map_or(0, |node| self.node_traffic.get(row, node));
+                let total: u64 = self.node_traffic.bytes.get(row).map_or(0, |r| r.iter().sum());
+                (name.clone(), local, total - local)
+            })
+            .collect()
     }
 }
 
@@ -621,6 +642,12 @@ impl Admin {
                 .traffic
                 .insert((number(0)? as usize, row[1].clone(), number(2)? as u32), (number(3)?, row[4] == "t"));
         }
+        for row in self
+            .query(&format!("SELECT cpu_node, node, bytes_read FROM numadb.node_traffic WHERE scheduler = '{label}'"))?
+        {
+            let number = |i: usize| row[i].parse::<u64>().map_err(|_| format!("bad number {:?}", row[i]));
+            counters.node_traffic.insert((number(0)? as u32, number(1)? as u32), number(2)?);
+        }
         for row in self.query(&format!(
             "SELECT sum(tasks_run), sum(tasks_stolen_in) FROM numadb.scheduler WHERE scheduler = '{label}'"
         ))? {
@@ -643,11 +670,34 @@ fn wire_error(error: &postgres::Error) -> String {
 struct Counters {
     /// (domain, domain name, node) → (bytes, local).
     traffic: BTreeMap<(usize, String, u32), (u64, bool)>,
+    /// (reading CPU's node, memory node) → bytes.
+    node_traffic: BTreeMap<(u32, u32), u64>,
     tasks_run: u64,
     tasks_stolen: u64,
 }
 
 impl Counters {
+    /// The node matrix between `before` and `self`, with the bytes read from the reading CPU's own node.
+    fn node_since(&self, before: &Counters) -> (ByteMatrix, u64) {
+        let cpu_nodes: NodeSet = self.node_traffic.keys().map(|(cpu_node, _)| *cpu_node).collect();
+        let memory_nodes: NodeSet = self.node_traffic.keys().map(|(_, node)| *node).collect();
+        let cpu_nodes: Vec<u32> = cpu_nodes.iter().collect();
+        let memory_nodes: Vec<u32> = memory_nodes.iter().collect();
+        let mut bytes = vec![vec![0u64; memory_nodes.len()]; cpu_nodes.len()];
+        let mut local = 0;
+        for (&(cpu_node, node), &after) in &self.node_traffic {
+            let delta = after.saturating_sub(before.node_traffic.get(&(cpu_node, node)).copied().unwrap_or(0));
+            let row = cpu_nodes.iter().position(|&n| n == cpu_node).expect("listed");
+            let column = memory_nodes.iter().position(|&n| n == node).expect("listed");
+            bytes[row][column] += delta;
+            if cpu_node == node {
+                local += delta;
+            }
+        }
+        let worker_domains = cpu_nodes.iter().map(|n| format!("node{n}")).collect();
+        (ByteMatrix { worker_domains, memory_nodes, bytes }, local)
+    }
+
     /// What happened between `before` and `self`: a byte matrix, its local bytes per row, tasks run and stolen.
     fn since(&self, before: &Counters) -> (ByteMatrix, Vec<u64>, u64, u64) {
         let mut worker_domains: Vec<(usize, String)> = self.traffic.keys().map(|(d, n, _)| (*d, n.clone())).collect();
@@ -737,6 +787,7 @@ pub fn run(
             let before = before?;
             let after = admin.counters(&resolved.settings)?;
             let (traffic, local_bytes_by_domain, tasks_run, tasks_stolen) = after.since(&before);
+            let (node_traffic, node_local_bytes) = after.node_since(&before);
             cells.push(Cell {
                 configuration: configuration.name.clone(),
                 workload: workload.clone(),
@@ -744,6 +795,8 @@ pub fn run(
                 traffic,
                 local_bytes: local_bytes_by_domain.iter().sum(),
                 local_bytes_by_domain,
+                node_traffic,
+                node_local_bytes,
                 tasks_run,
                 tasks_stolen,
             });
@@ -955,6 +1008,11 @@ mod tests {
                 Workload::Aggregation { .. } => {
                     assert!(traffic.total() > 0);
                     assert_eq!(cell.local_bytes, traffic.total());
+                    // The same bytes by reading node.
+                    assert_eq!(cell.node_traffic.total(), traffic.total());
+                    if nodes == 1 {
+                        assert_eq!(cell.node_local_bytes, traffic.total());
+                    }
                 }
                 Workload::RandomAccess { .. } => {
                     assert_eq!(traffic.total(), 0);

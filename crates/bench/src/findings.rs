@@ -152,7 +152,7 @@ pub fn findings(results: &ResultSet) -> Vec<Finding> {
             let what = if changes.is_empty() { "the same settings".to_string() } else { changes.join(", ") };
             let mut text = format!("«{}» against «{}» ({what}): {}", other.name, baseline.name, parts.join(", "));
             let scanned = |cells: &BTreeMap<String, &Cell>| -> (u64, u64) {
-                cells.values().fold((0, 0), |(l, t), c| (l + c.local_bytes, t + c.traffic.total()))
+                cells.values().fold((0, 0), |(l, t), c| (l + c.node_local_bytes, t + c.node_traffic.total()))
             };
             let (base_local, base_bytes) = scanned(&base_cells);
             let (local, bytes) = scanned(&cells);
@@ -213,11 +213,11 @@ pub fn findings(results: &ResultSet) -> Vec<Finding> {
     if results.machine.nodes > 1 {
         for configuration in &configurations {
             let cells: Vec<&Cell> = results.cells.iter().filter(|c| c.configuration == configuration.name).collect();
-            let bytes: u64 = cells.iter().map(|c| c.traffic.total()).sum();
+            let bytes: u64 = cells.iter().map(|c| c.node_traffic.total()).sum();
             if bytes == 0 {
                 continue;
             }
-            let local: u64 = cells.iter().map(|c| c.local_bytes).sum();
+            let local: u64 = cells.iter().map(|c| c.node_local_bytes).sum();
             let placement = results
                 .resolved
                 .iter()
@@ -226,32 +226,43 @@ pub fn findings(results: &ResultSet) -> Vec<Finding> {
                 .filter(|p| !p.is_empty())
                 .map_or(String::new(), |p| format!(" ({p})"));
             let mut text = format!(
-                "Under «{}»{placement}, {} of the {} scanned were read from memory local to the reading domain",
+                "Under «{}»{placement}, {} of the {} scanned were read by a CPU on the memory's own node",
                 configuration.name,
                 share(local, bytes),
                 numadb_report::bytes(bytes)
             );
-            // The domain that read most remotely.
-            let mut per_domain: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+            // The first of the reading nodes with the most remote bytes.
+            let mut per_node: Vec<(String, u64, u64)> = Vec::new();
             for cell in &cells {
-                for (row, name) in cell.traffic.worker_domains.iter().enumerate() {
-                    let total: u64 = cell.traffic.bytes.get(row).map_or(0, |r| r.iter().sum());
-                    let local = cell.local_bytes_by_domain.get(row).copied().unwrap_or(0);
-                    let entry = per_domain.entry(name.clone()).or_default();
-                    entry.0 += local;
-                    entry.1 += total;
+                for (name, local, remote) in cell.node_local_remote() {
+                    match per_node.iter_mut().find(|(n, _, _)| *n == name) {
+                        Some(entry) => {
+                            entry.1 += local;
+                            entry.2 += remote;
+                        }
+                        None => per_node.push((name, local, remote)),
+                    }
                 }
             }
-            // The first of the domains with the most remote bytes.
-            let most_remote =
-                per_domain.iter().filter(|(_, (_, total))| *total > 0).fold(None, |best, entry| match best {
-                    Some((_, (l, t))) if t - l >= entry.1.1 - entry.1.0 => best,
-                    _ => Some((entry.0, *entry.1)),
-                });
-            if let Some((name, (local, total))) = most_remote
-                && local < total
+            let most_remote = per_node.iter().fold(None::<&(String, u64, u64)>, |best, entry| match best {
+                Some(best) if best.2 >= entry.2 => Some(best),
+                _ => Some(entry),
+            });
+            if let Some((name, local, remote)) = most_remote
+                && *remote > 0
             {
-                text.push_str(&format!("; domain {name} read {} of its bytes remotely", share(total - local, total)));
+                text.push_str(&format!(
+                    "; the CPUs of {name} read {} of their bytes from other nodes",
+                    share(*remote, local + remote)
+                ));
+            }
+            if configuration.domains != "node" {
+                let domain_local: u64 = cells.iter().map(|c| c.local_bytes).sum();
+                text.push_str(&format!(
+                    " (counted by {} domain, which can span several nodes: {} local)",
+                    configuration.domains,
+                    share(domain_local, bytes)
+                ));
             }
             text.push('.');
             out.push(finding("locality", text));
@@ -412,6 +423,12 @@ mod tests {
             },
             local_bytes: 2 * local,
             local_bytes_by_domain: vec![local, local],
+            node_traffic: ByteMatrix {
+                worker_domains: vec!["node0".into(), "node1".into()],
+                memory_nodes: vec![0, 1],
+                bytes: vec![vec![local, remote], vec![remote, local]],
+            },
+            node_local_bytes: 2 * local,
             tasks_run: 100,
             tasks_stolen: 10,
         }
@@ -474,7 +491,10 @@ mod tests {
         assert!(skew.iter().any(|s| s.contains("«any»") && s.contains("100% at k = 6")), "{skew:?}");
         let locality = text_of(&findings, "locality");
         assert!(locality.iter().any(|s| s.contains("«off»") && s.contains("50% of the 8 GiB")), "{locality:?}");
-        assert!(locality.iter().any(|s| s.contains("domain node0 read 50% of its bytes remotely")), "{locality:?}");
+        assert!(
+            locality.iter().any(|s| s.contains("the CPUs of node0 read 50% of their bytes from other nodes")),
+            "{locality:?}"
+        );
         let peer = text_of(&findings, "peer");
         assert_eq!(peer.len(), 1);
         assert!(peer[0].contains("4.00× on aggregation") && peer[0].contains("DuckDB 9"), "{}", peer[0]);

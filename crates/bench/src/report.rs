@@ -257,33 +257,31 @@ pub fn throughput_charts(results: &ResultSet) -> Vec<(String, GroupedBarChart)> 
     charts
 }
 
-/// Local and remote bytes of each domain (by name, in order of first appearance) over some cells.
-fn bytes_by_domain<'a>(cells: impl Iterator<Item = &'a crate::experiment::Cell>) -> Vec<(String, u64, u64)> {
-    let mut domains: Vec<(String, u64, u64)> = Vec::new();
+/// Local and remote bytes of each reading node (by name, in order of first appearance) over some cells.
+fn bytes_by_node<'a>(cells: impl Iterator<Item = &'a crate::experiment::Cell>) -> Vec<(String, u64, u64)> {
+    let mut nodes: Vec<(String, u64, u64)> = Vec::new();
     for cell in cells {
-        for (row, name) in cell.traffic.worker_domains.iter().enumerate() {
-            let total: u64 = cell.traffic.bytes.get(row).map_or(0, |r| r.iter().sum());
-            let local = cell.local_bytes_by_domain.get(row).copied().unwrap_or(0).min(total);
-            match domains.iter_mut().find(|(n, _, _)| n == name) {
+        for (name, local, remote) in cell.node_local_remote() {
+            match nodes.iter_mut().find(|(n, _, _)| *n == name) {
                 Some(entry) => {
                     entry.1 += local;
-                    entry.2 += total - local;
+                    entry.2 += remote;
                 }
-                None => domains.push((name.clone(), local, total - local)),
+                None => nodes.push((name, local, remote)),
             }
         }
     }
-    domains
+    nodes
 }
 
 /// The traffic figures: the local and remote shares of every configuration's bytes, then, where more than one
-/// domain read, each configuration's bytes per domain.
+/// node's CPUs read, each configuration's bytes per reading node (local: from the reading CPU's own node).
 pub fn traffic_charts(results: &ResultSet) -> Vec<(String, StackedBarChart)> {
     let mut charts = Vec::new();
     let mut shares = Vec::new();
     let mut per_domain = Vec::new();
     for (index, configuration) in results.experiment.configurations.iter().enumerate() {
-        let domains = bytes_by_domain(results.cells.iter().filter(|c| c.configuration == configuration.name));
+        let domains = bytes_by_node(results.cells.iter().filter(|c| c.configuration == configuration.name));
         let (local, remote) = domains.iter().fold((0, 0), |(l, r), d| (l + d.1, r + d.2));
         if local + remote == 0 {
             continue;
@@ -298,7 +296,7 @@ pub fn traffic_charts(results: &ResultSet) -> Vec<(String, StackedBarChart)> {
             per_domain.push((
                 format!("traffic-{}", index + 1),
                 StackedBarChart {
-                    title: format!("Bytes read per domain: {}", configuration.name),
+                    title: format!("Bytes read by each node's CPUs: {}", configuration.name),
                     y_label: "GiB".into(),
                     segment_names: vec!["local".into(), "remote".into()],
                     bars: domains
@@ -376,9 +374,9 @@ pub fn write_sections(
     if !traffic.is_empty() {
         page.heading(3, "Memory traffic");
         page.paragraph(
-            "Bytes the scan tasks read, by the domain they ran in, split into memory local to that domain and \
-             remote memory: numadb's software equivalent of the memory-controller counters behind the thesis's \
-             traffic panels.",
+            "Bytes the scan tasks read, by the node of the CPU that read them, split into memory on that node \
+             (local) and on other nodes (remote): numadb's software equivalent of the memory-controller counters \
+             behind the thesis's traffic panels. results.json also has each cell's matrix by scheduling domain.",
         );
         for (stem, chart) in traffic {
             let svg = groups::stacked_bars(&chart).map_err(|e| e.to_string())?;

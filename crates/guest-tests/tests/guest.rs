@@ -120,6 +120,31 @@ fn migration_to_node_3_moves_every_page_and_keeps_the_data() {
 }
 
 #[test]
+fn migration_from_one_node_to_interleaved_spreads_every_page_and_keeps_the_data() {
+    // mbind(MPOL_MF_MOVE) alone leaves pages that are already on one of the interleaved nodes where they are.
+    let nodes: NodeSet = memory_nodes().into_iter().take(4).collect();
+    let values: Vec<u64> = (0..2_000_000u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i >> 5)).collect();
+    for huge_pages in [HugePages::Never, HugePages::Transparent] {
+        let mut buffer = NumaBuffer::from_slice(&values, Policy::Node(0), huge_pages).unwrap();
+        let report = buffer.region_mut().migrate(Policy::Interleave(nodes.clone())).unwrap();
+        assert!(report.before.all_on(0));
+        let after = report.after;
+        assert_eq!(after.known(), after.pages, "{huge_pages:?}: {after:?}");
+        // Even to one 2 MiB unit (512 base pages) with huge pages, to one page without.
+        let unit = if huge_pages == HugePages::Transparent { 512 } else { 1 };
+        let even = after.pages / nodes.len();
+        for node in nodes.iter() {
+            let count = after.on_node(node);
+            assert!(
+                count.abs_diff(even) <= unit,
+                "{huge_pages:?}: node {node} holds {count} pages, {even} expected: {after:?}"
+            );
+        }
+        assert_eq!(&buffer[..], &values[..], "{huge_pages:?}: data changed during migration");
+    }
+}
+
+#[test]
 fn first_touch_places_pages_on_the_touching_cpus_node() {
     let expected = expected_topology();
     std::thread::spawn(move || {

@@ -8,6 +8,18 @@ use numadb_topology::{NodeSet, Topology};
 
 use crate::{HUGE_PAGE_BYTES, PlacementError, Policy, sys, system_topology};
 
+/// Where each page of a region belongs: `nodes[(page / pages_per_unit) % nodes.len()]`.
+struct PageTarget {
+    nodes: Vec<u32>,
+    pages_per_unit: usize,
+}
+
+impl PageTarget {
+    fn node(&self, page: usize) -> u32 {
+        self.nodes[(page / self.pages_per_unit) % self.nodes.len()]
+    }
+}
+
 /// Whether a region asks for transparent huge pages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum HugePages {
@@ -286,28 +298,44 @@ impl Region {
         self.apply_policy(&policy, sys::MPOL_MF_MOVE)?;
         *self.policy.lock().unwrap_or_else(|p| p.into_inner()) = policy.clone();
         let mut attempts = 1;
-        let mut after = self.page_locations()?;
-        if let Policy::Node(target) = policy {
-            while after.known() != after.on_node(target) {
+        // `mbind(MPOL_MF_MOVE)` only moves pages that are on a node outside the policy's set: a page on node 0
+        // already "complies" with interleave(0-3). So every page whose policy names one node is sent there
+        // explicitly, until none is elsewhere.
+        let target = self.target_of(&policy);
+        if let Some(target) = &target {
+            while self.move_stragglers(target)? > 0 {
                 if attempts >= MIGRATION_ATTEMPTS_MAX {
+                    let after = self.page_locations()?;
                     return Err(PlacementError::MigrationIncomplete {
                         policy,
                         pages: after.pages,
-                        misplaced: after.known() - after.on_node(target),
+                        misplaced: self.count_misplaced(target)?,
                         attempts,
                     });
                 }
-                std::thread::sleep(MIGRATION_RETRY_PAUSE);
-                self.move_stragglers(target)?;
                 attempts += 1;
-                after = self.page_locations()?;
+                std::thread::sleep(MIGRATION_RETRY_PAUSE);
             }
         }
+        let after = self.page_locations()?;
         Ok(MigrationReport { before, after, attempts })
     }
 
-    /// Moves every present page that is not on `target` there with `move_pages`.
-    fn move_stragglers(&self, target: u32) -> Result<(), PlacementError> {
+    /// The node each base page must be on under `policy`, when the policy decides it: one node, or interleaved
+    /// round-robin over the nodes in units of the region's page granule (2 MiB with huge pages, which move whole).
+    fn target_of(&self, policy: &Policy) -> Option<PageTarget> {
+        match policy {
+            Policy::Node(node) => Some(PageTarget { nodes: vec![*node], pages_per_unit: 1 }),
+            Policy::Interleave(nodes) if !nodes.is_empty() => {
+                let unit = if self.huge_pages == HugePages::Transparent { HUGE_PAGE_BYTES } else { self.page_size };
+                Some(PageTarget { nodes: nodes.iter().collect(), pages_per_unit: (unit / self.page_size).max(1) })
+            }
+            _ => None,
+        }
+    }
+
+    /// Each page's node now (negative: not present or unknown), batch by batch.
+    fn for_each_page_status(&self, mut visit: impl FnMut(usize, &[*mut u8], &[i32])) -> Result<(), PlacementError> {
         let pages = self.page_count();
         let mut status = Vec::new();
         for first in (0..pages).step_by(PAGES_PER_MOVE_CALL) {
@@ -318,22 +346,45 @@ impl Region {
             // SAFETY: every pointer lies in this region's mapping, which `&self` keeps alive.
             unsafe { sys::move_pages(&pointers, None, &mut status) }
                 .map_err(|error| PlacementError::syscall("move_pages(query)", error))?;
-            let misplaced: Vec<*mut u8> = pointers
-                .iter()
-                .zip(&status)
-                .filter(|&(_, &node)| node >= 0 && node as u32 != target)
-                .map(|(&pointer, _)| pointer)
-                .collect();
-            if misplaced.is_empty() {
-                continue;
-            }
-            let targets = vec![target as i32; misplaced.len()];
-            let mut result = vec![0; misplaced.len()];
-            // SAFETY: as above; the pointers are a subset of this region's pages.
-            unsafe { sys::move_pages(&misplaced, Some(&targets), &mut result) }
-                .map_err(|error| PlacementError::syscall(format!("move_pages(node({target}))"), error))?;
+            visit(first, &pointers, &status);
         }
         Ok(())
+    }
+
+    /// Present pages not on their target node.
+    fn count_misplaced(&self, target: &PageTarget) -> Result<usize, PlacementError> {
+        let mut misplaced = 0;
+        self.for_each_page_status(|first, _, status| {
+            misplaced += status
+                .iter()
+                .enumerate()
+                .filter(|&(i, &node)| node >= 0 && node as u32 != target.node(first + i))
+                .count();
+        })?;
+        Ok(misplaced)
+    }
+
+    /// Moves every present page that is not on its target node there with `move_pages`; returns how many pages
+    /// were misplaced before the move.
+    fn move_stragglers(&self, target: &PageTarget) -> Result<usize, PlacementError> {
+        let mut moves: Vec<(*mut u8, i32)> = Vec::new();
+        self.for_each_page_status(|first, pointers, status| {
+            for (i, (&pointer, &node)) in pointers.iter().zip(status).enumerate() {
+                let wanted = target.node(first + i);
+                if node >= 0 && node as u32 != wanted {
+                    moves.push((pointer, wanted as i32));
+                }
+            }
+        })?;
+        for batch in moves.chunks(PAGES_PER_MOVE_CALL) {
+            let pointers: Vec<*mut u8> = batch.iter().map(|m| m.0).collect();
+            let targets: Vec<i32> = batch.iter().map(|m| m.1).collect();
+            let mut result = vec![0; batch.len()];
+            // SAFETY: the pointers are pages of this region's mapping, which `&self` keeps alive.
+            unsafe { sys::move_pages(&pointers, Some(&targets), &mut result) }
+                .map_err(|error| PlacementError::syscall("move_pages(move)", error))?;
+        }
+        Ok(moves.len())
     }
 
     /// Bytes of transparent huge pages (`AnonHugePages` in `/proc/self/smaps`) in the mappings that hold the

@@ -154,6 +154,9 @@ pub struct SchedulerCounters {
     pub domains: Vec<DomainCountersSnapshot>,
     /// Bytes read by every query since the last reset, by (running domain, memory node).
     pub bytes_read: crate::ByteMatrix,
+    /// The same bytes by (node of the CPU that read them, memory node): rows are the nodes with CPUs, named
+    /// `node<id>`. Unlike `bytes_read`, this does not depend on how the machine was cut into domains.
+    pub bytes_read_by_cpu_node: crate::ByteMatrix,
 }
 
 impl SchedulerCounters {

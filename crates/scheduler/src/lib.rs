@@ -118,6 +118,13 @@ pub(crate) struct Shared {
     pub(crate) cpu_domain: Vec<Option<u32>>,
     /// Bytes read by all queries since the counters were last reset, row-major (running domain × memory node).
     traffic: Vec<AtomicU64>,
+    /// Nodes with CPUs: the rows of `node_traffic`.
+    cpu_nodes: Vec<u32>,
+    /// Row of each node id in `node_traffic`.
+    cpu_node_row: Vec<Option<usize>>,
+    /// The same bytes by the node of the CPU that read them (row) and the memory node (column): locality as the
+    /// memory controllers see it, whatever the domains.
+    node_traffic: Vec<AtomicU64>,
     pub(crate) shutdown: AtomicBool,
     pub(crate) alive_workers: AtomicUsize,
     next_query: AtomicU64,
@@ -131,6 +138,20 @@ impl Shared {
         if let Some(cell) = self.traffic.get(domain as usize * self.node_ids.len() + column) {
             cell.fetch_add(bytes, Ordering::Relaxed);
         }
+    }
+
+    /// Adds to the cumulative matrix by reading CPU's node.
+    pub(crate) fn account_node_traffic(&self, cpu_node: u32, node: u32, bytes: u64) {
+        let Some(Some(column)) = self.node_column.get(node as usize) else { return };
+        let Some(Some(row)) = self.cpu_node_row.get(cpu_node as usize) else { return };
+        if let Some(cell) = self.node_traffic.get(row * self.node_ids.len() + column) {
+            cell.fetch_add(bytes, Ordering::Relaxed);
+        }
+    }
+
+    /// The node whose memory a domain's workers treat as theirs first (for logical pinning, which runs nowhere).
+    pub(crate) fn domain_home_node(&self, domain: u32) -> Option<u32> {
+        self.domains.domains.get(domain as usize).and_then(|d| d.memory_nodes.iter().next())
     }
 
     pub(crate) fn push(&self, domain: u32, task: Task) {
@@ -323,6 +344,13 @@ impl Scheduler {
         for (column, &node) in node_ids.iter().enumerate() {
             node_column[node as usize] = Some(column);
         }
+        let cpu_nodes: Vec<u32> = topology.nodes_with_cpus().iter().collect();
+        let mut cpu_node_row = vec![None; node_column.len()];
+        for (row, &node) in cpu_nodes.iter().enumerate() {
+            if let Some(slot) = cpu_node_row.get_mut(node as usize) {
+                *slot = Some(row);
+            }
+        }
         let mut cpu_domain = vec![None; topology.cpus.iter().map(|c| c.id as usize + 1).max().unwrap_or(0)];
         for domain in &domains.domains {
             for cpu in domain.cpus.iter() {
@@ -363,6 +391,9 @@ impl Scheduler {
             thieves,
             cpu_domain,
             traffic: (0..domain_count * topology.nodes.len()).map(|_| AtomicU64::new(0)).collect(),
+            node_traffic: (0..cpu_nodes.len() * topology.nodes.len()).map(|_| AtomicU64::new(0)).collect(),
+            cpu_nodes,
+            cpu_node_row,
             shutdown: AtomicBool::new(false),
             alive_workers: AtomicUsize::new(plans.len()),
             next_query: AtomicU64::new(1),
@@ -494,8 +525,15 @@ impl Scheduler {
             memory_nodes: shared.node_ids.clone(),
             bytes: flat.chunks(shared.node_ids.len().max(1)).map(<[u64]>::to_vec).collect(),
         };
+        let flat: Vec<u64> = shared.node_traffic.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+        let bytes_read_by_cpu_node = ByteMatrix {
+            worker_domains: shared.cpu_nodes.iter().map(|n| format!("node{n}")).collect(),
+            memory_nodes: shared.node_ids.clone(),
+            bytes: flat.chunks(shared.node_ids.len().max(1)).map(<[u64]>::to_vec).collect(),
+        };
         SchedulerCounters {
             bytes_read,
+            bytes_read_by_cpu_node,
             domains: self
                 .shared
                 .counters
@@ -521,6 +559,7 @@ impl Scheduler {
         self.shared.counters.iter().for_each(|c| c.reset());
         self.shared.worker_tasks_run.iter().for_each(|c| c.store(0, Ordering::Relaxed));
         self.shared.traffic.iter().for_each(|c| c.store(0, Ordering::Relaxed));
+        self.shared.node_traffic.iter().for_each(|c| c.store(0, Ordering::Relaxed));
     }
 
     /// Stops the workers (each finishes the task it is running), skips the tasks still queued (their queries end

@@ -108,6 +108,9 @@ pub struct TaskContext<'a> {
     pub(crate) preferred: Option<u32>,
     pub(crate) bound_domain: Option<u32>,
     pub(crate) running_domain: u32,
+    /// The node of the CPU the task runs on (or of its domain, under logical pinning), looked up at the first
+    /// [`TaskContext::account_read`], so that tasks that read nothing pay no system call.
+    pub(crate) running_node: std::cell::OnceCell<Option<u32>>,
     pub(crate) stolen: bool,
     /// The binding a child spawned by this task inherits (opportunistic binding, direct children only).
     pub(crate) child_binding: Option<u32>,
@@ -165,6 +168,14 @@ impl TaskContext<'_> {
     pub fn account_read(&self, node: u32, bytes: u64) {
         self.query.account_read(self.running_domain, node, bytes);
         self.worker.shared.account_traffic(self.running_domain, node, bytes);
+        let shared = &self.worker.shared;
+        let cpu_node = *self.running_node.get_or_init(|| match shared.config.pinning {
+            crate::Pinning::Os => numadb_placement::current_cpu().ok().map(|l| l.node),
+            crate::Pinning::Logical => shared.domain_home_node(self.running_domain),
+        });
+        if let Some(cpu_node) = cpu_node {
+            shared.account_node_traffic(cpu_node, node, bytes);
+        }
     }
 
     /// Submits a child task to the same query. Under opportunistic binding, a child of a task that was bound to a

@@ -254,8 +254,16 @@ impl WorkerView {
             Pinning::Logical => self.domain,
         });
         let child_binding = if binding == Binding::Opportunistic && preferred.is_some() { bound_domain } else { None };
-        let context =
-            TaskContext { worker: self, query: &query, preferred, bound_domain, running_domain, stolen, child_binding };
+        let context = TaskContext {
+            worker: self,
+            query: &query,
+            preferred,
+            bound_domain,
+            running_domain,
+            running_node: std::cell::OnceCell::new(),
+            stolen,
+            child_binding,
+        };
         match catch_unwind(AssertUnwindSafe(|| body(&context))) {
             Ok(Ok(())) => {}
             Ok(Err(error)) => query.fail(QueryError::Task(error.message)),

@@ -515,10 +515,42 @@ fn byte_accounting_fills_the_domain_by_node_matrix() {
     }
     let local: Vec<_> = scheduler.domains().domains.iter().map(|d| d.memory_nodes.clone()).collect();
     assert_eq!(matrix.local_bytes(&local), 4000);
-    // The scheduler keeps the sum over queries until its counters are reset.
-    assert_eq!(scheduler.counters().bytes_read, *matrix);
+    // The scheduler keeps the sum over queries until its counters are reset; by reading CPU's node (here, under
+    // logical pinning, the node of the domain the task ran in) the matrix is the same.
+    let counters = scheduler.counters();
+    assert_eq!(counters.bytes_read, *matrix);
+    assert_eq!(counters.bytes_read_by_cpu_node.worker_domains, ["node0", "node1", "node2", "node3"]);
+    assert_eq!(counters.bytes_read_by_cpu_node.bytes, matrix.bytes);
     scheduler.reset_counters();
     assert_eq!(scheduler.counters().bytes_read.total(), 0);
+    assert_eq!(scheduler.counters().bytes_read_by_cpu_node.total(), 0);
+}
+
+#[test]
+fn one_big_domain_still_tells_which_node_read_which_node() {
+    // The machine as one domain: every byte is "local" to it, but the node matrix keeps the nodes apart.
+    let topology = snc(1);
+    let config = SchedulerConfig {
+        granularity: DomainGranularity::Machine,
+        ..logical(Stealing::ANY, Binding::None, WorkerLayout::All)
+    };
+    let scheduler = Scheduler::new(&topology, config).unwrap();
+    let mut graph = TaskGraph::new();
+    graph.add(TaskSpec::new(|ctx| {
+        ctx.account_read(0, 100);
+        ctx.account_read(3, 50);
+        Ok(())
+    }));
+    scheduler.run(graph).unwrap();
+    let counters = scheduler.counters();
+    assert_eq!(counters.bytes_read.worker_domains.len(), 1);
+    let local: Vec<_> = scheduler.domains().domains.iter().map(|d| d.memory_nodes.clone()).collect();
+    assert_eq!(counters.bytes_read.local_bytes(&local), 150);
+    // Logical pinning runs the machine domain's tasks "on" its first node.
+    let by_node = &counters.bytes_read_by_cpu_node;
+    assert_eq!((by_node.get(0, 0), by_node.get(0, 3)), (100, 50));
+    let diagonal: Vec<_> = by_node.memory_nodes.iter().map(|&n| numadb_topology::NodeSet::from_ids([n])).collect();
+    assert_eq!(by_node.local_bytes(&diagonal), 100);
 }
 
 #[test]

@@ -9,7 +9,7 @@
 //! - [`settings`]: `SET`/`SHOW`, and the scheduler configuration they select.
 //! - [`copy`]: `COPY … FROM` in CSV and text formats.
 //! - [`system`]: `numadb.nodes`, `numadb.domains`, `numadb.tables`, `numadb.placement`, `numadb.scheduler`,
-//!   `numadb.traffic`, `numadb.queries`.
+//!   `numadb.traffic`, `numadb.node_traffic`, `numadb.queries`.
 //! - [`thesis`]: the thesis's tables.
 
 pub mod bind;

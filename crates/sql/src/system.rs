@@ -26,7 +26,8 @@ fn int(v: impl TryInto<i64>) -> Value {
 }
 
 /// The names of the system views.
-pub const VIEWS: [&str; 7] = ["nodes", "domains", "tables", "placement", "scheduler", "traffic", "queries"];
+pub const VIEWS: [&str; 8] =
+    ["nodes", "domains", "tables", "placement", "scheduler", "traffic", "node_traffic", "queries"];
 
 /// How `numadb.scheduler` and `numadb.traffic` name a scheduler: its settings, as `SET` would take them.
 pub fn scheduler_label(config: &numadb_scheduler::SchedulerConfig) -> String {
@@ -261,6 +262,38 @@ pub fn view(db: &Database, schema: &str, name: &str) -> Result<Arc<Table>, ExecE
                     column("scheduler", DataType::Text),
                     column("domain", DataType::Integer),
                     column("domain_name", DataType::Text),
+                    column("node", DataType::Integer),
+                    column("bytes_read", DataType::BigInt),
+                    column("local", DataType::Boolean),
+                ],
+                rows,
+            )
+        }
+        "node_traffic" => {
+            // The same bytes by the node of the CPU that read them: locality whatever the domains.
+            let mut rows = Vec::new();
+            for (config, scheduler) in db.schedulers() {
+                let label = scheduler_label(&config);
+                let matrix = scheduler.counters().bytes_read_by_cpu_node;
+                for (row, cells) in matrix.bytes.iter().enumerate() {
+                    let cpu_node =
+                        matrix.worker_domains.get(row).and_then(|n| n.strip_prefix("node")?.parse::<u32>().ok());
+                    for (&node, &bytes) in matrix.memory_nodes.iter().zip(cells) {
+                        rows.push(vec![
+                            Value::text(&label),
+                            cpu_node.map_or(Value::Null, int),
+                            int(node),
+                            int(bytes),
+                            Value::Bool(cpu_node == Some(node)),
+                        ]);
+                    }
+                }
+            }
+            materialise(
+                "node_traffic",
+                vec![
+                    column("scheduler", DataType::Text),
+                    column("cpu_node", DataType::Integer),
                     column("node", DataType::Integer),
                     column("bytes_read", DataType::BigInt),
                     column("local", DataType::Boolean),
