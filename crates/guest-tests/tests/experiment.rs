@@ -69,7 +69,12 @@ fn read_by(cell: &Cell, domain: &str, nodes: &[u32]) -> u64 {
 fn experiment_byte_matrices_come_out_as_the_configurations_imply() {
     let topology = Topology::from_system().unwrap();
     let nodes: Vec<u32> = topology.nodes_with_cpus().iter().collect();
-    assert_eq!(nodes, [0, 1, 2, 3], "this test is written for the 2s-snc2 guest");
+    // The expectations below are those of the 2-socket × SNC2 machine (nodes 0-3, 0 and 1 on socket 0); the
+    // other guests run the scheduler and engine tests, not this one.
+    if nodes != [0, 1, 2, 3] || topology.package_count() != 2 {
+        eprintln!("skipped: written for the 2s-snc2 guest (nodes with CPUs here: {nodes:?})");
+        return;
+    }
     let file = ExperimentFile::parse(MATRIX).unwrap();
     let database = Database::new().unwrap();
     let results = experiment::run(&file, &ExperimentTarget::InProcess(database), &topology, |_| {}).unwrap();
