@@ -1,8 +1,9 @@
-# The two commands a new user needs are `make tour` (for now: what numadb sees of this machine) and `make test`.
+# The two commands a new user needs are `make tour` (numadb tour: this machine's NUMA story in two minutes) and
+# `make test`.
 .PHONY: tour test deps guests
 
 tour:
-	cargo run --release --locked --quiet -p numadb -- topo
+	cargo run --release --locked --quiet -p numadb -- tour
 
 test:
 	scripts/test.sh
