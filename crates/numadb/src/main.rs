@@ -3,6 +3,7 @@
 
 mod bench;
 mod format;
+mod serve;
 mod sql;
 mod topo;
 
@@ -25,6 +26,7 @@ struct Cli {
 enum Command {
     Topo(topo::TopoArgs),
     Sql(sql::SqlArgs),
+    Serve(serve::ServeArgs),
     Bench(bench::BenchArgs),
 }
 
@@ -33,6 +35,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Topo(args) => topo::run(args),
         Command::Sql(args) => sql::run(args),
+        Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(args),
     };
     match result {
