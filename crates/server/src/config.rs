@@ -50,6 +50,15 @@ pub struct ServerConfig {
     pub shutdown_grace: Duration,
     /// Idle time before TCP keepalive probes (so that dead clients free their slot).
     pub keepalive_idle: Duration,
+    /// Event loops (0: none; every session waits on its own thread).
+    pub event_loops: usize,
+    /// Sessions park in the event loops only while more than this many are open (see `event_loop.rs`).
+    pub event_loop_sessions: usize,
+}
+
+/// CPUs this process may use.
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 impl Default for ServerConfig {
@@ -63,6 +72,8 @@ impl Default for ServerConfig {
             startup_timeout: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(5),
             keepalive_idle: Duration::from_secs(60),
+            event_loops: cpus(),
+            event_loop_sessions: cpus(),
         }
     }
 }

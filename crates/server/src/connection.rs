@@ -37,17 +37,18 @@ const READ_BYTES: usize = 16 << 10;
 const INPUT_KEEP_BYTES: usize = 1 << 20;
 
 /// The socket, the bytes read but not yet handled, and the counters.
-struct Io {
-    stream: TcpStream,
-    input: Vec<u8>,
+pub(crate) struct Io {
+    pub(crate) stream: TcpStream,
+    pub(crate) input: Vec<u8>,
     /// Bytes of `input` already handled.
-    consumed: usize,
-    shared: Arc<Shared>,
+    pub(crate) consumed: usize,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl Io {
-    /// Reads more input; `Ok(false)` at the end of the stream.
-    fn fill(&mut self) -> io::Result<bool> {
+    /// Reads more input; `Ok(false)` at the end of the stream (on a non-blocking socket, `WouldBlock` when there
+    /// is nothing to read).
+    pub(crate) fn fill(&mut self) -> io::Result<bool> {
         if self.consumed > 0 {
             self.input.drain(..self.consumed);
             self.consumed = 0;
@@ -74,15 +75,24 @@ impl Io {
         Ok(read > 0)
     }
 
-    fn pending(&self) -> &[u8] {
+    pub(crate) fn pending(&self) -> &[u8] {
         &self.input[self.consumed..]
     }
 }
 
+/// A session between statements: what moves between its thread and an event loop.
+pub(crate) struct Conn {
+    pub(crate) io: Io,
+    pub(crate) out: Output,
+    pub(crate) handler: Handler,
+    /// Round trips in a row, on the session's thread, that only had messages an event loop could handle.
+    pub(crate) fast_streak: u32,
+}
+
 /// Writes output to the socket, counting system calls.
-struct SocketSink<'a> {
-    stream: &'a TcpStream,
-    shared: &'a Shared,
+pub(crate) struct SocketSink<'a> {
+    pub(crate) stream: &'a TcpStream,
+    pub(crate) shared: &'a Shared,
 }
 
 impl Sink for SocketSink<'_> {
@@ -167,20 +177,57 @@ pub fn serve(shared: Arc<Shared>, stream: TcpStream, handshake: Handshake) {
     let _ = io.stream.set_read_timeout(None);
     let _ = io.stream.set_write_timeout(None);
 
-    let mut handler = Handler::new(Arc::clone(&shared), Arc::clone(&entry), identity, session);
+    let handler = Handler::new(Arc::clone(&shared), Arc::clone(&entry), identity, session);
     out.authentication(AuthMessage::Ok);
     handler.report_all(&mut out);
     out.backend_key_data(entry.process_id, entry.secret_key);
     out.ready_for_query(handler.transaction_status());
-    if shared.is_shutting_down() {
-        return terminate(&io, &mut out, &shared);
-    }
-    let _ = message_loop(&mut io, &mut out, &mut handler);
+    let conn = Conn { io, out, handler, fast_streak: FAST_STREAK_TO_PARK };
+    session_loop(conn, entry.process_id as usize);
     drop(slot);
 }
 
+/// Round trips of fast messages only after which a session's thread hands the session to an event loop
+/// (when the server is busy enough for event loops to pay).
+pub(crate) const FAST_STREAK_TO_PARK: u32 = 8;
+
+/// Serves a session on its thread until it ends: answers messages with blocking I/O, and while the server is
+/// busy and the session only sends what an event loop can answer, parks it in one and waits for it to come
+/// back (with a message that needs this thread) or to end.
+fn session_loop(mut conn: Conn, loop_hint: usize) {
+    loop {
+        match serve_buffered(&mut conn) {
+            Ok(true) => {}
+            Ok(false) | Err(_) => return,
+        }
+        let shared = Arc::clone(&conn.io.shared);
+        if conn.fast_streak >= FAST_STREAK_TO_PARK
+            && !conn.handler.is_copying()
+            && shared.event_loops_wanted()
+            && !shared.is_shutting_down()
+        {
+            match crate::event_loop::park(&shared, conn, loop_hint) {
+                Some(returned) => {
+                    conn = returned;
+                    continue;
+                }
+                None => return,
+            }
+        }
+        match conn.io.fill() {
+            Ok(true) => {}
+            Ok(false) | Err(_) => {
+                if shared.is_shutting_down() {
+                    terminate(&conn.io, &mut conn.out, &shared);
+                }
+                return;
+            }
+        }
+    }
+}
+
 /// Ends a session because the server is shutting down.
-fn terminate(io: &Io, out: &mut Output, shared: &Shared) {
+pub(crate) fn terminate(io: &Io, out: &mut Output, shared: &Shared) {
     out.error(
         Severity::Fatal,
         &ExecError::new(sqlstate::ADMIN_SHUTDOWN, "terminating connection due to administrator command"),
@@ -188,65 +235,69 @@ fn terminate(io: &Io, out: &mut Output, shared: &Shared) {
     let _ = SocketSink { stream: &io.stream, shared }.flush(out);
 }
 
-fn message_loop(io: &mut Io, out: &mut Output, handler: &mut Handler) -> io::Result<()> {
+/// Answers every complete message read so far and writes the answers (one write, unless a large result went out
+/// along the way). `Ok(false)` when the session is over.
+fn serve_buffered(conn: &mut Conn) -> io::Result<bool> {
+    let Conn { io, out, handler, fast_streak } = conn;
     let shared = Arc::clone(&io.shared);
     let body_bytes_max = shared.config.message_bytes_max;
+    let mut all_fast = true;
+    let mut handled = false;
     loop {
-        // Answer every complete message already read.
-        loop {
-            let input = &io.input[io.consumed..];
-            let (tag, body) = match frontend::frame(input, body_bytes_max) {
-                Ok(Some(frame)) => frame,
-                Ok(None) => break,
-                Err(error) => {
-                    protocol_violation(out, &shared, &error);
-                    return SocketSink { stream: &io.stream, shared: &shared }.flush(out);
-                }
-            };
-            let frame_bytes = HEADER_BYTES + body.len();
-            if shared.is_shutting_down() && !handler_is_copying(handler) {
-                terminate(io, out, &shared);
-                return Ok(());
+        let input = &io.input[io.consumed..];
+        let (tag, body) = match frontend::frame(input, body_bytes_max) {
+            Ok(Some(frame)) => frame,
+            Ok(None) => break,
+            Err(error) => {
+                protocol_violation(out, &shared, &error);
+                SocketSink { stream: &io.stream, shared: &shared }.flush(out)?;
+                return Ok(false);
             }
-            let flow = match frontend::decode(tag, body) {
-                Ok(message) => {
-                    let mut sink = SocketSink { stream: &io.stream, shared: &shared };
-                    handler.handle(message, out, &mut sink)?
-                }
-                Err(error) if error.fatal => {
-                    protocol_violation(out, &shared, &error);
-                    return SocketSink { stream: &io.stream, shared: &shared }.flush(out);
-                }
-                Err(error) => {
-                    // The frame was intact: report it like PostgreSQL (an ERROR) and go on with the next one.
-                    handler.malformed(&decode_error(&error), tag, out)
-                }
-            };
-            io.consumed += frame_bytes;
-            match flow {
-                Flow::Continue => {}
-                Flow::Flush => SocketSink { stream: &io.stream, shared: &shared }.flush(out)?,
-                Flow::Close => return SocketSink { stream: &io.stream, shared: &shared }.flush(out),
-            }
+        };
+        let frame_bytes = HEADER_BYTES + body.len();
+        if shared.is_shutting_down() && !handler.is_copying() {
+            terminate(io, out, &shared);
+            return Ok(false);
         }
-        // About to wait for the client: everything answered so far goes out in one write.
-        if !out.is_empty() {
-            SocketSink { stream: &io.stream, shared: &shared }.flush(out)?;
-        }
-        if !io.fill()? {
-            if shared.is_shutting_down() {
-                terminate(io, out, &shared);
+        handled = true;
+        let flow = match frontend::decode(tag, body) {
+            Ok(message) => {
+                all_fast &= handler.is_fast(&message);
+                let mut sink = SocketSink { stream: &io.stream, shared: &shared };
+                handler.handle(message, out, &mut sink)?
             }
-            return Ok(());
+            Err(error) if error.fatal => {
+                protocol_violation(out, &shared, &error);
+                SocketSink { stream: &io.stream, shared: &shared }.flush(out)?;
+                return Ok(false);
+            }
+            Err(error) => {
+                // The frame was intact: report it like PostgreSQL (an ERROR) and go on with the next one.
+                all_fast = false;
+                handler.malformed(&decode_error(&error), tag, out)
+            }
+        };
+        io.consumed += frame_bytes;
+        match flow {
+            Flow::Continue => {}
+            Flow::Flush => SocketSink { stream: &io.stream, shared: &shared }.flush(out)?,
+            Flow::Close => {
+                SocketSink { stream: &io.stream, shared: &shared }.flush(out)?;
+                return Ok(false);
+            }
         }
     }
+    // About to wait for the client: everything answered so far goes out in one write.
+    if !out.is_empty() {
+        SocketSink { stream: &io.stream, shared: &shared }.flush(out)?;
+    }
+    if handled {
+        *fast_streak = if all_fast { fast_streak.saturating_add(1) } else { 0 };
+    }
+    Ok(true)
 }
 
-fn handler_is_copying(handler: &Handler) -> bool {
-    handler.is_copying()
-}
-
-fn decode_error(error: &DecodeError) -> ExecError {
+pub(crate) fn decode_error(error: &DecodeError) -> ExecError {
     let sqlstate = if error.bad_encoding { "22021" } else { sqlstate::PROTOCOL_VIOLATION };
     ExecError::new(sqlstate, error.message.clone())
 }

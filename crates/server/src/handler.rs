@@ -16,7 +16,6 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -63,7 +62,7 @@ pub enum Flow {
 /// A result ready to send.
 pub struct ResultSet {
     /// Its columns (empty for commands).
-    pub columns: Rc<[Column]>,
+    pub columns: Arc<[Column]>,
     /// Its rows.
     pub rows: Vec<Vec<Value>>,
     /// The command tag.
@@ -72,7 +71,7 @@ pub struct ResultSet {
 
 impl ResultSet {
     fn from_output(output: QueryOutput) -> Self {
-        let columns: Rc<[Column]> =
+        let columns: Arc<[Column]> =
             output.columns.iter().map(|c| Column::new(c.name.clone(), PgType::of(c.data_type))).collect();
         ResultSet { columns, rows: output.rows, tag: output.tag }
     }
@@ -103,13 +102,16 @@ struct Statement {
     /// `ParameterDescription`'s OIDs.
     described: Vec<u32>,
     /// Result columns.
-    columns: Rc<[Column]>,
+    columns: Arc<[Column]>,
     /// `RowDescription` with every column in text format, encoded once.
     text_description: Vec<u8>,
+    /// Executing it cannot block for long (a unique-index lookup, or a statement the server answers from the
+    /// session), so an event loop may run it.
+    fast: bool,
 }
 
 impl Statement {
-    fn new(kind: StatementKind, param_types: Vec<DataType>, declared: Vec<Option<PgType>>, columns: Rc<[Column]>) -> Self {
+    fn new(kind: StatementKind, param_types: Vec<DataType>, declared: Vec<Option<PgType>>, columns: Arc<[Column]>) -> Self {
         let described = param_types
             .iter()
             .enumerate()
@@ -122,7 +124,12 @@ impl Statement {
         if !columns.is_empty() {
             out.row_description(&columns, &[]);
         }
-        Statement { kind, param_types, declared, described, columns, text_description: out.bytes().to_vec() }
+        Statement { kind, param_types, declared, described, columns, text_description: out.bytes().to_vec(), fast: false }
+    }
+
+    fn fast(mut self, fast: bool) -> Self {
+        self.fast = fast;
+        self
     }
 }
 
@@ -139,7 +146,7 @@ enum PortalState {
 /// A bound statement.
 struct Portal {
     statement_name: String,
-    statement: Rc<Statement>,
+    statement: Arc<Statement>,
     params: Vec<Value>,
     formats: Vec<Format>,
     state: PortalState,
@@ -194,7 +201,7 @@ pub struct Handler {
     entry: Arc<Entry>,
     identity: Identity,
     session: Session,
-    statements: HashMap<String, Rc<Statement>>,
+    statements: HashMap<String, Arc<Statement>>,
     portals: HashMap<String, Portal>,
     mode: Mode,
     transaction: Transaction,
@@ -357,6 +364,28 @@ impl Handler {
                 self.shared.registry.counters.protocol_violations.fetch_add(1, Ordering::Relaxed);
                 Ok(Flow::Close)
             }
+        }
+    }
+
+    /// Whether handling `message` cannot block for long, so that an event loop may do it: everything but
+    /// simple queries, COPY, and executions of statements other than unique-index lookups and session
+    /// functions.
+    pub fn is_fast(&self, message: &Frontend<'_>) -> bool {
+        match self.mode {
+            Mode::Ready => {}
+            Mode::SkipToSync => return true,
+            Mode::CopyIn(_) => return false,
+        }
+        match message {
+            Frontend::Query(_) | Frontend::Password(_) => false,
+            Frontend::Execute { portal, .. } => match self.portals.get(*portal) {
+                Some(portal) => match portal.state {
+                    PortalState::Ready => portal.statement.fast && self.transaction != Transaction::Failed,
+                    PortalState::Running { .. } | PortalState::Done => true,
+                },
+                None => true,
+            },
+            _ => true,
         }
     }
 
@@ -671,7 +700,7 @@ impl Handler {
         let declared_types: Vec<Option<DataType>> = declared.iter().map(|t| t.and_then(PgType::declared)).collect();
         let statements = sql_text::split_statements(sql)?;
         let statement = match statements.as_slice() {
-            [] => Statement::new(StatementKind::Empty, Vec::new(), declared, Rc::from([])),
+            [] => Statement::new(StatementKind::Empty, Vec::new(), declared, Arc::from([])),
             [_, _, ..] => {
                 return Err(error(sqlstate::SYNTAX_ERROR, "cannot insert multiple commands into a prepared statement"));
             }
@@ -681,34 +710,36 @@ impl Handler {
                     if !ends_transaction(&words) {
                         return Err(aborted());
                     }
-                    Statement::new(StatementKind::Text(text.to_string()), Vec::new(), declared, Rc::from([]))
+                    Statement::new(StatementKind::Text(text.to_string()), Vec::new(), declared, Arc::from([]))
                 } else if words.first().is_some_and(|w| w == "copy") {
-                    Statement::new(StatementKind::CopyIn(text.to_string()), Vec::new(), declared, Rc::from([]))
+                    Statement::new(StatementKind::CopyIn(text.to_string()), Vec::new(), declared, Arc::from([]))
                 } else if let Some(query) = compat::recognise(text) {
                     let query = query?;
-                    let columns: Rc<[Column]> = query.columns().into();
-                    Statement::new(StatementKind::Compat(query), Vec::new(), declared, columns)
+                    let columns: Arc<[Column]> = query.columns().into();
+                    let fast = query.is_function();
+                    Statement::new(StatementKind::Compat(query), Vec::new(), declared, columns).fast(fast)
                 } else {
                     self.session.close_prepared(name);
                     let prepared = self.session.prepare(name, text, &declared_types)?;
-                    let columns: Rc<[Column]> = prepared
+                    let columns: Arc<[Column]> = prepared
                         .columns
                         .iter()
                         .map(|c| Column::new(c.name.clone(), PgType::of(c.data_type)))
                         .collect();
                     Statement::new(StatementKind::Engine, prepared.param_types.clone(), declared, columns)
+                        .fast(prepared.is_point_lookup())
                 }
             }
         };
         if !matches!(statement.kind, StatementKind::Engine) {
             self.session.close_prepared(name);
         }
-        self.statements.insert(name.to_string(), Rc::new(statement));
+        self.statements.insert(name.to_string(), Arc::new(statement));
         Ok(())
     }
 
     /// The statement called `name`: one the protocol parsed, or one SQL's PREPARE made.
-    fn statement(&mut self, name: &str) -> Result<Rc<Statement>, ExecError> {
+    fn statement(&mut self, name: &str) -> Result<Arc<Statement>, ExecError> {
         let missing =
             || error(sqlstate::INVALID_SQL_STATEMENT_NAME, format!("prepared statement \"{name}\" does not exist"));
         if let Some(statement) = self.statements.get(name) {
@@ -716,13 +747,16 @@ impl Handler {
                 self.statements.remove(name);
                 return Err(missing());
             }
-            return Ok(Rc::clone(statement));
+            return Ok(Arc::clone(statement));
         }
         let prepared = self.session.prepared(name).map_err(|_| missing())?;
-        let columns: Rc<[Column]> =
+        let columns: Arc<[Column]> =
             prepared.columns.iter().map(|c| Column::new(c.name.clone(), PgType::of(c.data_type))).collect();
-        let statement = Rc::new(Statement::new(StatementKind::Engine, prepared.param_types.clone(), Vec::new(), columns));
-        self.statements.insert(name.to_string(), Rc::clone(&statement));
+        let statement = Arc::new(
+            Statement::new(StatementKind::Engine, prepared.param_types.clone(), Vec::new(), columns)
+                .fast(prepared.is_point_lookup()),
+        );
+        self.statements.insert(name.to_string(), Arc::clone(&statement));
         Ok(statement)
     }
 
@@ -855,7 +889,7 @@ impl Handler {
             if self.transaction == Transaction::Failed && !matches!(portal.statement.kind, StatementKind::Text(_)) {
                 return Ok(Err(aborted()));
             }
-            let statement = Rc::clone(&portal.statement);
+            let statement = Arc::clone(&portal.statement);
             let result = match &statement.kind {
                 StatementKind::Engine => {
                     let (name, params) = (&portal.statement_name, &portal.params);
@@ -866,7 +900,7 @@ impl Handler {
                         if statement.columns.len() != result.columns.len() {
                             result.rows.clear();
                         }
-                        result.columns = Rc::clone(&statement.columns);
+                        result.columns = Arc::clone(&statement.columns);
                         result
                     })
                 }
@@ -879,7 +913,7 @@ impl Handler {
                 StatementKind::Text(sql) => {
                     if self.transaction == Transaction::Failed {
                         self.transaction = Transaction::Idle;
-                        Ok(ResultSet { columns: Rc::from([]), rows: Vec::new(), tag: "ROLLBACK".into() })
+                        Ok(ResultSet { columns: Arc::from([]), rows: Vec::new(), tag: "ROLLBACK".into() })
                     } else {
                         self.run_engine(|session| session.execute_one(sql)).map(ResultSet::from_output)
                     }

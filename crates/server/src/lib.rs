@@ -3,13 +3,16 @@
 //!
 //! # Design
 //!
-//! **A thread per connection, blocking sockets.** Each connection runs its startup exchange, then its session,
-//! on a thread of its own; statements run on that thread as in-process calls into [`numadb_sql::Session`]. A
-//! point lookup in numadb runs on the calling thread (an index probe and a row fetch, microseconds), so an
-//! asynchronous design would have to hand every lookup to a blocking pool and back, or risk stalling its event
-//! loop on the scans that take seconds; with a thread per connection neither happens, and a slow or dead
-//! client blocks only its own thread. Sessions are bounded (`max_connections`, like PostgreSQL, which runs a
-//! process per connection), and so are connections still in their startup exchange.
+//! **A thread per connection, and event loops when busy.** Each connection runs its startup exchange, then its
+//! session, on a thread of its own; statements run on that thread as in-process calls into
+//! [`numadb_sql::Session`], so a scan that takes seconds blocks nobody else, and neither does a slow or dead
+//! client. With few sessions the thread waits on its socket itself, the cheapest round trip there is (the
+//! kernel wakes it synchronously on the client's CPU). With more sessions than CPUs, a thread switch per
+//! statement costs more than the statement, so idle sessions park in per-CPU event loops ([`event_loop`]),
+//! which answer what cannot block (Parse, Bind, Describe, Sync, and Execute of a unique-index lookup, which
+//! numadb runs on the calling thread in microseconds) and hand everything else back to the session's thread.
+//! Sessions are bounded (`max_connections`, like PostgreSQL, which runs a process per connection), and so are
+//! connections still in their startup exchange.
 //!
 //! **One write per round trip.** The server answers every complete message it has read into one buffer and
 //! writes the buffer only when it would otherwise wait for the client ([`connection`]). PostgreSQL flushes at
@@ -29,21 +32,23 @@
 //!
 //! # Map
 //!
-//! - [`server`]: the listener, connection threads, graceful shutdown.
-//! - [`connection`]: startup (TLS refusal, cancel requests, authentication, session parameters) and the
+//! - [`server`] — the listener, connection threads, graceful shutdown.
+//! - [`event_loop`] — where idle sessions wait when the server is busy; the fast path of prepared lookups.
+//! - [`connection`] — startup (TLS refusal, cancel requests, authentication, session parameters) and the
 //!   message loop with its write coalescing.
-//! - [`handler`]: the session's protocol state machine: simple and extended query protocols, portals, COPY,
+//! - [`handler`] — the session's protocol state machine: simple and extended query protocols, portals, COPY,
 //!   transaction status.
-//! - [`protocol`]: decoding and encoding messages, types and formats.
-//! - [`compat`]: catalog emulation and driver functions.
-//! - [`auth`]: SCRAM-SHA-256.
-//! - [`registry`]: sessions, cancel keys, counters.
-//! - [`config`]: the configuration.
+//! - [`protocol`] — decoding and encoding messages, types and formats.
+//! - [`compat`] — catalog emulation and driver functions.
+//! - [`auth`] — SCRAM-SHA-256.
+//! - [`registry`] — sessions, cancel keys, counters.
+//! - [`config`] — the configuration.
 
 pub mod auth;
 pub mod compat;
 pub mod config;
 pub mod connection;
+pub mod event_loop;
 pub mod handler;
 pub mod protocol;
 pub mod registry;

@@ -213,6 +213,11 @@ impl Registry {
         entries
     }
 
+    /// Sessions holding a slot.
+    pub fn stats_sessions_open(&self) -> usize {
+        self.sessions.load(Ordering::Relaxed)
+    }
+
     /// Sessions holding a slot plus connections in their handshake.
     pub fn connections(&self) -> usize {
         self.sessions.load(Ordering::Acquire) + self.handshakes.load(Ordering::Acquire)

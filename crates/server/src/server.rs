@@ -4,7 +4,7 @@
 
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -14,6 +14,7 @@ use numadb_sql::Database;
 
 use crate::config::ServerConfig;
 use crate::connection;
+use crate::event_loop::EventLoop;
 use crate::protocol::backend::{Output, Severity};
 use crate::registry::{Registry, Stats};
 
@@ -42,12 +43,24 @@ pub struct Shared {
     local_addr: SocketAddr,
     /// Object ids for the catalog emulation.
     pub oids: crate::compat::Oids,
+    /// The event loops, started when first needed.
+    loops: OnceLock<Option<Vec<Arc<EventLoop>>>>,
 }
 
 impl Shared {
     /// Whether shutdown has begun.
     pub fn is_shutting_down(&self) -> bool {
         self.shutting_down.load(Ordering::Acquire)
+    }
+
+    /// Whether idle sessions should wait in the event loops: the server has them and is busy enough.
+    pub fn event_loops_wanted(&self) -> bool {
+        self.config.event_loops > 0 && self.registry.stats_sessions_open() > self.config.event_loop_sessions
+    }
+
+    /// The event loops (started on first use; `None` if they could not start).
+    pub(crate) fn event_loops(&self) -> Option<&[Arc<EventLoop>]> {
+        self.loops.get_or_init(|| crate::event_loop::start(self.config.event_loops).ok()).as_deref()
     }
 }
 
@@ -88,6 +101,7 @@ impl Server {
             mock_secret: crate::auth::random_bytes::<32>(),
             local_addr,
             oids: crate::compat::Oids::default(),
+            loops: OnceLock::new(),
         });
         Ok(Server { shared, listener })
     }

@@ -189,12 +189,31 @@ pub struct Prepared {
     query: Option<BoundQuery>,
 }
 
+impl Prepared {
+    /// Whether executing the statement is a lookup through a unique index: it runs on the calling thread, touches
+    /// at most one row per key and needs no scheduler, so a server may run it without handing it to a thread
+    /// that can block.
+    pub fn is_point_lookup(&self) -> bool {
+        fn unique_lookup(plan: &Plan) -> bool {
+            match plan {
+                Plan::Lookup(lookup) => {
+                    lookup.table.snapshot().indexes_on(lookup.column).next().is_some_and(|index| index.is_unique())
+                }
+                Plan::Post { input, order_by, .. } => order_by.is_empty() && unique_lookup(input),
+                _ => false,
+            }
+        }
+        self.query.as_ref().is_some_and(|query| unique_lookup(&query.plan))
+    }
+}
+
 /// A connection's state: settings, prepared statements, and the flag that cancels its running statement.
 pub struct Session {
     db: Arc<Database>,
     id: u64,
     settings: Settings,
-    prepared: HashMap<String, Prepared>,
+    /// Shared so that an execution holds its statement without copying the statement's syntax tree.
+    prepared: HashMap<String, Arc<Prepared>>,
     cancel: Arc<AtomicBool>,
     last_result: Option<ExecutionResult>,
 }
@@ -307,7 +326,7 @@ impl Session {
                 format!("prepared statement \"{name}\" already exists"),
             ));
         }
-        self.prepared.insert(name.to_string(), prepared.clone());
+        self.prepared.insert(name.to_string(), Arc::new(prepared.clone()));
         Ok(prepared)
     }
 
@@ -360,7 +379,7 @@ impl Session {
 
     /// The prepared statement called `name` (the unnamed one is `""`).
     pub fn prepared(&self, name: &str) -> Result<&Prepared, ExecError> {
-        self.prepared.get(name).ok_or_else(|| {
+        self.prepared.get(name).map(Arc::as_ref).ok_or_else(|| {
             ExecError::new(
                 sqlstate::INVALID_SQL_STATEMENT_NAME,
                 format!("prepared statement \"{name}\" does not exist"),
@@ -375,7 +394,8 @@ impl Session {
 
     /// Runs a prepared statement with parameter values.
     pub fn execute_prepared(&mut self, name: &str, params: &[Value]) -> Result<QueryOutput, ExecError> {
-        let prepared = self.prepared(name)?.clone();
+        self.prepared(name)?;
+        let prepared = Arc::clone(&self.prepared[name]);
         if params.len() != prepared.param_types.len() {
             return Err(ExecError::new(
                 sqlstate::PROTOCOL_VIOLATION,

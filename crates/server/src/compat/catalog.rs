@@ -411,7 +411,7 @@ fn relation_rules() -> &'static [Rule] {
             _ => Value::Null,
         }),
         ("\"description\"", PgType::Text, |r, _| match r {
-            Row::Relation(rel) => rel.description().map_or(Value::Null, |d| text(d)),
+            Row::Relation(rel) => rel.description().map_or(Value::Null, text),
             _ => Value::Null,
         }),
         ("\"table\"", PgType::Name, |r, _| match r {
@@ -648,7 +648,7 @@ impl CatalogQuery {
         if self.schema.as_ref().is_some_and(|s| !s.is_match(relation.schema)) {
             return false;
         }
-        !(self.visible_only && !relation.visible(context))
+        !self.visible_only || relation.visible(context)
     }
 
     fn by_oid<'r>(&self, relations: &'r [Relation]) -> Option<&'r Relation> {

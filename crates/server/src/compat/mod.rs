@@ -72,6 +72,11 @@ impl CompatQuery {
         &self.columns
     }
 
+    /// Whether it is a session function (answered from memory at once), not a catalog query.
+    pub fn is_function(&self) -> bool {
+        matches!(self.kind, Kind::Function(_))
+    }
+
     /// Computes the answer.
     pub fn run(&self, context: &CompatContext<'_>) -> Result<ResultSet, ExecError> {
         let rows = match &self.kind {

@@ -74,6 +74,12 @@ impl Output {
         }
     }
 
+    /// Drops the first `count` bytes (they were written).
+    pub fn consume(&mut self, count: usize) {
+        let count = count.min(self.buffer.len());
+        bytes::Buf::advance(&mut self.buffer, count);
+    }
+
     /// Appends raw, already encoded bytes (a cached RowDescription).
     pub fn raw(&mut self, bytes: &[u8]) {
         self.buffer.put_slice(bytes);
