@@ -58,7 +58,10 @@ pub fn start(count: usize) -> io::Result<Vec<Arc<EventLoop>>> {
         let poll = Poll::new()?;
         let event_loop = Arc::new(EventLoop { incoming: Mutex::new(Vec::new()), waker: Waker::new(poll.registry(), WAKER)? });
         let running = Arc::clone(&event_loop);
-        std::thread::Builder::new().name(format!("numadb-loop{index}")).spawn(move || run(poll, &running))?;
+        std::thread::Builder::new()
+            .name(format!("numadb-loop{index}"))
+            .stack_size(crate::server::STATEMENT_STACK_BYTES)
+            .spawn(move || run(poll, &running))?;
         loops.push(event_loop);
     }
     Ok(loops)

@@ -531,6 +531,9 @@ impl Handler {
         if words.first().is_some_and(|w| w == "copy") {
             return Ok(self.copy_loader(sql).map(Some));
         }
+        if let Err(e) = sql_text::check_complexity(sql) {
+            return Ok(Err(e));
+        }
         let result = match compat::recognise(sql) {
             Some(Ok(query)) => query.run(&self.context()),
             Some(Err(e)) => Err(e),
@@ -699,6 +702,7 @@ impl Handler {
         let declared: Vec<Option<PgType>> = declared_oids.iter().map(|&oid| PgType::from_oid(oid)).collect();
         let declared_types: Vec<Option<DataType>> = declared.iter().map(|t| t.and_then(PgType::declared)).collect();
         let statements = sql_text::split_statements(sql)?;
+        sql_text::check_complexity(sql)?;
         let statement = match statements.as_slice() {
             [] => Statement::new(StatementKind::Empty, Vec::new(), declared, Arc::from([])),
             [_, _, ..] => {

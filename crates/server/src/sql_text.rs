@@ -33,7 +33,54 @@ fn push_statement<'a>(text: &'a str, statements: &mut Vec<&'a str>) {
 
 /// Whether the text holds nothing but whitespace and comments.
 pub fn is_blank(sql: &str) -> bool {
-    words(sql, 1).is_empty() && !has_content(sql)
+    !has_content(sql)
+}
+
+/// Set operations (`UNION`, `INTERSECT`, `EXCEPT`) a statement may hold.
+pub const SET_OPERATIONS_MAX: usize = 1000;
+/// Operators (`+`, `=`, `AND`, `NOT`, `||`, …) a statement may hold.
+pub const OPERATORS_MAX: usize = 5_000;
+
+/// Refuses statements whose syntax trees would be too deep for the engine's recursive parser, binder and
+/// planner (a chain of N `UNION ALL`s or N `+`s is a tree N levels deep): PostgreSQL's "stack depth limit
+/// exceeded" (54001) before the engine sees them, so that no statement can overflow a thread's stack.
+pub fn check_complexity(sql: &str) -> Result<(), ExecError> {
+    let bytes = sql.as_bytes();
+    let (mut set_operations, mut operators) = (0usize, 0usize);
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b.is_ascii_alphabetic() || b == b'_' {
+            let end = skip_token(sql, i)?;
+            let word = &sql[i..end];
+            if ["union", "intersect", "except"].iter().any(|w| word.eq_ignore_ascii_case(w)) {
+                set_operations += 1;
+            } else if ["and", "or", "not", "is", "in", "like", "between"].iter().any(|w| word.eq_ignore_ascii_case(w)) {
+                operators += 1;
+            }
+            i = end;
+        } else if b"+-*/%<>=!|&^~#@".contains(&b) && !(b == b'-' && bytes.get(i + 1) == Some(&b'-'))
+            && !(b == b'/' && bytes.get(i + 1) == Some(&b'*'))
+        {
+            operators += 1;
+            while i < bytes.len() && b"+-*/%<>=!|&^~#@".contains(&bytes[i]) {
+                i += 1;
+            }
+        } else {
+            i = skip_token(sql, i)?;
+        }
+    }
+    let too_complex = |what: String| {
+        ExecError::new("54001", format!("stack depth limit exceeded: the statement has {what}"))
+            .with_hint("Split the statement, or load the values with COPY.")
+    };
+    if set_operations > SET_OPERATIONS_MAX {
+        return Err(too_complex(format!("{set_operations} set operations (at most {SET_OPERATIONS_MAX})")));
+    }
+    if operators > OPERATORS_MAX {
+        return Err(too_complex(format!("{operators} operators (at most {OPERATORS_MAX})")));
+    }
+    Ok(())
 }
 
 /// Whether anything other than whitespace and comments appears.
@@ -212,6 +259,19 @@ mod tests {
             assert_eq!(error.sqlstate, "42601", "{sql}");
             assert!(error.message.starts_with("unterminated"), "{sql}");
         }
+    }
+
+    #[test]
+    fn complexity_counts_set_operations_and_operators_outside_strings() {
+        // n statements joined make n - 1 set operations.
+        let unions = vec!["SELECT 1"; SET_OPERATIONS_MAX + 2].join(" UNION ALL ");
+        assert_eq!(check_complexity(&unions).unwrap_err().sqlstate, "54001");
+        assert!(check_complexity(&vec!["SELECT 1"; SET_OPERATIONS_MAX + 1].join(" UNION ALL ")).is_ok());
+        let sum = format!("SELECT 1{}", "+1".repeat(OPERATORS_MAX + 1));
+        assert_eq!(check_complexity(&sum).unwrap_err().sqlstate, "54001");
+        let quoted = format!("SELECT '{}' -- {}\n", "+".repeat(50_000), "union ".repeat(5000));
+        assert!(check_complexity(&quoted).is_ok(), "strings and comments do not count");
+        assert!(check_complexity("SELECT a <= b AND c <> d").is_ok());
     }
 
     #[test]
