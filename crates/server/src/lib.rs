@@ -57,4 +57,4 @@ pub mod sql_text;
 
 pub use config::{Authentication, ServerConfig};
 pub use registry::Stats;
-pub use server::{RunningServer, Server, ServerHandle, ShutdownReport};
+pub use server::{RunningServer, Server, ServerHandle, SessionInfo, ShutdownReport};

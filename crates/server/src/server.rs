@@ -228,6 +228,43 @@ impl ServerHandle {
     pub fn local_addr(&self) -> SocketAddr {
         self.shared.local_addr
     }
+
+    /// The open sessions.
+    pub fn sessions(&self) -> Vec<SessionInfo> {
+        self.shared
+            .registry
+            .entries()
+            .iter()
+            .map(|e| SessionInfo {
+                process_id: e.process_id,
+                user: e.user.clone(),
+                database: e.database.clone(),
+                application: e.application.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+                peer: e.peer,
+                busy: e.busy.load(Ordering::Acquire),
+                age: e.started.elapsed(),
+            })
+            .collect()
+    }
+}
+
+/// A session, as [`ServerHandle::sessions`] describes it.
+#[derive(Debug, Clone)]
+pub struct SessionInfo {
+    /// Its process id (in `BackendKeyData` and `pg_backend_pid()`).
+    pub process_id: i32,
+    /// The user.
+    pub user: String,
+    /// The database name the client asked for.
+    pub database: String,
+    /// `application_name`.
+    pub application: String,
+    /// The client's address.
+    pub peer: Option<SocketAddr>,
+    /// Whether a statement is running.
+    pub busy: bool,
+    /// Time since the session started.
+    pub age: Duration,
 }
 
 /// A server running on its own thread (for tests and benchmarks); shut down when dropped.

@@ -30,7 +30,7 @@ fn startup_reports_parameters_and_a_cancel_key() {
     assert_eq!(parameter("DateStyle").as_deref(), Some("ISO, MDY"));
     assert_eq!(parameter("integer_datetimes").as_deref(), Some("on"));
     assert_eq!(parameter("standard_conforming_strings").as_deref(), Some("on"));
-    assert!(replies.iter().any(|r| matches!(r, Reply::BackendKeyData(_))));
+    assert!(replies.iter().any(|r| matches!(r, Reply::BackendKeyData(..))));
     assert_eq!(replies.last(), Some(&Reply::ReadyForQuery(b'I')));
 }
 

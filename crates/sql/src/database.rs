@@ -285,9 +285,16 @@ impl Session {
         self.last_result.as_ref()
     }
 
+    /// A statement starts: a cancel raised before now was meant for an earlier one. (Cleared here rather than
+    /// when execution starts, so that a cancel arriving while the statement is parsed and planned stops it.)
+    fn begin(&self) {
+        self.cancel.store(false, Ordering::Relaxed);
+    }
+
     /// Runs every statement of `sql` in order, stopping at the first error (PostgreSQL's simple query
     /// protocol).
     pub fn execute(&mut self, sql: &str) -> Vec<Result<QueryOutput, ExecError>> {
+        self.begin();
         let statements = match parse(sql) {
             Ok(statements) => statements,
             Err(error) => return vec![Err(error)],
@@ -306,6 +313,7 @@ impl Session {
 
     /// Runs exactly one statement.
     pub fn execute_one(&mut self, sql: &str) -> Result<QueryOutput, ExecError> {
+        self.begin();
         let statements = parse(sql)?;
         match statements.as_slice() {
             [statement] => self.run_parsed(statement, sql, &[], None),
@@ -394,6 +402,7 @@ impl Session {
 
     /// Runs a prepared statement with parameter values.
     pub fn execute_prepared(&mut self, name: &str, params: &[Value]) -> Result<QueryOutput, ExecError> {
+        self.begin();
         self.prepared(name)?;
         let prepared = Arc::clone(&self.prepared[name]);
         if params.len() != prepared.param_types.len() {
@@ -424,7 +433,6 @@ impl Session {
     fn executor_run(&mut self, plan: &Plan, params: &[Value], sql: &str) -> Result<ExecutionResult, ExecError> {
         let config = self.settings.scheduler_config();
         let scheduler = self.db.scheduler(&config)?;
-        self.cancel.store(false, Ordering::Relaxed);
         let executor = Executor {
             scheduler: &scheduler,
             params,

@@ -162,7 +162,8 @@ pub enum Reply {
     Notice(String),
     ReadyForQuery(u8),
     ParameterStatus(String, String),
-    BackendKeyData(i32),
+    /// Process id and secret key.
+    BackendKeyData(i32, i32),
     CopyInResponse(i16),
     Authentication(i32),
     Other(String),
@@ -219,7 +220,7 @@ fn reply(message: PgWireBackendMessage) -> Reply {
         }
         PgWireBackendMessage::ReadyForQuery(r) => Reply::ReadyForQuery(r.status as u8),
         PgWireBackendMessage::ParameterStatus(p) => Reply::ParameterStatus(p.name, p.value),
-        PgWireBackendMessage::BackendKeyData(k) => Reply::BackendKeyData(k.pid),
+        PgWireBackendMessage::BackendKeyData(k) => Reply::BackendKeyData(k.pid, k.secret_key.as_i32().unwrap_or(0)),
         PgWireBackendMessage::CopyInResponse(c) => Reply::CopyInResponse(c.columns),
         PgWireBackendMessage::Authentication(a) => Reply::Authentication(match a {
             pgwire::messages::startup::Authentication::Ok => 0,
