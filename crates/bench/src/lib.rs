@@ -4,10 +4,17 @@
 //!   beside memory latency, bytes per row.
 //! - [`duckdb`]: DuckDB (its Python package) as a peer on identical data.
 //! - [`reference`]: memory-system references (streaming read bandwidth, pointer-chase latency).
+//! - [`wire`]: numadb serve against PostgreSQL 15 with pgbench (point lookups at several client counts) and the
+//!   thesis aggregation over the wire against in-process.
+//! - [`postgres`]: a private PostgreSQL cluster and pgbench.
+//! - [`soak`]: many connections, mixed statements, every answer checked, memory sampled.
 
 pub mod duckdb;
 pub mod engine;
+pub mod postgres;
 pub mod reference;
+pub mod soak;
+pub mod wire;
 
 use numadb_topology::Topology;
 use serde::Serialize;
@@ -90,6 +97,35 @@ mod tests {
         assert!(!engine::thesis_query(6, 5).contains("TBL_1"));
         assert!(!engine::thesis_query(0, 5).contains("TBL_0"));
         assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+    }
+
+    #[test]
+    fn a_small_wire_run_against_postgresql() {
+        let postgres = postgres::Binaries::find().is_ok();
+        if !postgres {
+            let message = "PostgreSQL is not installed (scripts/install-deps.sh installs it)";
+            assert!(std::env::var("NUMADB_REQUIRE_TOOLS").as_deref() != Ok("1"), "{message}");
+            eprintln!("skipped: {message}");
+            return;
+        }
+        let options = wire::WireOptions {
+            rows: 20_000,
+            clients: vec![2],
+            seconds: 1,
+            repetitions: 1,
+            aggregation_runs: 3,
+            ..wire::WireOptions::default()
+        };
+        let report = wire::run(&options, |_| {}).unwrap();
+        assert_eq!(report.results_agree, Some(true));
+        let row = &report.lookups[0];
+        assert_eq!(row.failed, 0);
+        assert!(row.numadb_tps[0] > 0.0 && row.postgres_tps[0] > 0.0);
+        assert!(row.numadb_writes_per_transaction < 1.1, "{}", row.numadb_writes_per_transaction);
+        assert!(report.aggregation.in_process_ms > 0.0 && report.aggregation.wire_ms > 0.0);
+        let text = wire::render(&report);
+        assert!(text.contains("PostgreSQL"));
+        assert!(text.contains("machine: "));
     }
 
     #[test]
