@@ -30,7 +30,8 @@ fn in_path(name: &str) -> Option<PathBuf> {
 impl Binaries {
     /// Finds PostgreSQL: initdb on the PATH, else the newest /usr/lib/postgresql/*/bin (Debian's layout).
     pub fn find() -> Result<Binaries, String> {
-        let server = in_path("initdb").and_then(|p| p.canonicalize().ok()).and_then(|p| p.parent().map(Path::to_path_buf));
+        let server =
+            in_path("initdb").and_then(|p| p.canonicalize().ok()).and_then(|p| p.parent().map(Path::to_path_buf));
         let server = server.or_else(|| {
             let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
                 .ok()?
@@ -115,11 +116,8 @@ impl Cluster {
             "initdb",
             &["-D", &data, "-A", "trust", "-U", &cluster.user, "-E", "UTF8", "--locale", "C", "--no-sync"],
         )?;
-        let mut options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1",
-            cluster.port,
-            cluster.directory.path().display()
-        );
+        let mut options =
+            format!("-p {} -k {} -c listen_addresses=127.0.0.1", cluster.port, cluster.directory.path().display());
         for (name, value) in &cluster.settings {
             options.push_str(&format!(" -c {name}={value}"));
         }
@@ -195,13 +193,41 @@ impl Cluster {
         Ok(())
     }
 
-    /// CPU seconds the postmaster and its ended children (the backends of finished connections) used.
-    pub fn cpu_seconds(&self) -> f64 {
-        let pid = std::fs::read_to_string(self.directory.path().join("data/postmaster.pid"))
+    fn postmaster(&self) -> Option<u32> {
+        std::fs::read_to_string(self.directory.path().join("data/postmaster.pid"))
             .ok()
-            .and_then(|text| text.lines().next().and_then(|l| l.trim().parse::<u32>().ok()));
-        pid.map_or(0.0, |pid| process_cpu_seconds(pid, true))
+            .and_then(|text| text.lines().next().and_then(|l| l.trim().parse::<u32>().ok()))
     }
+
+    /// The postmaster's children now (its background processes, and the backends of open connections).
+    pub fn children(&self) -> Vec<u32> {
+        self.postmaster().map_or_else(Vec::new, children_of)
+    }
+
+    /// CPU seconds the postmaster and its ended children used, once the children not in `keep` (the backends of
+    /// connections that just closed) have ended and been counted (waiting up to five seconds for them).
+    pub fn cpu_seconds(&self, keep: &[u32]) -> f64 {
+        let Some(pid) = self.postmaster() else { return 0.0 };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while children_of(pid).iter().any(|c| !keep.contains(c)) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        process_cpu_seconds(pid, true)
+    }
+}
+
+/// The processes whose parent is `parent`.
+fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().is_some_and(|stat| {
+                stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+                    == Some(parent)
+            })
+        })
+        .collect()
 }
 
 impl Drop for Cluster {
@@ -259,9 +285,12 @@ pub fn pgbench(
     script: &Path,
 ) -> Result<PgbenchRun, String> {
     let mut command = Command::new(&binaries.pgbench);
-    command
-        .args(["-n", "-h", "127.0.0.1", "-p", &port.to_string(), "-U", user, "-M", protocol])
-        .args(["-c", &clients.to_string(), "-j", &threads.min(clients).to_string()]);
+    command.args(["-n", "-h", "127.0.0.1", "-p", &port.to_string(), "-U", user, "-M", protocol]).args([
+        "-c",
+        &clients.to_string(),
+        "-j",
+        &threads.min(clients).to_string(),
+    ]);
     match length {
         Length::Seconds(seconds) => command.args(["-T", &seconds.to_string()]),
         Length::Transactions(count) => command.args(["-t", &count.to_string()]),

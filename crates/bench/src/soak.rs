@@ -71,9 +71,9 @@ fn rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|status| {
-            status.lines().find_map(|line| {
-                line.strip_prefix("VmRSS:")?.trim().strip_suffix("kB")?.trim().parse::<f64>().ok()
-            })
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("VmRSS:")?.trim().strip_suffix("kB")?.trim().parse::<f64>().ok())
         })
         .map_or(f64::NAN, |kib| kib / 1024.0)
 }
@@ -111,11 +111,8 @@ pub fn run(options: &SoakOptions, mut progress: impl FnMut(&str)) -> Result<Soak
         .iter()
         .map(|r| if let Value::Int(v) = r[0] { v } else { -1 })
         .collect();
-    let config = ServerConfig {
-        listen: "127.0.0.1:0".into(),
-        max_connections: options.clients + 8,
-        ..ServerConfig::default()
-    };
+    let config =
+        ServerConfig { listen: "127.0.0.1:0".into(), max_connections: options.clients + 8, ..ServerConfig::default() };
     let server = Server::bind(Arc::clone(&db), config).map_err(|e| format!("starting numadb serve: {e}"))?;
     let url = format!("host=127.0.0.1 port={} user=soak dbname=numadb", server.local_addr().port());
     let running = server.spawn();
@@ -212,12 +209,15 @@ async fn client_loop(
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
-        if aggregation_every > 0 && count % aggregation_every == 0 {
+        if aggregation_every > 0 && count.is_multiple_of(aggregation_every) {
             match connection_client.query(&aggregate, &[]).await {
                 Ok(result) => {
                     let counts: Vec<i64> = result.iter().map(|r| r.get::<_, i64>(0)).collect();
                     if counts != expected_aggregation {
-                        shared.problem(&shared.wrong, format!("aggregation: {counts:?}, expected {expected_aggregation:?}"));
+                        shared.problem(
+                            &shared.wrong,
+                            format!("aggregation: {counts:?}, expected {expected_aggregation:?}"),
+                        );
                     }
                     shared.aggregations.fetch_add(1, Ordering::Relaxed);
                 }
@@ -276,8 +276,7 @@ mod tests {
 
     #[test]
     fn a_short_soak_has_no_errors_and_no_wrong_answers() {
-        let options =
-            SoakOptions { rows: 20_000, clients: 8, duration: Duration::from_secs(2), aggregation_every: 20 };
+        let options = SoakOptions { rows: 20_000, clients: 8, duration: Duration::from_secs(2), aggregation_every: 20 };
         let report = run(&options, |_| {}).unwrap();
         assert_eq!(report.errors, 0, "{:?}", report.first_problem);
         assert_eq!(report.wrong, 0, "{:?}", report.first_problem);

@@ -38,7 +38,7 @@ pub struct WireOptions {
     pub index: IndexKind,
     /// Compare with PostgreSQL.
     pub postgres: bool,
-    /// Aggregation queries timed over the wire and in-process.
+    /// Aggregation queries timed over the wire and in-process (each).
     pub aggregation_runs: usize,
     /// The aggregation's range predicate and skew.
     pub aggregation: (u64, u32),
@@ -54,7 +54,7 @@ impl Default for WireOptions {
             repetitions: 3,
             index: IndexKind::Sorted,
             postgres: true,
-            aggregation_runs: 20,
+            aggregation_runs: 40,
             aggregation: (100_000, 3),
         }
     }
@@ -86,9 +86,9 @@ pub struct LookupRow {
 pub struct AggregationWire {
     /// The query.
     pub query: String,
-    /// Mean milliseconds in-process (prepared, one session).
+    /// Median milliseconds in-process (prepared, one session).
     pub in_process_ms: f64,
-    /// Mean milliseconds over the wire (pgbench, one client, prepared).
+    /// Median milliseconds over the wire (tokio-postgres, one connection, prepared).
     pub wire_ms: f64,
     /// wire / in-process - 1.
     pub overhead: f64,
@@ -195,8 +195,9 @@ pub fn run(options: &WireOptions, mut progress: impl FnMut(&str)) -> Result<Wire
     progress(&format!("loading TBL_0 and TBL_1 ({} rows each) into numadb", options.rows));
     let mut session = db.session();
     load_thesis(&mut session, options.rows, options.index)?;
-    let server = Server::bind(Arc::clone(&db), ServerConfig { listen: "127.0.0.1:0".into(), ..ServerConfig::default() })
-        .map_err(|e| format!("starting numadb serve: {e}"))?;
+    let server =
+        Server::bind(Arc::clone(&db), ServerConfig { listen: "127.0.0.1:0".into(), ..ServerConfig::default() })
+            .map_err(|e| format!("starting numadb serve: {e}"))?;
     let numadb_port = server.local_addr().port();
     let running = server.spawn();
     let binaries = Binaries::find()?;
@@ -278,9 +279,10 @@ pub fn run(options: &WireOptions, mut progress: impl FnMut(&str)) -> Result<Wire
                     row.numadb_tps.push(run.tps);
                 } else if let Some(cluster) = &cluster {
                     progress(&format!("PostgreSQL, {clients} clients, run {}", repetition + 1));
-                    let cpu_before = cluster.cpu_seconds();
+                    let background = cluster.children();
+                    let cpu_before = cluster.cpu_seconds(&background);
                     let run = pgbench_run(&binaries, cluster.port, &cluster.user, clients, options, &lookup_script)?;
-                    postgres_cpu += cluster.cpu_seconds() - cpu_before;
+                    postgres_cpu += cluster.cpu_seconds(&background) - cpu_before;
                     postgres_transactions += run.transactions;
                     row.failed += run.failed;
                     row.postgres_tps.push(run.tps);
@@ -298,7 +300,7 @@ pub fn run(options: &WireOptions, mut progress: impl FnMut(&str)) -> Result<Wire
     }
 
     progress("the aggregation query over the wire and in-process");
-    let aggregation = aggregation(&mut session, &binaries, numadb_port, options, directory.path())?;
+    let aggregation = aggregation(&mut session, numadb_port, options)?;
     drop(cluster);
     running.shutdown();
     db.shutdown();
@@ -339,41 +341,36 @@ fn pgbench_run(
     )
 }
 
-/// The thesis aggregation, mean time per query in-process (prepared, this session) and over the wire (pgbench,
-/// one client, prepared), alternating three rounds each.
-fn aggregation(
-    session: &mut Session,
-    binaries: &Binaries,
-    port: u16,
-    options: &WireOptions,
-    directory: &Path,
-) -> Result<AggregationWire, String> {
+/// The thesis aggregation, prepared, timed query by query in-process (this session) and over the wire
+/// (tokio-postgres, one connection), alternating; medians.
+fn aggregation(session: &mut Session, port: u16, options: &WireOptions) -> Result<AggregationWire, String> {
     let (range_pred, k) = options.aggregation;
     let query = engine::thesis_query(k, range_pred);
-    let script = directory.join("aggregation.sql");
-    std::fs::write(&script, format!("{query};\n")).map_err(|e| e.to_string())?;
     session.prepare("aggregation", &query, &[]).map_err(|e| e.to_string())?;
-    session.execute_prepared("aggregation", &[]).map_err(|e| e.to_string())?;
-    let runs = options.aggregation_runs.max(1);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    let url = format!("host=127.0.0.1 port={port} user=bench dbname=numadb");
+    let (client, connection) =
+        runtime.block_on(tokio_postgres::connect(&url, tokio_postgres::NoTls)).map_err(|e| e.to_string())?;
+    runtime.spawn(connection);
+    let statement = runtime.block_on(client.prepare(&query)).map_err(|e| e.to_string())?;
     let (mut in_process, mut wire) = (Vec::new(), Vec::new());
-    for _ in 0..3 {
+    // One warm-up each, then alternate.
+    for run in 0..=options.aggregation_runs.max(1) {
         let started = Instant::now();
-        for _ in 0..runs {
-            session.execute_prepared("aggregation", &[]).map_err(|e| e.to_string())?;
+        let local = session.execute_prepared("aggregation", &[]).map_err(|e| e.to_string())?;
+        let local_ms = started.elapsed().as_secs_f64() * 1e3;
+        let started = Instant::now();
+        let remote = runtime.block_on(client.query(&statement, &[])).map_err(|e| e.to_string())?;
+        let remote_ms = started.elapsed().as_secs_f64() * 1e3;
+        let counts: Vec<i64> = remote.iter().map(|r| r.get::<_, i64>(0)).collect();
+        let expected: Vec<i64> = local.rows.iter().map(|r| if let Value::Int(v) = r[0] { v } else { -1 }).collect();
+        if counts != expected {
+            return Err(format!("the aggregation answered {counts:?} over the wire and {expected:?} in-process"));
         }
-        in_process.push(started.elapsed().as_secs_f64() * 1e3 / runs as f64);
-        let run = postgres::pgbench(
-            binaries,
-            port,
-            "bench",
-            "postgres",
-            "prepared",
-            1,
-            1,
-            Length::Transactions(runs as u64),
-            &script,
-        )?;
-        wire.push(run.latency_ms);
+        if run > 0 {
+            in_process.push(local_ms);
+            wire.push(remote_ms);
+        }
     }
     let in_process_ms = median(&mut in_process);
     let wire_ms = median(&mut wire);
@@ -385,7 +382,7 @@ fn thousands(value: f64) -> String {
     let digits = rounded.abs().to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -412,7 +409,10 @@ pub fn render(report: &WireReport) -> String {
     ));
     out.push_str(&format!("peer: {}\n", report.postgres));
     if let Some(agree) = report.results_agree {
-        out.push_str(&format!("same data: {}\n", if agree { "yes (sample keys agree)" } else { "NO: sample keys differ" }));
+        out.push_str(&format!(
+            "same data: {}\n",
+            if agree { "yes (sample keys agree)" } else { "NO: sample keys differ" }
+        ));
     }
     out.push_str(&format!(
         "\npoint lookups: SELECT \"C1\" FROM \"TBL_0\" WHERE \"C0\" = $1, random keys, N = {}, numadb index: {}\n\
@@ -446,8 +446,8 @@ pub fn render(report: &WireReport) -> String {
     );
     let a = &report.aggregation;
     out.push_str(&format!(
-        "\nthe thesis aggregation, prepared, one client, mean per query:\n  {}\n  in-process {:.3} ms, over the \
-         wire {:.3} ms: overhead {:+.2}%\n",
+        "\nthe thesis aggregation, prepared, one connection, median per query (runs alternate):\n  {}\n  \
+         in-process {:.3} ms, over the wire {:.3} ms: overhead {:+.2}%\n",
         a.query,
         a.in_process_ms,
         a.wire_ms,

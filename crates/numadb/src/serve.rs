@@ -173,7 +173,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         "numadb serve: stopped ({} session(s) open at shutdown, {} statement(s) cancelled{})",
         report.sessions,
         report.cancelled,
-        if report.abandoned > 0 { format!(", {} session(s) did not end in time", report.abandoned) } else { String::new() }
+        if report.abandoned > 0 {
+            format!(", {} session(s) did not end in time", report.abandoned)
+        } else {
+            String::new()
+        }
     );
     Ok(())
 }

@@ -192,8 +192,7 @@ impl ScramExchange {
         }
         let client_nonce = client_nonce.ok_or_else(|| malformed("no nonce"))?;
         let nonce = format!("{client_nonce}{}", self.server_nonce);
-        let server_first =
-            format!("r={nonce},s={},i={}", BASE64.encode(&self.verifier.salt), self.verifier.iterations);
+        let server_first = format!("r={nonce},s={},i={}", BASE64.encode(&self.verifier.salt), self.verifier.iterations);
         self.first = Some((bare.to_string(), server_first.clone(), gs2_header, nonce));
         Ok(server_first.into_bytes())
     }
@@ -239,7 +238,12 @@ fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
 
 /// The client's side (for tests and for `numadb bench`'s own clients): the proof for a server-first message.
 #[cfg(test)]
-fn client_proof(password: &str, client_first_bare: &str, server_first: &str, client_final_without_proof: &str) -> String {
+fn client_proof(
+    password: &str,
+    client_first_bare: &str,
+    server_first: &str,
+    client_final_without_proof: &str,
+) -> String {
     let mut parts = server_first.split(',');
     let salt = BASE64.decode(parts.nth(1).unwrap().strip_prefix("s=").unwrap()).unwrap();
     let iterations: u32 = server_first.rsplit_once("i=").unwrap().1.parse().unwrap();

@@ -24,7 +24,12 @@ impl std::fmt::Debug for Authentication {
         match self {
             Authentication::Trust => f.write_str("trust"),
             Authentication::Scram(users) => {
-                write!(f, "scram-sha-256 ({} user(s): {})", users.len(), users.keys().cloned().collect::<Vec<_>>().join(", "))
+                write!(
+                    f,
+                    "scram-sha-256 ({} user(s): {})",
+                    users.len(),
+                    users.keys().cloned().collect::<Vec<_>>().join(", ")
+                )
             }
         }
     }

@@ -25,9 +25,7 @@ use crate::auth::{self, ScramError, ScramExchange, Verifier};
 use crate::config::Authentication;
 use crate::handler::{Flow, Handler, Identity, Sink};
 use crate::protocol::backend::{Output, Severity};
-use crate::protocol::frontend::{
-    self, DecodeError, HEADER_BYTES, STARTUP_PACKET_BYTES_MAX, StartupPacket,
-};
+use crate::protocol::frontend::{self, DecodeError, HEADER_BYTES, STARTUP_PACKET_BYTES_MAX, StartupPacket};
 use crate::registry::{Entry, Handshake};
 use crate::server::Shared;
 
@@ -343,7 +341,10 @@ fn startup(io: &mut Io, out: &mut Output) -> Result<Started, StartupError> {
                 (&io.stream).write_all(b"N")?;
             }
             StartupPacket::SslRequest | StartupPacket::GssEncRequest => {
-                return Err(fatal(sqlstate::PROTOCOL_VIOLATION, "unsupported frontend protocol: repeated encryption request"));
+                return Err(fatal(
+                    sqlstate::PROTOCOL_VIOLATION,
+                    "unsupported frontend protocol: repeated encryption request",
+                ));
             }
             StartupPacket::Cancel { process_id, secret_key } => {
                 // No answer either way, as in PostgreSQL.
@@ -453,10 +454,7 @@ fn authenticate(io: &mut Io, out: &mut Output, user: &str) -> Result<(), Startup
     let mut reader = frontend::Reader::new(&body);
     let mechanism = reader.cstr().map_err(|e| fatal(sqlstate::PROTOCOL_VIOLATION, e.message))?;
     if mechanism != auth::MECHANISM {
-        return Err(fatal(
-            sqlstate::PROTOCOL_VIOLATION,
-            "client selected an invalid SASL authentication mechanism",
-        ));
+        return Err(fatal(sqlstate::PROTOCOL_VIOLATION, "client selected an invalid SASL authentication mechanism"));
     }
     let length = reader.i32().map_err(|e| fatal(sqlstate::PROTOCOL_VIOLATION, e.message))?;
     let first = reader
@@ -509,8 +507,9 @@ fn parse_options(options: &str) -> Result<Vec<(String, String)>, String> {
         } else {
             return Err(format!("invalid command-line argument for server process: {word}"));
         };
-        let (name, value) =
-            assignment.split_once('=').ok_or_else(|| format!("invalid option \"{assignment}\": expected name=value"))?;
+        let (name, value) = assignment
+            .split_once('=')
+            .ok_or_else(|| format!("invalid option \"{assignment}\": expected name=value"))?;
         settings.insert(name.replace('-', "_"), value.to_string());
     }
     Ok(settings.into_iter().collect())

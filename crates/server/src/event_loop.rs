@@ -56,7 +56,8 @@ pub fn start(count: usize) -> io::Result<Vec<Arc<EventLoop>>> {
     let mut loops = Vec::with_capacity(count);
     for index in 0..count {
         let poll = Poll::new()?;
-        let event_loop = Arc::new(EventLoop { incoming: Mutex::new(Vec::new()), waker: Waker::new(poll.registry(), WAKER)? });
+        let event_loop =
+            Arc::new(EventLoop { incoming: Mutex::new(Vec::new()), waker: Waker::new(poll.registry(), WAKER)? });
         let running = Arc::clone(&event_loop);
         std::thread::Builder::new()
             .name(format!("numadb-loop{index}"))

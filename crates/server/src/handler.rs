@@ -111,7 +111,12 @@ struct Statement {
 }
 
 impl Statement {
-    fn new(kind: StatementKind, param_types: Vec<DataType>, declared: Vec<Option<PgType>>, columns: Arc<[Column]>) -> Self {
+    fn new(
+        kind: StatementKind,
+        param_types: Vec<DataType>,
+        declared: Vec<Option<PgType>>,
+        columns: Arc<[Column]>,
+    ) -> Self {
         let described = param_types
             .iter()
             .enumerate()
@@ -124,7 +129,15 @@ impl Statement {
         if !columns.is_empty() {
             out.row_description(&columns, &[]);
         }
-        Statement { kind, param_types, declared, described, columns, text_description: out.bytes().to_vec(), fast: false }
+        Statement {
+            kind,
+            param_types,
+            declared,
+            described,
+            columns,
+            text_description: out.bytes().to_vec(),
+            fast: false,
+        }
     }
 
     fn fast(mut self, fast: bool) -> Self {
@@ -464,7 +477,8 @@ impl Handler {
             }
             "DEALLOCATE" | "DEALLOCATE ALL" => {
                 let session = &self.session;
-                self.statements.retain(|name, s| !matches!(s.kind, StatementKind::Engine) || session.prepared(name).is_ok());
+                self.statements
+                    .retain(|name, s| !matches!(s.kind, StatementKind::Engine) || session.prepared(name).is_ok());
             }
             _ => {}
         }
@@ -625,9 +639,9 @@ impl Handler {
                 self.entry.cancel.store(false, Ordering::SeqCst);
                 Ok(loader)
             }
-            _ => self.run_engine(|session| session.execute_one(sql)).and_then(|_| {
-                Err(error(sqlstate::FEATURE_NOT_SUPPORTED, "numadb serves COPY … FROM STDIN only"))
-            }),
+            _ => self
+                .run_engine(|session| session.execute_one(sql))
+                .and_then(|_| Err(error(sqlstate::FEATURE_NOT_SUPPORTED, "numadb serves COPY … FROM STDIN only"))),
         }
     }
 
@@ -725,11 +739,8 @@ impl Handler {
                 } else {
                     self.session.close_prepared(name);
                     let prepared = self.session.prepare(name, text, &declared_types)?;
-                    let columns: Arc<[Column]> = prepared
-                        .columns
-                        .iter()
-                        .map(|c| Column::new(c.name.clone(), PgType::of(c.data_type)))
-                        .collect();
+                    let columns: Arc<[Column]> =
+                        prepared.columns.iter().map(|c| Column::new(c.name.clone(), PgType::of(c.data_type))).collect();
                     Statement::new(StatementKind::Engine, prepared.param_types.clone(), declared, columns)
                         .fast(prepared.is_point_lookup())
                 }

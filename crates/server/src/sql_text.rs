@@ -59,7 +59,8 @@ pub fn check_complexity(sql: &str) -> Result<(), ExecError> {
                 operators += 1;
             }
             i = end;
-        } else if b"+-*/%<>=!|&^~#@".contains(&b) && !(b == b'-' && bytes.get(i + 1) == Some(&b'-'))
+        } else if b"+-*/%<>=!|&^~#@".contains(&b)
+            && !(b == b'-' && bytes.get(i + 1) == Some(&b'-'))
             && !(b == b'/' && bytes.get(i + 1) == Some(&b'*'))
         {
             operators += 1;

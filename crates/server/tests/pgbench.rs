@@ -74,7 +74,11 @@ fn pgbench_prepared_lookups_have_no_failures() {
     assert_eq!(during.errors, 0);
     // One write per transaction, give or take the connections' startup and the statements pgbench prepares.
     let transactions = 4 * 2000;
-    assert!(during.socket_writes <= transactions + 4 * 4, "{} writes for {transactions} transactions", during.socket_writes);
+    assert!(
+        during.socket_writes <= transactions + 4 * 4,
+        "{} writes for {transactions} transactions",
+        during.socket_writes
+    );
 }
 
 #[test]

@@ -70,10 +70,7 @@ fn simple_queries_run_every_statement_and_stop_at_the_first_error() {
     let server = server();
     let (mut client, _) = RawClient::connect(server.address(), "u");
     let replies = client.simple("SELECT k, s FROM t ORDER BY k; SELECT count(*) FROM t");
-    assert_eq!(
-        replies[0],
-        Reply::RowDescription(vec![("k".into(), 23, 0), ("s".into(), 25, 0)])
-    );
+    assert_eq!(replies[0], Reply::RowDescription(vec![("k".into(), 23, 0), ("s".into(), 25, 0)]));
     assert_eq!(
         rows(&replies),
         vec![
@@ -128,15 +125,17 @@ fn every_type_in_text_and_binary() {
         ])
     );
     // Text, and a mix of formats per column.
-    client.send(vec![
-        bind("", "", &[], &[Some(b"2")], &[0, 1, 0, 0, 1]),
-        execute("", 0),
-        sync(),
-    ]);
+    client.send(vec![bind("", "", &[], &[Some(b"2")], &[0, 1, 0, 0, 1]), execute("", 0), sync()]);
     let replies = client.until_ready();
     assert_eq!(
         replies[1],
-        Reply::DataRow(vec![Some(b"2".to_vec()), Some((-2i64).to_be_bytes().to_vec()), Some(b"-0.25".to_vec()), None, Some(vec![0])])
+        Reply::DataRow(vec![
+            Some(b"2".to_vec()),
+            Some((-2i64).to_be_bytes().to_vec()),
+            Some(b"-0.25".to_vec()),
+            None,
+            Some(vec![0])
+        ])
     );
 }
 
@@ -144,16 +143,16 @@ fn every_type_in_text_and_binary() {
 fn parameter_types_are_inferred_and_integers_arrive_in_any_width() {
     let server = server();
     let (mut client, _) = RawClient::connect(server.address(), "u");
-    client.send(vec![
-        parse("s", "SELECT s FROM t WHERE k = $1 AND b > $2", &[]),
-        describe(b'S', "s"),
-        sync(),
-    ]);
+    client.send(vec![parse("s", "SELECT s FROM t WHERE k = $1 AND b > $2", &[]), describe(b'S', "s"), sync()]);
     let replies = client.until_ready();
     assert_eq!(replies[1], Reply::ParameterDescription(vec![23, 20]));
     assert_eq!(replies[2], Reply::RowDescription(vec![("s".into(), 25, 0)]));
     // int2, int4 and int8 binary values for the int4 and int8 parameters.
-    for (k, b) in [(&3i16.to_be_bytes()[..], &0i16.to_be_bytes()[..]), (&3i32.to_be_bytes(), &0i64.to_be_bytes()), (&3i64.to_be_bytes(), &0i32.to_be_bytes())] {
+    for (k, b) in [
+        (&3i16.to_be_bytes()[..], &0i16.to_be_bytes()[..]),
+        (&3i32.to_be_bytes(), &0i64.to_be_bytes()),
+        (&3i64.to_be_bytes(), &0i32.to_be_bytes()),
+    ] {
         client.send(vec![bind("", "s", &[1], &[Some(k), Some(b)], &[]), execute("", 0), sync()]);
         let replies = client.until_ready();
         assert_eq!(rows(&replies), vec![vec![Some("three".into())]], "{replies:?}");
@@ -164,7 +163,8 @@ fn parameter_types_are_inferred_and_integers_arrive_in_any_width() {
     client.send(vec![bind("", "", &[1], &[Some(&1i16.to_be_bytes())], &[]), execute("", 0), sync()]);
     assert_eq!(rows(&client.until_ready()), vec![vec![Some("one".into())]]);
     // A binary value of the wrong size, text that is not a number, a value out of range.
-    for (format, value, sqlstate) in [(1, &[1u8, 2, 3][..], "22P03"), (0, b"x1", "22P02"), (0, b"99999999999", "22003")] {
+    for (format, value, sqlstate) in [(1, &[1u8, 2, 3][..], "22P03"), (0, b"x1", "22P02"), (0, b"99999999999", "22003")]
+    {
         client.send(vec![bind("", "s", &[format], &[Some(value), Some(b"0")], &[]), execute("", 0), sync()]);
         let replies = client.until_ready();
         assert_eq!(errors(&replies)[0].sqlstate(), sqlstate, "{replies:?}");
@@ -301,7 +301,9 @@ fn copy_from_stdin_loads_rows_and_reports_bad_data() {
             pgwire::messages::copy::CopyData::new(bytes::Bytes::copy_from_slice(chunk)),
         )]));
     }
-    data.extend(packet(vec![pgwire::messages::PgWireFrontendMessage::CopyDone(pgwire::messages::copy::CopyDone::new())]));
+    data.extend(packet(vec![pgwire::messages::PgWireFrontendMessage::CopyDone(
+        pgwire::messages::copy::CopyDone::new(),
+    )]));
     client.send_bytes(&data);
     let replies = client.until_ready();
     assert_eq!(replies[0], Reply::CommandComplete("COPY 3".into()));
@@ -312,9 +314,9 @@ fn copy_from_stdin_loads_rows_and_reports_bad_data() {
     client.send(vec![query("COPY t (k) FROM STDIN WITH (FORMAT csv)")]);
     assert_eq!(client.next(), Some(Reply::CopyInResponse(1)));
     client.send(vec![
-        pgwire::messages::PgWireFrontendMessage::CopyData(pgwire::messages::copy::CopyData::new(bytes::Bytes::from_static(
-            b"not a number\n",
-        ))),
+        pgwire::messages::PgWireFrontendMessage::CopyData(pgwire::messages::copy::CopyData::new(
+            bytes::Bytes::from_static(b"not a number\n"),
+        )),
         pgwire::messages::PgWireFrontendMessage::CopyDone(pgwire::messages::copy::CopyDone::new()),
     ]);
     let replies = client.until_ready();
@@ -363,7 +365,10 @@ fn one_socket_write_per_prepared_transaction() {
         }
         let during = server.running.handle().stats().since(&before);
         assert_eq!(during.ready_for_query, transactions);
-        assert_eq!(during.socket_writes, transactions, "one write per transaction (event_loop_sessions {event_loop_sessions})");
+        assert_eq!(
+            during.socket_writes, transactions,
+            "one write per transaction (event_loop_sessions {event_loop_sessions})"
+        );
         // Twenty transactions in one packet: one write.
         let mut pipeline = Vec::new();
         for _ in 0..20 {

@@ -46,10 +46,7 @@ fn one_session_beyond_the_limit_is_refused_with_53300_and_cancel_still_works() {
         .unwrap();
     let _others: Vec<_> = (0..2).map(|_| RawClient::connect(server.address(), "b").0).collect();
     let (_, replies) = RawClient::connect(server.address(), "too many");
-    assert_eq!(
-        replies,
-        vec![Reply::Error("FATAL".into(), "53300".into(), "sorry, too many clients already".into())]
-    );
+    assert_eq!(replies, vec![Reply::Error("FATAL".into(), "53300".into(), "sorry, too many clients already".into())]);
     // With every slot taken, a cancel request still reaches the running statement.
     busy.send(vec![query(&long_query("TBL_0"))]);
     eventually("the statement runs", || server.running.handle().sessions().iter().any(|s| s.busy));
@@ -126,7 +123,8 @@ fn a_client_that_stops_reading_blocks_nobody_else() {
 
 #[test]
 fn graceful_shutdown_ends_idle_sessions_lets_statements_finish_then_cancels_them() {
-    let server = thesis(ServerConfig { shutdown_grace: Duration::from_millis(300), ..ServerConfig::default() }, 500_000);
+    let server =
+        thesis(ServerConfig { shutdown_grace: Duration::from_millis(300), ..ServerConfig::default() }, 500_000);
     let address = server.address();
     let (mut idle, _) = RawClient::connect(address, "idle");
     let (mut busy, _) = RawClient::connect(address, "busy");
@@ -150,7 +148,8 @@ fn psql_authenticates_with_scram_sha_256() {
     let Some(psql) = tool("psql") else { return };
     let mut users = BTreeMap::new();
     users.insert("carol".to_string(), Verifier::from_password("s3cret pass"));
-    let server = start(ServerConfig { authentication: Authentication::Scram(users), ..ServerConfig::default() }, |_| {});
+    let server =
+        start(ServerConfig { authentication: Authentication::Scram(users), ..ServerConfig::default() }, |_| {});
     let run = |user: &str, password: &str| {
         Command::new(&psql)
             .args(["-X", "-At", "-h", "127.0.0.1", "-p", &server.port().to_string(), "-U", user, "-d", "numadb"])

@@ -43,7 +43,8 @@ async fn prepared_statements_with_binary_parameters_and_results() {
     assert_eq!(row.get::<_, Option<String>>(3), None);
     assert!(client.query_opt(&statement, &[&3i32]).await.unwrap().is_none());
     // The client declares int2 and int8 for INTEGER and BIGINT parameters.
-    let typed = client.prepare_typed("SELECT s FROM t WHERE k = $1 AND b > $2", &[Type::INT2, Type::INT8]).await.unwrap();
+    let typed =
+        client.prepare_typed("SELECT s FROM t WHERE k = $1 AND b > $2", &[Type::INT2, Type::INT8]).await.unwrap();
     assert_eq!(typed.params(), &[Type::INT2, Type::INT8]);
     let row = client.query_one(&typed, &[&1i16, &0i64]).await.unwrap();
     assert_eq!(row.get::<_, String>(0), "one");
@@ -98,8 +99,7 @@ async fn errors_transactions_copy_and_pipelining() {
     let statement = client.prepare("SELECT s FROM t WHERE k = $1").await.unwrap();
     let keys: Vec<i32> = (100..300).collect();
     let parameters: Vec<[&(dyn tokio_postgres::types::ToSql + Sync); 1]> = keys.iter().map(|k| [k as _]).collect();
-    let answers =
-        future::try_join_all(parameters.iter().map(|p| client.query_one(&statement, p))).await.unwrap();
+    let answers = future::try_join_all(parameters.iter().map(|p| client.query_one(&statement, p))).await.unwrap();
     for (k, row) in keys.iter().zip(answers) {
         assert_eq!(row.get::<_, String>(0), format!("row {k}"));
     }
@@ -133,7 +133,8 @@ async fn scram_sha_256_lets_the_right_password_in() {
     users.insert("alice".to_string(), Verifier::from_password("wonder land"));
     // A verifier given in PostgreSQL's format works the same.
     users.insert("bob".to_string(), Verifier::parse(&Verifier::from_password("builder").to_string()).unwrap());
-    let server = start(ServerConfig { authentication: Authentication::Scram(users), ..ServerConfig::default() }, |_| {});
+    let server =
+        start(ServerConfig { authentication: Authentication::Scram(users), ..ServerConfig::default() }, |_| {});
     let port = server.port();
     let url = |user: &str, password: &str| format!("host=127.0.0.1 port={port} user={user} password='{password}'");
     let client = connect(&url("alice", "wonder land")).await.unwrap();

@@ -62,11 +62,17 @@ static SHAPES: LazyLock<Vec<(Shape, Regex)>> = LazyLock::new(|| {
         (Shape::IndexInfo, pattern(r"i\.indexrelid\s*=\s*c\.oid\s+and\s+c\.oid\s*=")),
         (Shape::TableIndexes, pattern(r"pg_catalog\.pg_class\s+c2\s*,\s*pg_catalog\.pg_index\s+i")),
         (Shape::Attributes, pattern(r"from\s+pg_catalog\.pg_attribute\s+a\b")),
-        (Shape::Empty, pattern(
-            r"from\s+pg_catalog\.(pg_policy|pg_statistic_ext|pg_publication|pg_inherits|pg_rewrite|pg_trigger|pg_constraint|pg_foreign_table|pg_partitioned_table|pg_sequence|pg_event_trigger)\b|pg_catalog\.pg_inherits\s+i\b",
-        )),
+        (
+            Shape::Empty,
+            pattern(
+                r"from\s+pg_catalog\.(pg_policy|pg_statistic_ext|pg_publication|pg_inherits|pg_rewrite|pg_trigger|pg_constraint|pg_foreign_table|pg_partitioned_table|pg_sequence|pg_event_trigger)\b|pg_catalog\.pg_inherits\s+i\b",
+            ),
+        ),
         (Shape::RelationList, pattern(r#"(?s)\bas\s+"name".*\bfrom\s+pg_catalog\.pg_class\s+c\b"#)),
-        (Shape::RelationLookup, pattern(r"^\s*select\s+c\.oid\s*,\s*n\.nspname\s*,\s*c\.relname\s+from\s+pg_catalog\.pg_class\s+c\b")),
+        (
+            Shape::RelationLookup,
+            pattern(r"^\s*select\s+c\.oid\s*,\s*n\.nspname\s*,\s*c\.relname\s+from\s+pg_catalog\.pg_class\s+c\b"),
+        ),
         (Shape::Namespaces, pattern(r"from\s+pg_catalog\.pg_namespace\s+n\b")),
         (Shape::Databases, pattern(r"from\s+pg_catalog\.pg_database\s+d\b")),
     ]
@@ -78,7 +84,9 @@ static NAME_PATTERN: LazyLock<Regex> =
 static SCHEMA_PATTERN: LazyLock<Regex> =
     LazyLock::new(|| pattern(r"n\.nspname\s+operator\s*\(\s*pg_catalog\.~\s*\)\s*'((?:[^']|'')*)'"));
 static OID: LazyLock<Regex> = LazyLock::new(|| {
-    pattern(r"(?:attrelid|c\.oid|relid|ev_class|conrelid|polrelid|inhrelid)\s*=\s*'(\d+)'|pg_get_viewdef\s*\(\s*'(\d+)'")
+    pattern(
+        r"(?:attrelid|c\.oid|relid|ev_class|conrelid|polrelid|inhrelid)\s*=\s*'(\d+)'|pg_get_viewdef\s*\(\s*'(\d+)'",
+    )
 });
 static VISIBLE: LazyLock<Regex> = LazyLock::new(|| pattern(r"pg_table_is_visible\s*\(\s*c\.oid\s*\)"));
 
@@ -273,9 +281,11 @@ impl Relation {
 
     fn visible(&self, context: &CompatContext<'_>) -> bool {
         self.schema == "public"
-            || context.session.settings().get("search_path").is_ok_and(|path| {
-                path.split(',').any(|s| s.trim().trim_matches('"').eq_ignore_ascii_case(self.schema))
-            })
+            || context
+                .session
+                .settings()
+                .get("search_path")
+                .is_ok_and(|path| path.split(',').any(|s| s.trim().trim_matches('"').eq_ignore_ascii_case(self.schema)))
     }
 }
 
@@ -573,13 +583,7 @@ fn database_rules() -> &'static [Rule] {
         ("\"ctype\"", PgType::Name, |_, _| text("C")),
         ("\"locale provider\"", PgType::Text, |_, _| text("libc")),
         ("\"size\"", PgType::Text, |_, c| {
-            let bytes: u64 = c
-                .db
-                .catalog()
-                .tables()
-                .iter()
-                .map(|t| t.column_bytes().0.iter().sum::<u64>())
-                .sum();
+            let bytes: u64 = c.db.catalog().tables().iter().map(|t| t.column_bytes().0.iter().sum::<u64>()).sum();
             text(size_pretty(bytes))
         }),
         ("\"tablespace\"", PgType::Name, |_, _| text("pg_default")),
@@ -669,19 +673,15 @@ impl CatalogQuery {
                 self.by_oid(&relations).map(|r| self.row(&Row::Relation(r), context)).into_iter().collect()
             }
             Shape::Attributes => match self.by_oid(&relations) {
-                Some(relation) => relation
-                    .attributes(context)?
-                    .iter()
-                    .map(|a| self.row(&Row::Attribute(a), context))
-                    .collect(),
+                Some(relation) => {
+                    relation.attributes(context)?.iter().map(|a| self.row(&Row::Attribute(a), context)).collect()
+                }
                 None => Vec::new(),
             },
             Shape::TableIndexes => match self.by_oid(&relations) {
                 Some(Relation { source: Source::Table(table), .. }) => {
                     let mut indexes = table.snapshot().indexes;
-                    indexes.sort_by(|a, b| {
-                        (!is_primary(table, a), a.name()).cmp(&(!is_primary(table, b), b.name()))
-                    });
+                    indexes.sort_by(|a, b| (!is_primary(table, a), a.name()).cmp(&(!is_primary(table, b), b.name())));
                     indexes.iter().map(|i| self.row(&Row::Index(table, i), context)).collect()
                 }
                 _ => Vec::new(),

@@ -20,7 +20,10 @@ enum Function {
     BackendPid,
     InRecovery,
     /// `current_setting(name [, missing_ok])`.
-    CurrentSetting { name: String, missing_ok: bool },
+    CurrentSetting {
+        name: String,
+        missing_ok: bool,
+    },
     /// `SHOW TRANSACTION ISOLATION LEVEL`.
     TransactionIsolation,
 }
@@ -71,7 +74,11 @@ impl Select {
                     Function::BackendPid => Value::Int(i64::from(context.process_id)),
                     Function::InRecovery => Value::Bool(false),
                     Function::TransactionIsolation => Value::text(
-                        &context.session.settings().get("transaction_isolation").unwrap_or_else(|_| "read committed".into()),
+                        &context
+                            .session
+                            .settings()
+                            .get("transaction_isolation")
+                            .unwrap_or_else(|_| "read committed".into()),
                     ),
                     Function::CurrentSetting { name, missing_ok } => match context.session.settings().get(name) {
                         Ok(value) => Value::text(&value),

@@ -98,13 +98,10 @@ pub fn recognise(sql: &str) -> Option<Result<CompatQuery, ExecError>> {
     }
     Some(match catalog::recognise(sql) {
         Some(query) => Ok(CompatQuery { columns: query.columns(), kind: Kind::Catalog(query) }),
-        None => Err(ExecError::new(
-            sqlstate::FEATURE_NOT_SUPPORTED,
-            "numadb does not emulate this catalog query",
-        )
-        .with_hint(
-            "numadb answers the catalog queries of psql's \\d, \\dt, \\di, \\dv, \\dn and \\l; for the machine and \
+        None => Err(ExecError::new(sqlstate::FEATURE_NOT_SUPPORTED, "numadb does not emulate this catalog query")
+            .with_hint(
+                "numadb answers the catalog queries of psql's \\d, \\dt, \\di, \\dv, \\dn and \\l; for the machine and \
              the placement of data, query the numadb schema (SELECT * FROM numadb.tables)",
-        )),
+            )),
     })
 }

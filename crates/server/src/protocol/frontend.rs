@@ -381,7 +381,8 @@ impl<'a> Reader<'a> {
     /// A NUL-terminated byte string (without the NUL).
     fn cbytes(&mut self) -> Result<&'a [u8], DecodeError> {
         let rest = &self.bytes[self.position..];
-        let end = rest.iter().position(|&b| b == 0).ok_or_else(|| DecodeError::malformed("invalid string in message"))?;
+        let end =
+            rest.iter().position(|&b| b == 0).ok_or_else(|| DecodeError::malformed("invalid string in message"))?;
         self.position += end + 1;
         Ok(&rest[..end])
     }
@@ -394,10 +395,7 @@ impl<'a> Reader<'a> {
     /// A NUL-terminated SQL text (invalid UTF-8 is SQLSTATE 22021, as in PostgreSQL).
     fn text(&mut self) -> Result<&'a str, DecodeError> {
         std::str::from_utf8(self.cbytes()?).map_err(|error| DecodeError {
-            message: format!(
-                "invalid byte sequence for encoding \"UTF8\" at offset {}",
-                error.valid_up_to()
-            ),
+            message: format!("invalid byte sequence for encoding \"UTF8\" at offset {}", error.valid_up_to()),
             fatal: false,
             bad_encoding: true,
         })

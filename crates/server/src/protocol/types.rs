@@ -293,10 +293,7 @@ fn trim_fraction(text: &str) -> &str {
 }
 
 fn bad_binary(parameter: usize) -> ExecError {
-    ExecError::new(
-        "22P03",
-        format!("incorrect binary data format in bind parameter {}", parameter + 1),
-    )
+    ExecError::new("22P03", format!("incorrect binary data format in bind parameter {}", parameter + 1))
 }
 
 fn parse_error(message: String) -> ExecError {
@@ -322,7 +319,10 @@ pub fn decode_param(
     match format {
         Format::Text => {
             let text = std::str::from_utf8(bytes).map_err(|_| {
-                ExecError::new("22021", format!("invalid byte sequence for encoding \"UTF8\" in parameter {}", index + 1))
+                ExecError::new(
+                    "22021",
+                    format!("invalid byte sequence for encoding \"UTF8\" in parameter {}", index + 1),
+                )
             })?;
             if declared == Some(PgType::Numeric) && target.is_integer() {
                 return parse_numeric_text(text, target);
@@ -476,14 +476,14 @@ mod tests {
         assert_eq!(binary(Value::Double(1.5), PgType::Float8), 1.5f64.to_be_bytes().to_vec());
         assert_eq!(binary(Value::Bool(true), PgType::Bool), vec![1]);
         let mut out = BytesMut::new();
-        let error =
-            encode_value(&Value::Int(1 << 40), PgType::Int4, Format::Binary, FloatDigits::default(), &mut out);
+        let error = encode_value(&Value::Int(1 << 40), PgType::Int4, Format::Binary, FloatDigits::default(), &mut out);
         assert_eq!(error.unwrap_err().sqlstate, "XX000");
     }
 
     #[test]
     fn integer_parameters_arrive_in_any_width() {
-        for (bytes, expected) in [(&[0, 5][..], 5), (&[0xff, 0xff, 0xff, 0xfe][..], -2), (&[0, 0, 0, 0, 0, 0, 1, 0][..], 256)]
+        for (bytes, expected) in
+            [(&[0, 5][..], 5), (&[0xff, 0xff, 0xff, 0xfe][..], -2), (&[0, 0, 0, 0, 0, 0, 1, 0][..], 256)]
         {
             for declared in [None, Some(PgType::Int2), Some(PgType::Int4), Some(PgType::Int8)] {
                 for target in [DataType::Integer, DataType::BigInt] {

@@ -64,9 +64,8 @@ pub fn start_with(sql: &str) -> TestServer {
 
 /// The path of an external tool, or `None` (with a message) when it is missing and tools are not required.
 pub fn tool(name: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths).map(|dir| dir.join(name)).find(|path| path.is_file())
-    });
+    let found = std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).map(|dir| dir.join(name)).find(|path| path.is_file()));
     if found.is_none() {
         let message = format!("{name} is not installed (scripts/install-deps.sh installs it)");
         assert!(std::env::var("NUMADB_REQUIRE_TOOLS").as_deref() != Ok("1"), "{message}");
@@ -78,7 +77,8 @@ pub fn tool(name: &str) -> Option<PathBuf> {
 /// A Python with `module` importable (`NUMADB_PYTHON`, else python3), or `None` as for [`tool`].
 pub fn python_with(module: &str) -> Option<String> {
     let python = std::env::var("NUMADB_PYTHON").unwrap_or_else(|_| "python3".into());
-    let works = Command::new(&python).args(["-c", &format!("import {module}")]).output().is_ok_and(|o| o.status.success());
+    let works =
+        Command::new(&python).args(["-c", &format!("import {module}")]).output().is_ok_and(|o| o.status.success());
     if works {
         return Some(python);
     }
@@ -112,7 +112,13 @@ pub fn parse(name: &str, sql: &str, types: &[u32]) -> PgWireFrontendMessage {
     ))
 }
 
-pub fn bind(portal: &str, statement: &str, formats: &[i16], params: &[Option<&[u8]>], results: &[i16]) -> PgWireFrontendMessage {
+pub fn bind(
+    portal: &str,
+    statement: &str,
+    formats: &[i16],
+    params: &[Option<&[u8]>],
+    results: &[i16],
+) -> PgWireFrontendMessage {
     PgWireFrontendMessage::Bind(Bind::new(
         (!portal.is_empty()).then(|| portal.to_string()),
         (!statement.is_empty()).then(|| statement.to_string()),
@@ -212,7 +218,8 @@ fn reply(message: PgWireBackendMessage) -> Reply {
         }
         PgWireBackendMessage::CommandComplete(c) => Reply::CommandComplete(c.tag),
         PgWireBackendMessage::ErrorResponse(e) => {
-            let field = |code: u8| e.fields.iter().find(|(c, _)| *c == code).map(|(_, v)| v.clone()).unwrap_or_default();
+            let field =
+                |code: u8| e.fields.iter().find(|(c, _)| *c == code).map(|(_, v)| v.clone()).unwrap_or_default();
             Reply::Error(field(b'V'), field(b'C'), field(b'M'))
         }
         PgWireBackendMessage::NoticeResponse(n) => {
