@@ -123,7 +123,7 @@ pub fn bind(
         (!portal.is_empty()).then(|| portal.to_string()),
         (!statement.is_empty()).then(|| statement.to_string()),
         formats.to_vec(),
-        params.iter().map(|p| p.map(|b| bytes::Bytes::copy_from_slice(b))).collect(),
+        params.iter().map(|p| p.map(bytes::Bytes::copy_from_slice)).collect(),
         results.to_vec(),
     ))
 }
