@@ -37,44 +37,60 @@ const INPUT_KEEP_BYTES: usize = 1 << 20;
 /// The socket, the bytes read but not yet handled, and the counters.
 pub(crate) struct Io {
     pub(crate) stream: TcpStream,
-    pub(crate) input: Vec<u8>,
-    /// Bytes of `input` already handled.
-    pub(crate) consumed: usize,
+    /// Bytes read land in `buffer[end..]`; `buffer[start..end]` are read but not handled yet. The buffer stays
+    /// initialised at its length, so a read does not clear memory first.
+    buffer: Vec<u8>,
+    start: usize,
+    end: usize,
     pub(crate) shared: Arc<Shared>,
 }
 
 impl Io {
+    pub(crate) fn new(stream: TcpStream, shared: Arc<Shared>) -> Self {
+        Io { stream, buffer: vec![0; READ_BYTES], start: 0, end: 0, shared }
+    }
+
     /// Reads more input; `Ok(false)` at the end of the stream (on a non-blocking socket, `WouldBlock` when there
     /// is nothing to read).
     pub(crate) fn fill(&mut self) -> io::Result<bool> {
-        if self.consumed > 0 {
-            self.input.drain(..self.consumed);
-            self.consumed = 0;
-            if self.input.is_empty() && self.input.capacity() > INPUT_KEEP_BYTES {
-                self.input = Vec::with_capacity(READ_BYTES);
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+            if self.buffer.len() > INPUT_KEEP_BYTES {
+                self.buffer = vec![0; READ_BYTES];
             }
+        } else if self.start > 0 && self.buffer.len() - self.end < READ_BYTES {
+            self.buffer.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
         }
-        let start = self.input.len();
-        self.input.resize(start + READ_BYTES, 0);
+        if self.buffer.len() - self.end < READ_BYTES {
+            // A message larger than what is buffered: grow by what a read brings, never by what a length field
+            // claims.
+            self.buffer.resize(self.end + READ_BYTES, 0);
+        }
         let read = loop {
-            match self.stream.read(&mut self.input[start..]) {
+            match self.stream.read(&mut self.buffer[self.end..]) {
                 Ok(read) => break read,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    self.input.truncate(start);
-                    return Err(e);
-                }
+                Err(e) => return Err(e),
             }
         };
-        self.input.truncate(start + read);
+        self.end += read;
         let counters = &self.shared.registry.counters;
         counters.socket_reads.fetch_add(1, Ordering::Relaxed);
         counters.bytes_in.fetch_add(read as u64, Ordering::Relaxed);
         Ok(read > 0)
     }
 
+    /// The bytes read and not yet handled.
     pub(crate) fn pending(&self) -> &[u8] {
-        &self.input[self.consumed..]
+        &self.buffer[self.start..self.end]
+    }
+
+    /// Marks `count` pending bytes handled.
+    pub(crate) fn consume(&mut self, count: usize) {
+        self.start = (self.start + count).min(self.end);
     }
 }
 
@@ -98,10 +114,11 @@ impl Sink for SocketSink<'_> {
         let mut bytes = out.bytes();
         let counters = &self.shared.registry.counters;
         while !bytes.is_empty() {
+            // Counted before the call, so that a client that has the answer also sees the count.
+            counters.socket_writes.fetch_add(1, Ordering::Relaxed);
             match (&mut &*self.stream).write(bytes) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(written) => {
-                    counters.socket_writes.fetch_add(1, Ordering::Relaxed);
                     counters.bytes_out.fetch_add(written as u64, Ordering::Relaxed);
                     bytes = &bytes[written..];
                 }
@@ -123,7 +140,7 @@ pub fn serve(shared: Arc<Shared>, stream: TcpStream, handshake: Handshake) {
         .with_time(shared.config.keepalive_idle)
         .with_interval(std::time::Duration::from_secs(10));
     let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive);
-    let mut io = Io { stream, input: Vec::with_capacity(READ_BYTES), consumed: 0, shared: Arc::clone(&shared) };
+    let mut io = Io::new(stream, Arc::clone(&shared));
     let mut out = Output::new();
     let _ = io.stream.set_read_timeout(Some(shared.config.startup_timeout));
     let _ = io.stream.set_write_timeout(Some(shared.config.startup_timeout));
@@ -242,8 +259,7 @@ fn serve_buffered(conn: &mut Conn) -> io::Result<bool> {
     let mut all_fast = true;
     let mut handled = false;
     loop {
-        let input = &io.input[io.consumed..];
-        let (tag, body) = match frontend::frame(input, body_bytes_max) {
+        let (tag, body) = match frontend::frame(io.pending(), body_bytes_max) {
             Ok(Some(frame)) => frame,
             Ok(None) => break,
             Err(error) => {
@@ -275,7 +291,7 @@ fn serve_buffered(conn: &mut Conn) -> io::Result<bool> {
                 handler.malformed(&decode_error(&error), tag, out)
             }
         };
-        io.consumed += frame_bytes;
+        io.consume(frame_bytes);
         match flow {
             Flow::Continue => {}
             Flow::Flush => SocketSink { stream: &io.stream, shared: &shared }.flush(out)?,
@@ -396,7 +412,7 @@ fn read_startup_packet(io: &mut Io) -> Result<Vec<u8>, StartupError> {
             let length = length as usize;
             if pending.len() >= length {
                 let body = pending[4..length].to_vec();
-                io.consumed += length;
+                io.consume(length);
                 return Ok(body);
             }
         }
@@ -413,7 +429,7 @@ fn read_message(io: &mut Io) -> Result<(u8, Vec<u8>), StartupError> {
         match frontend::frame(pending, STARTUP_PACKET_BYTES_MAX) {
             Ok(Some((tag, body))) => {
                 let result = (tag, body.to_vec());
-                io.consumed += HEADER_BYTES + body.len();
+                io.consume(HEADER_BYTES + body.len());
                 return Ok(result);
             }
             Ok(None) => {}

@@ -205,7 +205,7 @@ fn serve(conn: &mut Conn) -> Outcome {
     let body_bytes_max = shared.config.message_bytes_max;
     let mut answered = 0;
     loop {
-        let (tag, body) = match frontend::frame(&io.input[io.consumed..], body_bytes_max) {
+        let (tag, body) = match frontend::frame(io.pending(), body_bytes_max) {
             Ok(Some(frame)) => frame,
             Ok(None) => break,
             // The thread reports protocol violations.
@@ -227,7 +227,7 @@ fn serve(conn: &mut Conn) -> Outcome {
             Err(error) if !error.fatal => {
                 let frame_bytes = HEADER_BYTES + body.len();
                 handler.malformed(&decode_error(&error), tag, out);
-                io.consumed += frame_bytes;
+                io.consume(frame_bytes);
                 answered += 1;
                 continue;
             }
@@ -241,7 +241,7 @@ fn serve(conn: &mut Conn) -> Outcome {
             Ok(flow) => flow,
             Err(_) => return Outcome::Close,
         };
-        io.consumed += frame_bytes;
+        io.consume(frame_bytes);
         answered += 1;
         if flow == Flow::Close {
             let _ = write_some(conn);
@@ -264,10 +264,10 @@ fn write_some(conn: &mut Conn) -> bool {
     let mut written_total = 0;
     let bytes = conn.out.bytes();
     while written_total < bytes.len() {
+        counters.socket_writes.fetch_add(1, Ordering::Relaxed);
         match (&conn.io.stream).write(&bytes[written_total..]) {
             Ok(0) => break,
             Ok(written) => {
-                counters.socket_writes.fetch_add(1, Ordering::Relaxed);
                 counters.bytes_out.fetch_add(written as u64, Ordering::Relaxed);
                 written_total += written;
             }

@@ -94,6 +94,8 @@ enum StatementKind {
 
 /// A prepared statement, as the protocol sees it.
 struct Statement {
+    /// Its name (the numadb session knows an engine statement by it).
+    name: String,
     kind: StatementKind,
     /// Parameter types for decoding.
     param_types: Vec<DataType>,
@@ -112,6 +114,7 @@ struct Statement {
 
 impl Statement {
     fn new(
+        name: &str,
         kind: StatementKind,
         param_types: Vec<DataType>,
         declared: Vec<Option<PgType>>,
@@ -130,6 +133,7 @@ impl Statement {
             out.row_description(&columns, &[]);
         }
         Statement {
+            name: name.to_string(),
             kind,
             param_types,
             declared,
@@ -158,7 +162,6 @@ enum PortalState {
 
 /// A bound statement.
 struct Portal {
-    statement_name: String,
     statement: Arc<Statement>,
     params: Vec<Value>,
     formats: Vec<Format>,
@@ -215,7 +218,10 @@ pub struct Handler {
     identity: Identity,
     session: Session,
     statements: HashMap<String, Arc<Statement>>,
+    /// Named portals.
     portals: HashMap<String, Portal>,
+    /// The unnamed portal (the one drivers use), apart so that binding it allocates no key.
+    unnamed_portal: Option<Portal>,
     mode: Mode,
     transaction: Transaction,
     /// The values of the reported settings as the client last heard them.
@@ -247,6 +253,7 @@ impl Handler {
             session,
             statements: HashMap::new(),
             portals: HashMap::new(),
+            unnamed_portal: None,
             mode: Mode::Ready,
             transaction: Transaction::Idle,
             reported: Vec::new(),
@@ -353,7 +360,7 @@ impl Handler {
                         self.session.close_prepared(name);
                     }
                     Target::Portal => {
-                        self.portals.remove(name);
+                        self.take_portal(name);
                     }
                 }
                 out.close_complete();
@@ -364,6 +371,7 @@ impl Handler {
                 if self.transaction == Transaction::Idle {
                     // The implicit transaction ends: PostgreSQL drops every portal here.
                     self.portals.clear();
+                    self.unnamed_portal = None;
                 }
                 self.ready(out);
                 Ok(Flow::Continue)
@@ -391,7 +399,7 @@ impl Handler {
         }
         match message {
             Frontend::Query(_) | Frontend::Password(_) => false,
-            Frontend::Execute { portal, .. } => match self.portals.get(*portal) {
+            Frontend::Execute { portal, .. } => match self.portal(portal) {
                 Some(portal) => match portal.state {
                     PortalState::Ready => portal.statement.fast && self.transaction != Transaction::Failed,
                     PortalState::Running { .. } | PortalState::Done => true,
@@ -473,6 +481,7 @@ impl Handler {
             "DISCARD ALL" => {
                 self.statements.clear();
                 self.portals.clear();
+                self.unnamed_portal = None;
                 self.report_changes(out);
             }
             "DEALLOCATE" | "DEALLOCATE ALL" => {
@@ -718,7 +727,7 @@ impl Handler {
         let statements = sql_text::split_statements(sql)?;
         sql_text::check_complexity(sql)?;
         let statement = match statements.as_slice() {
-            [] => Statement::new(StatementKind::Empty, Vec::new(), declared, Arc::from([])),
+            [] => Statement::new(name, StatementKind::Empty, Vec::new(), declared, Arc::from([])),
             [_, _, ..] => {
                 return Err(error(sqlstate::SYNTAX_ERROR, "cannot insert multiple commands into a prepared statement"));
             }
@@ -728,20 +737,20 @@ impl Handler {
                     if !ends_transaction(&words) {
                         return Err(aborted());
                     }
-                    Statement::new(StatementKind::Text(text.to_string()), Vec::new(), declared, Arc::from([]))
+                    Statement::new(name, StatementKind::Text(text.to_string()), Vec::new(), declared, Arc::from([]))
                 } else if words.first().is_some_and(|w| w == "copy") {
-                    Statement::new(StatementKind::CopyIn(text.to_string()), Vec::new(), declared, Arc::from([]))
+                    Statement::new(name, StatementKind::CopyIn(text.to_string()), Vec::new(), declared, Arc::from([]))
                 } else if let Some(query) = compat::recognise(text) {
                     let query = query?;
                     let columns: Arc<[Column]> = query.columns().into();
                     let fast = query.is_function();
-                    Statement::new(StatementKind::Compat(query), Vec::new(), declared, columns).fast(fast)
+                    Statement::new(name, StatementKind::Compat(query), Vec::new(), declared, columns).fast(fast)
                 } else {
                     self.session.close_prepared(name);
                     let prepared = self.session.prepare(name, text, &declared_types)?;
                     let columns: Arc<[Column]> =
                         prepared.columns.iter().map(|c| Column::new(c.name.clone(), PgType::of(c.data_type))).collect();
-                    Statement::new(StatementKind::Engine, prepared.param_types.clone(), declared, columns)
+                    Statement::new(name, StatementKind::Engine, prepared.param_types.clone(), declared, columns)
                         .fast(prepared.is_point_lookup())
                 }
             }
@@ -757,18 +766,15 @@ impl Handler {
     fn statement(&mut self, name: &str) -> Result<Arc<Statement>, ExecError> {
         let missing =
             || error(sqlstate::INVALID_SQL_STATEMENT_NAME, format!("prepared statement \"{name}\" does not exist"));
+        // Engine statements leave the session only through Close, DEALLOCATE and DISCARD, which update this map.
         if let Some(statement) = self.statements.get(name) {
-            if matches!(statement.kind, StatementKind::Engine) && self.session.prepared(name).is_err() {
-                self.statements.remove(name);
-                return Err(missing());
-            }
             return Ok(Arc::clone(statement));
         }
         let prepared = self.session.prepared(name).map_err(|_| missing())?;
         let columns: Arc<[Column]> =
             prepared.columns.iter().map(|c| Column::new(c.name.clone(), PgType::of(c.data_type))).collect();
         let statement = Arc::new(
-            Statement::new(StatementKind::Engine, prepared.param_types.clone(), Vec::new(), columns)
+            Statement::new(name, StatementKind::Engine, prepared.param_types.clone(), Vec::new(), columns)
                 .fast(prepared.is_point_lookup()),
         );
         self.statements.insert(name.to_string(), Arc::clone(&statement));
@@ -827,23 +833,30 @@ impl Handler {
         if !portal.is_empty() && self.portals.contains_key(portal) {
             return Err(error("42P03", format!("cursor \"{portal}\" already exists")));
         }
-        if self.portals.len() >= PORTALS_MAX && !self.portals.contains_key(portal) {
+        if !portal.is_empty() && self.portals.len() >= PORTALS_MAX {
             return Err(error(
                 sqlstate::INSUFFICIENT_RESOURCES,
                 format!("too many portals (at most {PORTALS_MAX} per session)"),
             ));
         }
-        self.portals.insert(
-            portal.to_string(),
-            Portal {
-                statement_name: statement_name.to_string(),
-                statement,
-                params: values,
-                formats,
-                state: PortalState::Ready,
-            },
-        );
+        self.put_portal(portal, Portal { statement, params: values, formats, state: PortalState::Ready });
         Ok(())
+    }
+
+    fn portal(&self, name: &str) -> Option<&Portal> {
+        if name.is_empty() { self.unnamed_portal.as_ref() } else { self.portals.get(name) }
+    }
+
+    fn take_portal(&mut self, name: &str) -> Option<Portal> {
+        if name.is_empty() { self.unnamed_portal.take() } else { self.portals.remove(name) }
+    }
+
+    fn put_portal(&mut self, name: &str, portal: Portal) {
+        if name.is_empty() {
+            self.unnamed_portal = Some(portal);
+        } else {
+            self.portals.insert(name.to_string(), portal);
+        }
     }
 
     fn describe(&mut self, target: Target, name: &str, out: &mut Output) -> Result<(), ExecError> {
@@ -859,8 +872,7 @@ impl Handler {
             }
             Target::Portal => {
                 let portal = self
-                    .portals
-                    .get(name)
+                    .portal(name)
                     .ok_or_else(|| error(sqlstate::INVALID_CURSOR_NAME, format!("portal \"{name}\" does not exist")))?;
                 let statement = &portal.statement;
                 if statement.columns.is_empty() {
@@ -882,13 +894,13 @@ impl Handler {
         out: &mut Output,
         sink: &mut dyn Sink,
     ) -> io::Result<Result<(), ExecError>> {
-        let Some(mut portal) = self.portals.remove(name) else {
+        let Some(mut portal) = self.take_portal(name) else {
             return Ok(Err(error(sqlstate::INVALID_CURSOR_NAME, format!("portal \"{name}\" does not exist"))));
         };
         let result = self.execute_portal(&mut portal, max_rows, out, sink);
-        // Portals survive their execution (a suspended one resumes); named ones until closed or Sync.
+        // Portals survive their execution (a suspended one resumes) until closed or the transaction ends.
         if !matches!(self.mode, Mode::CopyIn(_)) {
-            self.portals.insert(name.to_string(), portal);
+            self.put_portal(name, portal);
         }
         result
     }
@@ -907,16 +919,16 @@ impl Handler {
             let statement = Arc::clone(&portal.statement);
             let result = match &statement.kind {
                 StatementKind::Engine => {
-                    let (name, params) = (&portal.statement_name, &portal.params);
+                    let (name, params) = (&portal.statement.name, &portal.params);
                     self.run_engine(|session| session.execute_prepared(name, params)).map(|output| {
-                        let mut result = ResultSet::from_output(output);
                         // Rows go out under the columns described at Parse; a statement described without rows
                         // (NoData) sends none.
-                        if statement.columns.len() != result.columns.len() {
-                            result.rows.clear();
+                        let described = statement.columns.len() == output.columns.len();
+                        ResultSet {
+                            columns: Arc::clone(&statement.columns),
+                            rows: if described { output.rows } else { Vec::new() },
+                            tag: output.tag,
                         }
-                        result.columns = Arc::clone(&statement.columns);
-                        result
                     })
                 }
                 StatementKind::Compat(query) => query.run(&self.context()),

@@ -363,7 +363,18 @@ fn one_socket_write_per_prepared_transaction() {
             let replies = client.until_ready();
             assert_eq!(replies.len(), 5, "{replies:?}");
         }
-        let during = server.running.handle().stats().since(&before);
+        // The server counts a write after it returns, which may be after the client read the answer.
+        let settled = |before: &numadb_server::Stats, writes: u64| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            loop {
+                let during = server.running.handle().stats().since(before);
+                if during.socket_writes >= writes || std::time::Instant::now() > deadline {
+                    return during;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        };
+        let during = settled(&before, transactions);
         assert_eq!(during.ready_for_query, transactions);
         assert_eq!(
             during.socket_writes, transactions,
@@ -379,6 +390,9 @@ fn one_socket_write_per_prepared_transaction() {
         for _ in 0..20 {
             client.until_ready();
         }
+        settled(&before, 1);
+        // Any further write would have been counted by now.
+        std::thread::sleep(std::time::Duration::from_millis(20));
         let during = server.running.handle().stats().since(&before);
         assert_eq!(during.ready_for_query, 20);
         assert_eq!(during.socket_writes, 1, "a pipeline is answered with one write");
