@@ -168,6 +168,11 @@ pub fn serve(shared: Arc<Shared>, stream: TcpStream, handshake: Handshake) {
     }
     let mut session = shared.db.session();
     for (name, value) in parameters.iter().chain(&options) {
+        if name.eq_ignore_ascii_case("client_encoding") && !crate::handler::client_encoding_supported(value) {
+            out.error(Severity::Fatal, &crate::handler::unsupported_encoding(value));
+            let _ = SocketSink { stream: &io.stream, shared: &shared }.flush(&mut out);
+            return;
+        }
         if let Err(error) = session.settings_mut().set(name, value) {
             out.error(Severity::Fatal, &error);
             let _ = SocketSink { stream: &io.stream, shared: &shared }.flush(&mut out);

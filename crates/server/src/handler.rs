@@ -471,6 +471,20 @@ impl Handler {
         }
     }
 
+    /// Refuses a setting the server cannot honour: the client encodings other than UTF-8 (numadb sends UTF-8 and
+    /// converts nothing; SQL_ASCII, which means "no conversion", is accepted). The setting goes back to UTF8.
+    fn check_settings(&mut self, tag: &str) -> Result<(), ExecError> {
+        if tag != "SET" && tag != "RESET" {
+            return Ok(());
+        }
+        let encoding = self.session.settings().get("client_encoding").unwrap_or_default();
+        if client_encoding_supported(&encoding) {
+            return Ok(());
+        }
+        let _ = self.session.settings_mut().set("client_encoding", "UTF8");
+        Err(unsupported_encoding(&encoding))
+    }
+
     /// Updates the transaction status after a statement succeeded with `tag`.
     fn after_statement(&mut self, tag: &str, out: &mut Output) {
         self.shared.registry.counters.statements.fetch_add(1, Ordering::Relaxed);
@@ -562,6 +576,7 @@ impl Handler {
             Some(Err(e)) => Err(e),
             None => self.run_engine(|session| session.execute_one(sql)).map(ResultSet::from_output),
         };
+        let result = result.and_then(|result| self.check_settings(&result.tag).map(|()| result));
         match result {
             Ok(result) => {
                 if !result.columns.is_empty() {
@@ -953,6 +968,7 @@ impl Handler {
                     }));
                 }
             };
+            let result = result.and_then(|result| self.check_settings(&result.tag).map(|()| result));
             match result {
                 Ok(result) => portal.state = PortalState::Running { result, next: 0 },
                 Err(e) => {
@@ -994,6 +1010,22 @@ impl Handler {
         }
         Ok(Ok(()))
     }
+}
+
+/// Whether numadb can talk to a client in this encoding.
+pub fn client_encoding_supported(name: &str) -> bool {
+    let normalised: String =
+        name.chars().filter(|c| c.is_ascii_alphanumeric()).collect::<String>().to_ascii_uppercase();
+    matches!(normalised.as_str(), "UTF8" | "UNICODE" | "SQLASCII")
+}
+
+/// The error for a client encoding numadb does not convert to.
+pub fn unsupported_encoding(name: &str) -> ExecError {
+    ExecError::new(
+        sqlstate::INVALID_PARAMETER_VALUE,
+        format!("invalid value for parameter \"client_encoding\": \"{name}\""),
+    )
+    .with_hint("numadb sends and expects UTF8 (SQL_ASCII is accepted too)")
 }
 
 /// PostgreSQL's spelling of a reported parameter's name (numadb keeps settings lower-case).

@@ -287,6 +287,10 @@ fn set_reports_parameter_changes_and_show_reads_settings() {
     assert_eq!(row[1].as_deref(), Some("numadb"));
     assert!(row[2].as_deref().unwrap().starts_with("PostgreSQL 15"));
     assert_eq!(errors(&client.simple("SET numadb.binding = 'sometimes'"))[0].sqlstate(), "22023");
+    // numadb speaks UTF-8 only.
+    assert_eq!(errors(&client.simple("SET client_encoding = 'LATIN1'"))[0].sqlstate(), "22023");
+    assert_eq!(rows(&client.simple("SHOW client_encoding")), vec![vec![Some("UTF8".into())]]);
+    assert!(errors(&client.simple("SET client_encoding = 'unicode'")).is_empty());
 }
 
 #[test]
