@@ -460,8 +460,9 @@ impl Session {
     }
 
     fn run_query(&mut self, bound: &BoundQuery, params: &[Value], sql: &str) -> Result<QueryOutput, ExecError> {
-        let result = self.executor_run(&bound.plan, params, sql)?;
-        let rows = result.rows.clone();
+        let mut result = self.executor_run(&bound.plan, params, sql)?;
+        // The rows move to the caller; the session keeps the counters (a large result is not held twice).
+        let rows = std::mem::take(&mut result.rows);
         self.last_result = Some(result);
         Ok(QueryOutput { columns: bound.columns.clone(), tag: format!("SELECT {}", rows.len()), rows })
     }
