@@ -9,6 +9,10 @@
 //! - [`driver`]: the workload driver (N clients in-process or over the wire, per-second throughput, latency).
 //! - [`experiment`]: TOML experiment matrices and the built-in thesis experiments, run into result sets.
 //! - [`findings`] and [`report`]: what a result set says, as sentences, tables, charts and an HTML page.
+//! - [`wire`]: numadb serve against PostgreSQL 15 with pgbench (point lookups at several client counts) and the
+//!   thesis aggregation over the wire against in-process.
+//! - [`postgres`]: a private PostgreSQL cluster and pgbench.
+//! - [`soak`]: many connections, mixed statements, every answer checked, memory sampled.
 
 pub mod driver;
 pub mod duckdb;
@@ -16,8 +20,11 @@ pub mod engine;
 pub mod experiment;
 pub mod findings;
 pub mod peers;
+pub mod postgres;
 pub mod reference;
 pub mod report;
+pub mod soak;
+pub mod wire;
 
 use numadb_topology::Topology;
 use serde::Serialize;
@@ -100,6 +107,35 @@ mod tests {
         assert!(!engine::thesis_query(6, 5).contains("TBL_1"));
         assert!(!engine::thesis_query(0, 5).contains("TBL_0"));
         assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+    }
+
+    #[test]
+    fn a_small_wire_run_against_postgresql() {
+        let postgres = postgres::Binaries::find().is_ok();
+        if !postgres {
+            let message = "PostgreSQL is not installed (scripts/install-deps.sh installs it)";
+            assert!(std::env::var("NUMADB_REQUIRE_TOOLS").as_deref() != Ok("1"), "{message}");
+            eprintln!("skipped: {message}");
+            return;
+        }
+        let options = wire::WireOptions {
+            rows: 20_000,
+            clients: vec![2],
+            seconds: 1,
+            repetitions: 1,
+            aggregation_runs: 3,
+            ..wire::WireOptions::default()
+        };
+        let report = wire::run(&options, |_| {}).unwrap();
+        assert_eq!(report.results_agree, Some(true));
+        let row = &report.lookups[0];
+        assert_eq!(row.failed, 0);
+        assert!(row.numadb_tps[0] > 0.0 && row.postgres_tps[0] > 0.0);
+        assert!(row.numadb_writes_per_transaction < 1.1, "{}", row.numadb_writes_per_transaction);
+        assert!(report.aggregation.in_process_ms > 0.0 && report.aggregation.wire_ms > 0.0);
+        let text = wire::render(&report);
+        assert!(text.contains("PostgreSQL"));
+        assert!(text.contains("machine: "));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 mod bench;
 mod format;
 mod probe;
+mod serve;
 mod sql;
 mod topo;
 mod tour;
@@ -28,6 +29,7 @@ struct Cli {
 enum Command {
     Topo(topo::TopoArgs),
     Sql(sql::SqlArgs),
+    Serve(serve::ServeArgs),
     Bench(bench::BenchArgs),
     Probe(probe::ProbeArgs),
     Tour(tour::TourArgs),
@@ -38,6 +40,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Topo(args) => topo::run(args),
         Command::Sql(args) => sql::run(args),
+        Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Probe(args) => probe::run(args),
         Command::Tour(args) => tour::run(args),

@@ -85,7 +85,7 @@ pub fn run(args: SqlArgs) -> anyhow::Result<()> {
     shell.interactive(&mut session)
 }
 
-fn load_thesis(session: &mut Session, rows: u64, seed: u64) -> anyhow::Result<()> {
+pub(crate) fn load_thesis(session: &mut Session, rows: u64, seed: u64) -> anyhow::Result<()> {
     let progress = Arc::new(AtomicU64::new(0));
     let bar = indicatif::ProgressBar::new(rows * 2);
     bar.set_style(

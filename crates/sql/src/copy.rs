@@ -248,8 +248,8 @@ impl CopyLoader {
                 self.header_pending = false;
                 continue;
             }
-            if !self.format.csv && record.len() == 1 && record[0].as_deref() == Some("\\.") {
-                continue; // The text format's end marker.
+            if record.len() == 1 && record[0].as_deref() == Some("\\.") {
+                continue; // The end-of-data marker (psql sends it after the data, in CSV as in text format).
             }
             self.add_record(record)?;
         }
@@ -269,6 +269,8 @@ impl CopyLoader {
 
     fn add_record(&mut self, record: Vec<Field>) -> Result<(), ExecError> {
         if record.len() != self.columns.len() {
+            // `error` names the line being split; this one was counted already.
+            self.line -= 1;
             return Err(self.error(if record.len() > self.columns.len() {
                 "extra data after last expected column".to_string()
             } else {

@@ -190,11 +190,30 @@ pub struct Prepared {
     query: Option<BoundQuery>,
 }
 
+impl Prepared {
+    /// Whether executing the statement is a lookup through a unique index: it runs on the calling thread, touches
+    /// at most one row per key and needs no scheduler, so a server may run it without handing it to a thread
+    /// that can block.
+    pub fn is_point_lookup(&self) -> bool {
+        fn unique_lookup(plan: &Plan) -> bool {
+            match plan {
+                Plan::Lookup(lookup) => {
+                    lookup.table.snapshot().indexes_on(lookup.column).next().is_some_and(|index| index.is_unique())
+                }
+                Plan::Post { input, order_by, .. } => order_by.is_empty() && unique_lookup(input),
+                _ => false,
+            }
+        }
+        self.query.as_ref().is_some_and(|query| unique_lookup(&query.plan))
+    }
+}
+
 /// A connection's state: settings, prepared statements, and the flag that cancels its running statement.
 pub struct Session {
     db: Arc<Database>,
     id: u64,
     settings: Settings,
+    /// Shared so that an execution holds its statement without copying the statement's syntax tree.
     prepared: HashMap<String, Arc<Prepared>>,
     cancel: Arc<AtomicBool>,
     last_result: Option<ExecutionResult>,
@@ -267,9 +286,16 @@ impl Session {
         self.last_result.as_ref()
     }
 
+    /// A statement starts: a cancel raised before now was meant for an earlier one. (Cleared here rather than
+    /// when execution starts, so that a cancel arriving while the statement is parsed and planned stops it.)
+    fn begin(&self) {
+        self.cancel.store(false, Ordering::Relaxed);
+    }
+
     /// Runs every statement of `sql` in order, stopping at the first error (PostgreSQL's simple query
     /// protocol).
     pub fn execute(&mut self, sql: &str) -> Vec<Result<QueryOutput, ExecError>> {
+        self.begin();
         let statements = match parse(sql) {
             Ok(statements) => statements,
             Err(error) => return vec![Err(error)],
@@ -288,6 +314,7 @@ impl Session {
 
     /// Runs exactly one statement.
     pub fn execute_one(&mut self, sql: &str) -> Result<QueryOutput, ExecError> {
+        self.begin();
         let statements = parse(sql)?;
         match statements.as_slice() {
             [statement] => self.run_parsed(statement, sql, &[], None),
@@ -376,6 +403,7 @@ impl Session {
 
     /// Runs a prepared statement with parameter values.
     pub fn execute_prepared(&mut self, name: &str, params: &[Value]) -> Result<QueryOutput, ExecError> {
+        self.begin();
         self.prepared(name)?;
         let prepared = Arc::clone(&self.prepared[name]);
         if params.len() != prepared.param_types.len() {
@@ -406,7 +434,6 @@ impl Session {
     fn executor_run(&mut self, plan: &Plan, params: &[Value], sql: &str) -> Result<ExecutionResult, ExecError> {
         // Index lookups and constant rows run on this thread: they need no scheduler.
         let scheduler = if plan.scans() { Some(self.db.scheduler(self.settings.scheduler_config())?) } else { None };
-        self.cancel.store(false, Ordering::Relaxed);
         let executor = Executor {
             scheduler: scheduler.as_deref(),
             params,
@@ -435,8 +462,9 @@ impl Session {
     }
 
     fn run_query(&mut self, bound: &BoundQuery, params: &[Value], sql: &str) -> Result<QueryOutput, ExecError> {
-        let result = self.executor_run(&bound.plan, params, sql)?;
-        let rows = result.rows.clone();
+        let mut result = self.executor_run(&bound.plan, params, sql)?;
+        // The rows move to the caller; the session keeps the counters (a large result is not held twice).
+        let rows = std::mem::take(&mut result.rows);
         self.last_result = Some(result);
         Ok(QueryOutput { columns: bound.columns.clone(), tag: format!("SELECT {}", rows.len()), rows })
     }
