@@ -866,7 +866,7 @@ pub fn compare(
             Peer::Postgres(Some(url)) => crate::peers::postgres(url, &tables, &workloads, &clients, &mut progress),
             Peer::Postgres(None) => {
                 progress("starting a throwaway PostgreSQL cluster".into());
-                match crate::peers::TempPostgres::start() {
+                match crate::postgres::TempPostgres::start() {
                     Ok(server) => crate::peers::postgres(&server.url(), &tables, &workloads, &clients, &mut progress),
                     Err(error) => {
                         results.peers.extend(workloads.iter().map(|w| PeerCell {

@@ -4,14 +4,14 @@
 //!   beside memory latency, bytes per row.
 //! - [`duckdb`]: DuckDB (its Python package) as a peer on identical data.
 //! - [`peers`]: DuckDB and PostgreSQL running the workload driver's workloads with the same clients, on identical
-//!   data, and a throwaway PostgreSQL cluster ([`peers::TempPostgres`]).
+//!   data.
 //! - [`reference`]: memory-system references (streaming read bandwidth, pointer-chase latency).
 //! - [`driver`]: the workload driver (N clients in-process or over the wire, per-second throughput, latency).
 //! - [`experiment`]: TOML experiment matrices and the built-in thesis experiments, run into result sets.
 //! - [`findings`] and [`report`]: what a result set says, as sentences, tables, charts and an HTML page.
 //! - [`wire`]: numadb serve against PostgreSQL 15 with pgbench (point lookups at several client counts) and the
 //!   thesis aggregation over the wire against in-process.
-//! - [`postgres`]: a private PostgreSQL cluster and pgbench.
+//! - [`postgres`]: a throwaway PostgreSQL cluster ([`postgres::TempPostgres`]), its clients, and pgbench.
 //! - [`soak`]: many connections, mixed statements, every answer checked, memory sampled.
 
 pub mod driver;

@@ -1,10 +1,12 @@
-//! PostgreSQL as a peer in the same run: a private cluster (initdb in a temporary directory, a free port, no
-//! effect on any other PostgreSQL), and pgbench as the client both servers see.
+//! PostgreSQL as a peer in the same run: a throwaway cluster of its own ([`TempPostgres`]: initdb in a temporary
+//! directory, a free port, no effect on any other PostgreSQL on the machine), its client programs ([`Binaries`]),
+//! and pgbench as the client both servers see ([`pgbench`]).
 //!
-//! Run as root, the cluster belongs to the `postgres` user (initdb refuses root), through `runuser`.
+//! Run as root, the cluster belongs to the `postgres` account (PostgreSQL refuses to run as root).
 
 use std::io::Write;
-use std::net::TcpListener;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -14,7 +16,7 @@ const TICKS_PER_SECOND: f64 = 100.0;
 /// Where PostgreSQL's programs are.
 #[derive(Debug, Clone)]
 pub struct Binaries {
-    /// The directory of initdb, pg_ctl and postgres.
+    /// The directory of initdb, pg_ctl and postgres ([`TempPostgres::find_binaries`]).
     pub server: PathBuf,
     /// psql.
     pub psql: PathBuf,
@@ -22,34 +24,11 @@ pub struct Binaries {
     pub pgbench: PathBuf,
 }
 
-fn in_path(name: &str) -> Option<PathBuf> {
-    let paths = std::env::var_os("PATH")?;
-    std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file())
-}
-
 impl Binaries {
-    /// Finds PostgreSQL: initdb on the PATH, else the newest /usr/lib/postgresql/*/bin (Debian's layout).
+    /// Finds the server's programs and the clients psql and pgbench (on `PATH`, else beside the server's).
     pub fn find() -> Result<Binaries, String> {
-        let server =
-            in_path("initdb").and_then(|p| p.canonicalize().ok()).and_then(|p| p.parent().map(Path::to_path_buf));
-        let server = server.or_else(|| {
-            let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-                .ok()?
-                .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
-                .filter(|p| p.join("initdb").is_file())
-                .collect();
-            versions.sort_by_key(|p| {
-                p.parent().and_then(|v| v.file_name()).and_then(|v| v.to_str()).and_then(|v| v.parse::<u32>().ok())
-            });
-            versions.pop()
-        });
-        let server = server.ok_or("PostgreSQL's initdb was not found (apt-get install postgresql)")?;
-        let tool = |name: &str| {
-            in_path(name)
-                .or_else(|| Some(server.join(name)).filter(|p| p.is_file()))
-                .ok_or(format!("{name} was not found (apt-get install postgresql-client)"))
-        };
-        Ok(Binaries { psql: tool("psql")?, pgbench: tool("pgbench")?, server })
+        let server = TempPostgres::find_binaries().map_err(|e| e.to_string())?;
+        Ok(Binaries { psql: client_program(&server, "psql")?, pgbench: client_program(&server, "pgbench")?, server })
     }
 
     /// `postgres --version`.
@@ -63,122 +42,259 @@ impl Binaries {
     }
 }
 
-/// A free TCP port on 127.0.0.1 (free when asked; the caller binds it soon after).
-pub fn free_port() -> Result<u16, String> {
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("finding a free port: {e}"))?;
-    listener.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+/// A client program on `PATH`, else in the server's directory (Debian's layout keeps pgbench there).
+fn client_program(server: &Path, name: &str) -> Result<PathBuf, String> {
+    std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file()))
+        .or_else(|| Some(server.join(name)).filter(|p| p.is_file()))
+        .ok_or(format!("{name} was not found (apt-get install postgresql-client postgresql)"))
 }
 
-fn running_as_root() -> bool {
-    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+/// Why a temporary PostgreSQL could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum TempPostgresError {
+    /// No PostgreSQL server binaries on this machine.
+    #[error("PostgreSQL is not installed: {0}")]
+    NotInstalled(String),
+    /// They are there, but the cluster did not start.
+    #[error("starting a temporary PostgreSQL failed: {0}")]
+    Failed(String),
 }
 
-/// A private PostgreSQL cluster; stopped and deleted when dropped.
-pub struct Cluster {
-    binaries: Binaries,
+/// The account the server runs as when we are root (PostgreSQL refuses to run as root).
+#[derive(Debug, Clone)]
+struct Account {
+    name: String,
+    uid: u32,
+    gid: u32,
+}
+
+/// A PostgreSQL cluster of its own in a temporary directory, listening on a Unix socket in that directory and on a
+/// free localhost port, with trust authentication for the `postgres` superuser; stopped and deleted on drop.
+///
+/// PostgreSQL refuses to run as root. Run as root, the cluster belongs to the `postgres` account (which Debian's
+/// package creates), or `nobody` when there is none: the directory is given to that account and `initdb` and
+/// `pg_ctl` run under its uid and gid (with no supplementary groups), so nothing else on the machine changes.
+///
+/// Beyond the defaults the cluster has `max_connections = 200` (the driver opens up to 56 and more) and the
+/// durability settings of a throwaway cluster (`fsync`, `synchronous_commit` and `full_page_writes` off,
+/// `wal_level = minimal`): they make loading faster and do not touch the read-only workloads. Query settings
+/// (`shared_buffers`, `work_mem`, parallelism) are PostgreSQL's defaults.
+#[derive(Debug)]
+pub struct TempPostgres {
+    bin: PathBuf,
+    settings: Vec<(String, String)>,
+    data: PathBuf,
+    port: u16,
+    account: Option<Account>,
+    version: String,
+    // Declared last, so it is removed after `drop` has stopped the server.
     directory: tempfile::TempDir,
-    /// Its port on 127.0.0.1.
-    pub port: u16,
-    /// The user the cluster was made for (and that clients connect as).
-    pub user: String,
-    /// Run PostgreSQL's programs as this user (`runuser`), when numadb runs as root.
-    run_as: Option<String>,
-    /// The settings it was started with.
-    pub settings: Vec<(String, String)>,
 }
 
-impl Cluster {
-    /// Creates and starts a cluster with `settings` (`postgres -c name=value`).
-    pub fn start(binaries: &Binaries, settings: &[(&str, &str)]) -> Result<Cluster, String> {
+/// What the cluster adds to `postgresql.conf`.
+const TEMP_SETTINGS: &str = "
+listen_addresses = '127.0.0.1'
+max_connections = 200
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+wal_level = minimal
+max_wal_senders = 0
+";
+
+impl TempPostgres {
+    /// Starts a cluster with the binaries of [`TempPostgres::find_binaries`].
+    pub fn start() -> Result<Self, TempPostgresError> {
+        Self::start_with(&[])
+    }
+
+    /// Starts a cluster with `settings` added to (and overriding) its `postgresql.conf`.
+    pub fn start_with(settings: &[(&str, &str)]) -> Result<Self, TempPostgresError> {
+        let failed = TempPostgresError::Failed;
+        let bin = Self::find_binaries()?;
+        let account = if running_as_root() { Some(unprivileged_account().map_err(failed)?) } else { None };
         let directory = tempfile::Builder::new()
             .prefix("numadb-postgres-")
             .tempdir()
-            .map_err(|e| format!("creating a directory for PostgreSQL: {e}"))?;
-        let run_as = running_as_root().then(|| "postgres".to_string());
-        if let Some(user) = &run_as {
-            let status = Command::new("chown").args(["-R", user]).arg(directory.path()).status();
-            if !status.is_ok_and(|s| s.success()) {
-                return Err(format!(
-                    "running as root, PostgreSQL needs a user of its own: chown to {user} failed (is PostgreSQL installed?)"
-                ));
+            .map_err(|e| failed(format!("creating a temporary directory: {e}")))?;
+        if let Some(account) = &account {
+            std::os::unix::fs::chown(directory.path(), Some(account.uid), Some(account.gid))
+                .map_err(|e| failed(format!("giving {} to {}: {e}", directory.path().display(), account.name)))?;
+        }
+        let data = directory.path().join("data");
+        let mut initdb = Command::new(bin.join("initdb"));
+        initdb.arg("-D").arg(&data).args(["-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "-N"]);
+        run_as(&mut initdb, account.as_ref(), directory.path()).map_err(|e| failed(format!("initdb: {e}")))?;
+        let quote = |value: &str| format!("'{}'", value.replace('\'', "''"));
+        let mut conf =
+            format!("{TEMP_SETTINGS}unix_socket_directories = {}\n", quote(&directory.path().display().to_string()));
+        for (name, value) in settings {
+            conf.push_str(&format!("{name} = {}\n", quote(value)));
+        }
+        let settings = settings.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(data.join("postgresql.conf"))
+            .and_then(|mut f| f.write_all(conf.as_bytes()))
+            .map_err(|e| failed(format!("writing postgresql.conf: {e}")))?;
+        let log = directory.path().join("postgres.log");
+        // A free port can be taken between our look and the server's bind: try a few.
+        let mut last_error = String::new();
+        for _ in 0..4 {
+            let port = free_port().map_err(failed)?;
+            let mut pg_ctl = Command::new(bin.join("pg_ctl"));
+            pg_ctl
+                .arg("-D")
+                .arg(&data)
+                .arg("-l")
+                .arg(&log)
+                .args(["-w", "-t", "60", "-s", "-o"])
+                .arg(format!("-p {port}"))
+                .arg("start");
+            match run_as(&mut pg_ctl, account.as_ref(), directory.path()) {
+                Ok(()) => {
+                    let mut server =
+                        TempPostgres { bin, settings, data, port, account, version: String::new(), directory };
+                    server.version = server.connect_and_ask_version().map_err(failed)?;
+                    return Ok(server);
+                }
+                Err(error) => {
+                    // pg_ctl may have given up waiting on a server that did start: make sure none is left behind.
+                    let mut stop = Command::new(bin.join("pg_ctl"));
+                    stop.arg("-D").arg(&data).args(["-m", "immediate", "-s", "stop"]);
+                    let _ = run_as(&mut stop, account.as_ref(), directory.path());
+                    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+                    let tail: Vec<&str> = log_text.lines().rev().take(8).collect();
+                    last_error = format!(
+                        "pg_ctl start: {error}; log: {}",
+                        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                    );
+                    if !log_text.contains("could not bind") && !log_text.contains("already in use") {
+                        break;
+                    }
+                }
             }
         }
-        let cluster = Cluster {
-            binaries: binaries.clone(),
-            port: free_port()?,
-            user: "bench".into(),
-            run_as,
-            settings: settings.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect(),
-            directory,
-        };
-        let data = cluster.data();
-        cluster.run(
-            "initdb",
-            &["-D", &data, "-A", "trust", "-U", &cluster.user, "-E", "UTF8", "--locale", "C", "--no-sync"],
-        )?;
-        let mut options =
-            format!("-p {} -k {} -c listen_addresses=127.0.0.1", cluster.port, cluster.directory.path().display());
-        for (name, value) in &cluster.settings {
-            options.push_str(&format!(" -c {name}={value}"));
-        }
-        let log = cluster.directory.path().join("postgres.log").display().to_string();
-        cluster.run("pg_ctl", &["-D", &data, "-o", &options, "-l", &log, "-w", "-t", "60", "start"]).map_err(|e| {
-            let log = std::fs::read_to_string(&log).unwrap_or_default();
-            format!("{e}\n{log}")
-        })?;
-        Ok(cluster)
+        Err(failed(last_error))
     }
 
-    fn data(&self) -> String {
-        self.directory.path().join("data").display().to_string()
+    /// The directory holding PostgreSQL's `initdb`, `pg_ctl` and `postgres`: `NUMADB_POSTGRES_BIN`, the directory
+    /// of an `initdb` on `PATH` (symbolic links followed), or the newest `/usr/lib/postgresql/*/bin` (Debian's
+    /// layout, which keeps the server binaries off `PATH`).
+    pub fn find_binaries() -> Result<PathBuf, TempPostgresError> {
+        let complete = |dir: &Path| ["initdb", "pg_ctl", "postgres"].iter().all(|b| dir.join(b).is_file());
+        if let Some(dir) = std::env::var_os("NUMADB_POSTGRES_BIN") {
+            let dir = PathBuf::from(dir);
+            return if complete(&dir) {
+                Ok(dir)
+            } else {
+                Err(TempPostgresError::NotInstalled(format!(
+                    "NUMADB_POSTGRES_BIN={} lacks initdb, pg_ctl or postgres",
+                    dir.display()
+                )))
+            };
+        }
+        let on_path = std::env::var_os("PATH")
+            .map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|dir| std::fs::canonicalize(dir.join("initdb")).ok())
+            .filter_map(|initdb| initdb.parent().map(Path::to_path_buf));
+        let mut debian: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .filter_map(|e| {
+                        let version = e.file_name().to_str()?.split('.').next()?.parse::<u32>().ok()?;
+                        Some((version, e.path().join("bin")))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        debian.sort_by_key(|(version, _)| std::cmp::Reverse(*version));
+        on_path.chain(debian.into_iter().map(|(_, dir)| dir)).find(|dir| complete(dir)).ok_or_else(|| {
+            TempPostgresError::NotInstalled(
+                "no initdb, pg_ctl and postgres on PATH or in /usr/lib/postgresql/*/bin; install the postgresql \
+                 package (make deps)"
+                    .into(),
+            )
+        })
     }
 
-    fn command(&self, program: &Path) -> Command {
-        match &self.run_as {
-            Some(user) => {
-                let mut command = Command::new("runuser");
-                command.args(["-u", user, "--"]).arg(program);
-                command
-            }
-            None => Command::new(program),
-        }
+    /// `postgres://postgres@127.0.0.1:PORT/postgres`: TCP over loopback, as clients of a `numadb serve` connect.
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 
-    fn run(&self, program: &str, args: &[&str]) -> Result<String, String> {
-        let output = self
-            .command(&self.binaries.server.join(program))
-            .args(args)
-            .current_dir(self.directory.path())
-            .output()
-            .map_err(|e| format!("running {program}: {e}"))?;
-        if !output.status.success() {
-            return Err(format!(
-                "{program} failed: {}{}",
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            ));
-        }
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    /// The TCP port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The directory of the Unix socket (`host=` of a key-value connection string), which is also the cluster's.
+    pub fn socket_directory(&self) -> &Path {
+        self.directory.path()
+    }
+
+    /// The server's version (`SHOW server_version`).
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// The account the server runs as when this process is root (`None` otherwise: it runs as us).
+    pub fn account(&self) -> Option<&str> {
+        self.account.as_ref().map(|a| a.name.as_str())
+    }
+
+    /// The user clients connect as (a superuser, trusted).
+    pub fn user(&self) -> &str {
+        "postgres"
+    }
+
+    /// The settings it was started with beyond the throwaway defaults.
+    pub fn settings(&self) -> &[(String, String)] {
+        &self.settings
+    }
+
+    fn connect_and_ask_version(&self) -> Result<String, String> {
+        let mut client = postgres::Client::connect(&self.url(), postgres::NoTls)
+            .map_err(|e| format!("connecting to the new cluster: {e}"))?;
+        let rows = client.simple_query("SHOW server_version").map_err(|e| e.to_string())?;
+        rows.iter()
+            .find_map(|message| match message {
+                postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_string),
+                _ => None,
+            })
+            .ok_or_else(|| "SHOW server_version returned no row".into())
+    }
+
+    fn psql_command(&self) -> Result<Command, String> {
+        let mut command = Command::new(client_program(&self.bin, "psql")?);
+        command.args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", &self.port.to_string()]).args([
+            "-U",
+            self.user(),
+            "-d",
+            "postgres",
+        ]);
+        Ok(command)
     }
 
     /// Runs SQL through psql over TCP; its unaligned, tuples-only output.
     pub fn psql(&self, sql: &str) -> Result<String, String> {
-        let output = Command::new(&self.binaries.psql)
-            .args(["-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", &self.port.to_string()])
-            .args(["-U", &self.user, "-d", "postgres", "-c", sql])
-            .output()
-            .map_err(|e| format!("running psql: {e}"))?;
+        let output =
+            self.psql_command()?.args(["-At", "-c", sql]).output().map_err(|e| format!("running psql: {e}"))?;
         if !output.status.success() {
             return Err(format!("psql failed on {sql}: {}", String::from_utf8_lossy(&output.stderr)));
         }
         Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
     }
 
-    /// `COPY … FROM STDIN` with the data `write` produces.
+    /// `COPY … FROM STDIN` through psql with the data `write` produces.
     pub fn copy_in(&self, copy: &str, write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<(), String> {
-        let mut child = Command::new(&self.binaries.psql)
-            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", &self.port.to_string()])
-            .args(["-U", &self.user, "-d", "postgres", "-c", copy])
+        let mut child = self
+            .psql_command()?
+            .args(["-c", copy])
             .stdin(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -194,7 +310,7 @@ impl Cluster {
     }
 
     fn postmaster(&self) -> Option<u32> {
-        std::fs::read_to_string(self.directory.path().join("data/postmaster.pid"))
+        std::fs::read_to_string(self.data.join("postmaster.pid"))
             .ok()
             .and_then(|text| text.lines().next().and_then(|l| l.trim().parse::<u32>().ok()))
     }
@@ -216,6 +332,65 @@ impl Cluster {
     }
 }
 
+impl Drop for TempPostgres {
+    fn drop(&mut self) {
+        let mut pg_ctl = Command::new(self.bin.join("pg_ctl"));
+        pg_ctl.arg("-D").arg(&self.data).args(["-m", "fast", "-w", "-t", "60", "-s", "stop"]);
+        if let Err(error) = run_as(&mut pg_ctl, self.account.as_ref(), self.directory.path()) {
+            eprintln!("stopping the temporary PostgreSQL in {}: {error}", self.directory.path().display());
+        }
+    }
+}
+
+/// Runs a command to completion as `account` (or as us), in `directory` (the account may not be allowed into our
+/// working directory); its output in the error when it fails.
+fn run_as(command: &mut Command, account: Option<&Account>, directory: &Path) -> Result<(), String> {
+    command.current_dir(directory).stdin(Stdio::null());
+    if let Some(account) = account {
+        // std drops supplementary groups when root changes uid.
+        command.uid(account.uid).gid(account.gid);
+    }
+    let output = command.output().map_err(|e| format!("{}: {e}", command.get_program().to_string_lossy()))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    Err(format!("{} ({})", text.trim(), output.status))
+}
+
+/// Whether this process runs as root (`/proc/self` belongs to the effective user).
+fn running_as_root() -> bool {
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+/// `postgres` from `/etc/passwd`, else `nobody`.
+fn unprivileged_account() -> Result<Account, String> {
+    let passwd = std::fs::read_to_string("/etc/passwd").map_err(|e| format!("/etc/passwd: {e}"))?;
+    let accounts: Vec<Account> = passwd
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split(':').collect();
+            Some(Account {
+                name: fields.first()?.to_string(),
+                uid: fields.get(2)?.parse().ok()?,
+                gid: fields.get(3)?.parse().ok()?,
+            })
+        })
+        .collect();
+    ["postgres", "nobody"]
+        .iter()
+        .find_map(|name| accounts.iter().find(|a| a.name == *name && a.uid != 0).cloned())
+        .ok_or_else(|| {
+            "running as root, and there is neither a postgres nor a nobody account to run PostgreSQL as".into()
+        })
+}
+
+/// A port on 127.0.0.1 that nothing listens on now (the caller binds it soon after).
+pub fn free_port() -> Result<u16, String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("finding a free port: {e}"))?;
+    listener.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+}
+
 /// The processes whose parent is `parent`.
 fn children_of(parent: u32) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
@@ -228,13 +403,6 @@ fn children_of(parent: u32) -> Vec<u32> {
             })
         })
         .collect()
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let data = self.data();
-        let _ = self.run("pg_ctl", &["-D", &data, "-m", "immediate", "-w", "stop"]);
-    }
 }
 
 /// CPU seconds (user + system) a process used, and with `children` those of its children it has reaped.

@@ -18,7 +18,7 @@ use numadb_sql::{Database, Session};
 use numadb_storage::{IndexKind, Value};
 use serde::Serialize;
 
-use crate::postgres::{self, Binaries, Cluster, Length, PgbenchRun};
+use crate::postgres::{self, Binaries, Length, PgbenchRun, TempPostgres};
 use crate::{Machine, engine, median};
 
 /// What to run.
@@ -157,7 +157,7 @@ fn load_thesis(session: &mut Session, rows: u64, index: IndexKind) -> Result<(),
 }
 
 /// Copies numadb's TBL_0 into PostgreSQL, row for row.
-fn copy_to_postgres(db: &Database, cluster: &Cluster) -> Result<(), String> {
+fn copy_to_postgres(db: &Database, cluster: &TempPostgres) -> Result<(), String> {
     cluster.psql(
         "CREATE TABLE \"TBL_0\" (\"C0\" INTEGER NOT NULL, \"C1\" INTEGER, \"C2\" INTEGER, \"C3\" INTEGER, \
          \"C4\" INTEGER, \"C5\" INTEGER, \"C6\" INTEGER)",
@@ -206,15 +206,12 @@ pub fn run(options: &WireOptions, mut progress: impl FnMut(&str)) -> Result<Wire
     let mut cluster = None;
     if options.postgres {
         progress("starting a private PostgreSQL cluster");
-        // shared_buffers holds the table and its index; the workload only reads, so durability settings do
-        // not matter to it.
-        let settings =
-            [("shared_buffers", "2GB"), ("max_connections", "200"), ("fsync", "off"), ("synchronous_commit", "off")];
-        let started = Cluster::start(&binaries, &settings)?;
+        // shared_buffers holds the table and its index; the throwaway cluster's durability settings (fsync off
+        // and the like) do not matter to a workload that only reads.
+        let started = TempPostgres::start_with(&[("shared_buffers", "2GB")]).map_err(|e| e.to_string())?;
         postgres_description = format!(
-            "{} ({})",
-            binaries.version(),
-            started.settings.iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>().join(", ")
+            "{} (shared_buffers=2GB, max_connections=200, fsync=off, synchronous_commit=off)",
+            binaries.version()
         );
         progress(&format!("copying TBL_0 ({} rows) into PostgreSQL", options.rows));
         copy_to_postgres(&db, &started)?;
@@ -281,7 +278,7 @@ pub fn run(options: &WireOptions, mut progress: impl FnMut(&str)) -> Result<Wire
                     progress(&format!("PostgreSQL, {clients} clients, run {}", repetition + 1));
                     let background = cluster.children();
                     let cpu_before = cluster.cpu_seconds(&background);
-                    let run = pgbench_run(&binaries, cluster.port, &cluster.user, clients, options, &lookup_script)?;
+                    let run = pgbench_run(&binaries, cluster.port(), cluster.user(), clients, options, &lookup_script)?;
                     postgres_cpu += cluster.cpu_seconds(&background) - cpu_before;
                     postgres_transactions += run.transactions;
                     row.failed += run.failed;

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use numadb_bench::driver::{Stop, Workload};
 use numadb_bench::duckdb::DuckDb;
-use numadb_bench::peers::{self, Clients, PeerRuns, TempPostgres, TempPostgresError};
+use numadb_bench::peers::{self, Clients, PeerRuns};
+use numadb_bench::postgres::{TempPostgres, TempPostgresError};
 use numadb_sql::{Database, Session};
 use numadb_storage::Table;
 
