@@ -23,4 +23,4 @@ pub use aggregate::{AggregateCall, AggregateFunction};
 pub use error::{ExecError, sqlstate};
 pub use expr::{BinaryOp, Expr};
 pub use plan::{LookupPlan, Plan, ScanOutput, ScanPlan, SortKey};
-pub use run::{ExecutionResult, Executor, MORSEL_BLOCKS_DEFAULT, ScanStats, execute};
+pub use run::{ExecutionResult, Executor, MORSEL_BLOCKS_DEFAULT, OperatorStats, ScanStats, execute};

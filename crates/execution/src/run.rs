@@ -80,6 +80,27 @@ pub struct ExecutionResult {
     pub elapsed: Duration,
     /// Time after the tasks: merging, sorting, projecting on the calling thread.
     pub post_time: Duration,
+    /// The operators that ran on the calling thread (index lookups, constant rows, `UNION ALL`, and the phases of
+    /// what follows a scan: filter and projection, `DISTINCT`, `ORDER BY`, `LIMIT`), in the order they finished;
+    /// scans have their own counters in [`ExecutionResult::scans`].
+    pub operators: Vec<OperatorStats>,
+}
+
+/// One operator's counters, for `EXPLAIN ANALYZE`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OperatorStats {
+    /// What it is: `Index Lookup on TBL_0`, `Sort`, `Limit`, …
+    pub name: String,
+    /// Rows it produced.
+    pub rows_out: u64,
+    /// Wall time on the calling thread.
+    pub time: Duration,
+}
+
+impl ExecutionResult {
+    fn operator(&mut self, name: impl Into<String>, rows_out: usize, started: Instant) {
+        self.operators.push(OperatorStats { name: name.into(), rows_out: rows_out as u64, time: started.elapsed() });
+    }
 }
 
 enum TaskOutput {
@@ -696,19 +717,29 @@ fn finish(
             finish_scan(scan, job)
         }
         Plan::Lookup(lookup) => {
+            let started = Instant::now();
             let (rows, found) = run_lookup(lookup, executor.params)?;
             result.index_rows += found;
+            result.operator(format!("Index Lookup on {}", lookup.table.name()), rows.len(), started);
             Ok(rows)
         }
-        Plan::Values(rows) => rows
-            .iter()
-            .map(|row| row.iter().map(|e| e.eval(&[], executor.params)).collect::<Result<Vec<_>, _>>())
-            .collect(),
+        Plan::Values(rows) => {
+            let started = Instant::now();
+            let rows = rows
+                .iter()
+                .map(|row| row.iter().map(|e| e.eval(&[], executor.params)).collect::<Result<Vec<_>, _>>())
+                .collect::<Result<Vec<_>, _>>()?;
+            result.operator("Values", rows.len(), started);
+            Ok(rows)
+        }
         Plan::UnionAll(inputs) => {
-            let mut rows = Vec::new();
-            for input in inputs {
-                rows.extend(finish(input, executor, jobs, next_job, result)?);
-            }
+            let parts = inputs
+                .iter()
+                .map(|input| finish(input, executor, jobs, next_job, result))
+                .collect::<Result<Vec<_>, _>>()?;
+            let started = Instant::now();
+            let rows = parts.concat();
+            result.operator("Append", rows.len(), started);
             Ok(rows)
         }
         Plan::Post { input, filter, projection, distinct, order_by, offset, limit } => {
@@ -722,6 +753,7 @@ fn finish(
                 offset.as_ref(),
                 limit.as_ref(),
                 executor.params,
+                result,
             )
         }
     }
@@ -831,7 +863,9 @@ fn post_process(
     offset: Option<&Expr>,
     limit: Option<&Expr>,
     params: &[Value],
+    result: &mut ExecutionResult,
 ) -> Result<Vec<Vec<Value>>, ExecError> {
+    let started = Instant::now();
     let offset = offset.map(|e| row_count(e, params, "OFFSET")).transpose()?.flatten().unwrap_or(0);
     let limit = limit.map(|e| row_count(e, params, "LIMIT")).transpose()?.flatten();
     let mut keyed: Vec<(Vec<Value>, Vec<Value>)> = Vec::with_capacity(rows.len());
@@ -848,10 +882,21 @@ fn post_process(
         };
         keyed.push((keys, output));
     }
+    if filter.is_some() || projection.is_some() {
+        let name = match (filter.is_some(), projection.is_some()) {
+            (true, true) => "Filter (HAVING) and Project",
+            (true, false) => "Filter (HAVING)",
+            _ => "Project",
+        };
+        result.operator(name, keyed.len(), started);
+    }
     if distinct {
+        let started = Instant::now();
         let mut seen = std::collections::HashSet::new();
         keyed.retain(|(_, row)| seen.insert(row.clone()));
+        result.operator("Distinct", keyed.len(), started);
     }
+    let started = Instant::now();
     if !order_by.is_empty() {
         keyed.sort_by(|(a, _), (b, _)| {
             for ((x, y), key) in a.iter().zip(b).zip(order_by) {
@@ -882,10 +927,16 @@ fn post_process(
             }
             std::cmp::Ordering::Equal
         });
+        result.operator("Sort", keyed.len(), started);
     }
+    let started = Instant::now();
     let end = limit.map_or(keyed.len(), |l| offset.saturating_add(l).min(keyed.len()));
     let start = offset.min(end);
-    Ok(keyed.drain(start..end).map(|(_, row)| row).collect())
+    let rows: Vec<Vec<Value>> = keyed.drain(start..end).map(|(_, row)| row).collect();
+    if limit.is_some() || offset > 0 {
+        result.operator("Limit", rows.len(), started);
+    }
+    Ok(rows)
 }
 
 /// `MASK_WORDS` is part of the kernel interface this module builds masks for.

@@ -4,11 +4,12 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
-use numadb_sql::{Database, QueryOutput, Session, SqlError};
+use numadb_sql::{Database, Progress, QueryOutput, Session, SqlError};
 use numadb_storage::{DataType, Value};
 
 /// Run SQL against an in-process numadb: an interactive shell, or the statements given with -c / -f.
@@ -114,6 +115,52 @@ pub(crate) fn load_thesis(session: &mut Session, rows: u64, seed: u64) -> anyhow
     Ok(())
 }
 
+/// Runs `work` (a statement) and, when it takes longer than a second and stderr is a terminal, shows how far it
+/// is: a bar when the statement knows its amount of work (`COPY … FROM 'file'`), else the time it has run.
+fn with_progress_bar<T>(progress: &Progress, work: impl FnOnce() -> T) -> T {
+    if !std::io::stderr().is_terminal() {
+        return work();
+    }
+    let (finished, wait) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            // The sender is dropped when the statement ends, which wakes this thread at once.
+            if wait.recv_timeout(Duration::from_secs(1)) != Err(RecvTimeoutError::Timeout) {
+                return;
+            }
+            let bar = indicatif::ProgressBar::new(0).with_elapsed(Duration::from_secs(1));
+            let mut known = false;
+            loop {
+                let (done, total) = progress.get();
+                if total > 0 && !known {
+                    known = true;
+                    bar.set_style(
+                        indicatif::ProgressStyle::with_template(
+                            "{bar:40} {bytes}/{total_bytes} ({bytes_per_sec}, eta {eta})",
+                        )
+                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                    );
+                } else if !known {
+                    bar.set_style(
+                        indicatif::ProgressStyle::with_template("{spinner} running for {elapsed}")
+                            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+                    );
+                }
+                bar.set_length(total);
+                bar.set_position(done);
+                bar.tick();
+                if wait.recv_timeout(Duration::from_millis(100)) != Err(RecvTimeoutError::Timeout) {
+                    break;
+                }
+            }
+            bar.finish_and_clear();
+        });
+        let result = work();
+        drop(finished);
+        result
+    })
+}
+
 struct Shell {
     timing: bool,
     json: bool,
@@ -126,7 +173,8 @@ impl Shell {
             return self.meta_command(session, meta.trim());
         }
         let started = Instant::now();
-        let results = session.execute(sql);
+        let progress = session.progress();
+        let results = with_progress_bar(&progress, || session.execute(sql));
         let elapsed = started.elapsed();
         let mut ok = true;
         let mut json_results = Vec::new();

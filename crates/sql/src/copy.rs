@@ -377,6 +377,8 @@ pub fn copy_statement(
                     format!("could not open file \"{filename}\" for reading: {e}"),
                 )
             })?;
+            let progress = session.progress();
+            progress.start(file.metadata().map(|m| m.len()).unwrap_or(0));
             let mut chunk = vec![0u8; 1 << 20];
             loop {
                 let read = file.read(&mut chunk).map_err(|e| {
@@ -386,6 +388,7 @@ pub fn copy_statement(
                     break;
                 }
                 loader.feed(&chunk[..read])?;
+                progress.advance(read as u64);
             }
             let rows = loader.finish()?;
             Ok(QueryOutput { columns: Vec::new(), rows: Vec::new(), tag: format!("COPY {rows}") })
@@ -439,5 +442,23 @@ mod tests {
             assert_eq!(records.len(), 2, "cut at {cut}");
             assert_eq!(records[0][1], Some("x\ny".into()), "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn copy_from_a_file_reports_its_progress_in_bytes_of_the_file() {
+        let db = crate::Database::new().unwrap();
+        let mut session = db.session();
+        session.execute_one("CREATE TABLE t (a INTEGER, b TEXT)").unwrap();
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let text: String = (0..50_000).map(|i| format!("{i},row {i}\n")).collect();
+        std::fs::write(file.path(), &text).unwrap();
+        let progress = session.progress();
+        assert_eq!(progress.get(), (0, 0));
+        let sql = format!("COPY t FROM '{}' WITH (FORMAT csv)", file.path().display());
+        assert_eq!(session.execute_one(&sql).unwrap().tag, "COPY 50000");
+        assert_eq!(progress.get(), (text.len() as u64, text.len() as u64));
+        // The next statement starts from nothing again.
+        session.execute_one("SELECT COUNT(*) FROM t").unwrap();
+        assert_eq!(progress.get(), (0, 0));
     }
 }

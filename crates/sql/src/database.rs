@@ -112,6 +112,7 @@ impl Database {
             settings: Settings::default(),
             prepared: HashMap::new(),
             cancel: Arc::new(AtomicBool::new(false)),
+            progress: Arc::default(),
             last_result: None,
         }
     }
@@ -208,6 +209,34 @@ impl Prepared {
     }
 }
 
+/// How far a statement that knows its amount of work is (`COPY … FROM 'file'`: bytes of the file read), for a
+/// thread other than the session's to show. Zero totals mean the statement does not know.
+#[derive(Debug, Default)]
+pub struct Progress {
+    done: AtomicU64,
+    total: AtomicU64,
+}
+
+impl Progress {
+    /// `(done, total)`, in the unit of the statement's work (bytes for `COPY`).
+    pub fn get(&self) -> (u64, u64) {
+        (self.done.load(Ordering::Relaxed), self.total.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn start(&self, total: u64) {
+        self.done.store(0, Ordering::Relaxed);
+        self.total.store(total, Ordering::Relaxed);
+    }
+
+    pub(crate) fn advance(&self, amount: u64) {
+        self.done.fetch_add(amount, Ordering::Relaxed);
+    }
+
+    fn reset(&self) {
+        self.start(0);
+    }
+}
+
 /// A connection's state: settings, prepared statements, and the flag that cancels its running statement.
 pub struct Session {
     db: Arc<Database>,
@@ -216,6 +245,7 @@ pub struct Session {
     /// Shared so that an execution holds its statement without copying the statement's syntax tree.
     prepared: HashMap<String, Arc<Prepared>>,
     cancel: Arc<AtomicBool>,
+    progress: Arc<Progress>,
     last_result: Option<ExecutionResult>,
 }
 
@@ -281,6 +311,11 @@ impl Session {
         Arc::clone(&self.cancel)
     }
 
+    /// How far the running statement is, for another thread to show (a shell's progress bar).
+    pub fn progress(&self) -> Arc<Progress> {
+        Arc::clone(&self.progress)
+    }
+
     /// The last query's execution counters (for `numadb sql`'s timing line and tests).
     pub fn last_result(&self) -> Option<&ExecutionResult> {
         self.last_result.as_ref()
@@ -290,6 +325,7 @@ impl Session {
     /// when execution starts, so that a cancel arriving while the statement is parsed and planned stops it.)
     fn begin(&self) {
         self.cancel.store(false, Ordering::Relaxed);
+        self.progress.reset();
     }
 
     /// Runs every statement of `sql` in order, stopping at the first error (PostgreSQL's simple query

@@ -41,6 +41,14 @@ pub fn analyze_lines(result: &ExecutionResult, scheduler: &Scheduler) -> Vec<Str
     if result.index_rows > 0 {
         lines.push(format!("Index lookups found {} rows (run on the session thread)", result.index_rows));
     }
+    for operator in &result.operators {
+        lines.push(format!(
+            "{}: {} rows, {:.3} ms on the session thread",
+            operator.name,
+            operator.rows_out,
+            operator.time.as_secs_f64() * 1e3
+        ));
+    }
     let Some(report) = &result.report else {
         lines.push("No scheduler tasks ran.".to_string());
         return lines;
@@ -72,4 +80,41 @@ pub fn analyze_lines(result: &ExecutionResult, scheduler: &Scheduler) -> Vec<Str
         ));
     }
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Database;
+
+    fn explain_analyze(sql: &str) -> Vec<String> {
+        let db = Database::new().unwrap();
+        let mut session = db.session();
+        session.execute_one("CREATE TABLE t (a INTEGER PRIMARY KEY, b TEXT)").unwrap();
+        let values: Vec<String> = (1..=100).map(|i| format!("({i}, 'v{}')", i % 7)).collect();
+        session.execute_one(&format!("INSERT INTO t VALUES {}", values.join(", "))).unwrap();
+        let output = session.execute_one(&format!("EXPLAIN ANALYZE {sql}")).unwrap();
+        output.rows.iter().map(|row| row[0].to_string()).collect()
+    }
+
+    fn line<'a>(lines: &'a [String], prefix: &str) -> &'a str {
+        lines.iter().find(|l| l.trim_start().starts_with(prefix)).unwrap_or_else(|| panic!("no {prefix} in {lines:#?}"))
+    }
+
+    #[test]
+    fn each_operator_after_the_scan_has_its_rows_and_time() {
+        let lines = explain_analyze("SELECT DISTINCT b FROM t WHERE a <= 50 ORDER BY b DESC LIMIT 3");
+        assert!(line(&lines, "Scan t:").contains("50 selected"), "{lines:#?}");
+        assert!(line(&lines, "Project:").starts_with("Project: 50 rows, "), "{lines:#?}");
+        assert!(line(&lines, "Distinct:").starts_with("Distinct: 7 rows, "), "{lines:#?}");
+        assert!(line(&lines, "Sort:").starts_with("Sort: 7 rows, "), "{lines:#?}");
+        assert!(line(&lines, "Limit:").starts_with("Limit: 3 rows, "), "{lines:#?}");
+        assert!(line(&lines, "Limit:").ends_with(" ms on the session thread"));
+    }
+
+    #[test]
+    fn lookups_and_union_all_are_operators_too() {
+        let lines = explain_analyze("(SELECT b FROM t WHERE a = 5) UNION ALL (SELECT b FROM t WHERE a = 6)");
+        assert_eq!(lines.iter().filter(|l| l.starts_with("Index Lookup on t: 1 rows")).count(), 2, "{lines:#?}");
+        assert!(line(&lines, "Append:").starts_with("Append: 2 rows, "), "{lines:#?}");
+    }
 }

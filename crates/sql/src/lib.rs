@@ -22,6 +22,6 @@ pub mod system;
 pub mod thesis;
 
 pub use bind::OutputColumn;
-pub use database::{Database, Prepared, QueryLogEntry, QueryOutput, Session};
+pub use database::{Database, Prepared, Progress, QueryLogEntry, QueryOutput, Session};
 pub use numadb_execution::{ExecError as SqlError, sqlstate};
 pub use settings::Settings;
