@@ -12,25 +12,29 @@ use numadb_sql::Database;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-/// Serve numadb over the PostgreSQL protocol: psql, pgbench, psycopg, JDBC, tokio-postgres and other clients
-/// connect unchanged.
+/// Serve numadb over the PostgreSQL protocol: psql, pgbench, psycopg, JDBC, tokio-postgres
+/// and other clients connect unchanged.
 ///
-///   numadb serve --load-thesis 5000000          # then, in another terminal:
-///   psql -h 127.0.0.1 -p 5432 -U me              # any user and database name (trust), e.g.
-///   => \dt                                       # TBL_0, TBL_1
+///   numadb serve --load-thesis 5000000       # then, in another terminal:
+///   psql -h 127.0.0.1 -p 5432 -U me          # any user and database (trust)
+///   => \dt                                   -- TBL_0, TBL_1
 ///   => SELECT "C1" FROM "TBL_0" WHERE "C0" = 42;
-///   => SELECT * FROM numadb.placement;           # where every partition is
+///   => SELECT * FROM numadb.placement;       -- where every partition is
 ///   pgbench -h 127.0.0.1 -n -M prepared -f lookup.sql -c 8 -T 10
 ///
-/// Supported: the simple and extended query protocols (named and unnamed statements and portals, text and
-/// binary formats), PREPARE/EXECUTE, SET/SHOW (including numadb.stealing, numadb.binding, numadb.workers,
-/// statement_timeout), COPY … FROM STDIN, psql's \d, \dt, \di, \dv, \dn and \l, cancel requests, SCRAM-SHA-256.
-/// TLS is not offered (clients with sslmode=prefer go on in the clear; keep the default 127.0.0.1 or a trusted
-/// network). numadb has no transactions: BEGIN/COMMIT/ROLLBACK are accepted, statements take effect at once.
+/// Supported: the simple and extended query protocols (named and unnamed statements and
+/// portals, text and binary formats), PREPARE/EXECUTE, SET/SHOW (numadb.stealing,
+/// numadb.binding, numadb.workers, statement_timeout, ...), COPY ... FROM STDIN, psql's \d,
+/// \dt, \di, \dv, \dn and \l, cancel requests, SCRAM-SHA-256. TLS is not offered (clients
+/// with sslmode=prefer go on in the clear; keep the default 127.0.0.1 or a trusted network).
+/// numadb has no transactions: BEGIN/COMMIT/ROLLBACK are accepted, statements take effect at
+/// once.
 ///
-/// SIGTERM or SIGINT shuts down gracefully: no new connections, idle sessions end, running statements get
-/// --shutdown-grace to finish and are then cancelled; the exit status is 0. A second signal cancels at once.
+/// SIGTERM or SIGINT shuts down gracefully: no new connections, idle sessions end, running
+/// statements get --shutdown-grace to finish and are then cancelled; the exit status is 0.
+/// A second signal cancels at once.
 #[derive(Args, Debug)]
+#[command(verbatim_doc_comment)]
 pub struct ServeArgs {
     /// Address to listen on (host:port). Use 0.0.0.0:5432 to accept other machines' clients (with a password).
     #[arg(long, default_value = "127.0.0.1:5432", value_name = "HOST:PORT")]

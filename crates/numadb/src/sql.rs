@@ -12,18 +12,21 @@ use clap::Args;
 use numadb_sql::{Database, Progress, QueryOutput, Session, SqlError};
 use numadb_storage::{DataType, Value};
 
-/// Run SQL against an in-process numadb: an interactive shell, or the statements given with -c / -f.
+/// Run SQL against an in-process numadb: an interactive shell, or the statements given with
+/// -c / -f.
 ///
-/// The shell keeps a history (~/.numadb_history), reads statements over several lines until a `;`, and knows a
-/// few psql commands: \dt lists tables, \d NAME describes one, \timing toggles timing, \q quits.
+/// The shell keeps a history (~/.numadb_history), reads statements over several lines until
+/// a `;`, and knows a few psql commands: \dt lists tables, \d NAME describes one, \timing
+/// toggles timing, \q quits. A statement that runs over a second shows a progress bar.
 ///
 /// numadb's own statements and settings work here as over the wire:
-///   ALTER TABLE "TBL_0" NUMA NODE ('1');              -- move a table (HANA's syntax)
+///   ALTER TABLE "TBL_0" NUMA NODE ('1');     -- move a table (HANA's syntax)
 ///   ALTER TABLE t SET (numa_placement = 'interleave(0-3)');
-///   SET numadb.stealing = 'off';  SET numadb.binding = 'always';  SET numadb.workers = 'domain(0)';
-///   EXPLAIN ANALYZE SELECT ...;                       -- tasks per domain, stolen tasks, bytes per node
-///   SELECT * FROM numadb.placement;                   -- where every partition's pages are
+///   SET numadb.stealing = 'off';             -- also numadb.binding, numadb.workers
+///   EXPLAIN ANALYZE SELECT ...;              -- tasks per domain, bytes per node
+///   SELECT * FROM numadb.placement;          -- where every partition's pages are
 #[derive(Args, Debug)]
+#[command(verbatim_doc_comment)]
 pub struct SqlArgs {
     /// Run this statement (or several separated by ;) and exit; may be repeated.
     #[arg(short = 'c', long = "command", value_name = "SQL")]
