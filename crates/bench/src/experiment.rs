@@ -1023,6 +1023,39 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_same_matrix_runs_over_the_wire_against_numadb_serve() {
+        let file = ExperimentFile::parse(SMALL).unwrap();
+        let database = Database::new().unwrap();
+        let topology = database.topology().clone();
+        let config = numadb_server::ServerConfig { listen: "127.0.0.1:0".into(), ..Default::default() };
+        let running = numadb_server::Server::bind(Arc::clone(&database), config).unwrap().spawn();
+        let url = format!("postgres://bench@{}/numadb", running.address());
+        let result = run(&file, &ExperimentTarget::Wire(url), &topology, |_| {});
+        running.shutdown();
+        let result = result.unwrap();
+        let nodes = database_nodes();
+        assert_eq!(result.cells.len(), if nodes > 1 { 9 } else { 6 });
+        // The runner loaded the tables through the server (CALL numadb.load_thesis).
+        assert_eq!(database.catalog().table("TBL_0").unwrap().rows(), 20_000);
+        for cell in &result.cells {
+            assert_eq!(cell.run.errors, 0, "{cell:?}");
+            assert_eq!(cell.run.queries, 15);
+            // Counters come over the wire from numadb.traffic and numadb.scheduler, as in-process.
+            match cell.workload {
+                Workload::Aggregation { .. } => {
+                    assert!(cell.traffic.total() > 0, "{cell:?}");
+                    assert_eq!(cell.node_traffic.total(), cell.traffic.total());
+                    assert!(cell.tasks_run > 0);
+                }
+                Workload::RandomAccess { .. } => {
+                    assert_eq!(cell.traffic.total(), 0);
+                    assert_eq!(cell.tasks_run, 0);
+                }
+            }
+        }
+    }
+
     fn database_nodes() -> usize {
         Topology::from_system().unwrap().nodes_with_cpus().len()
     }
