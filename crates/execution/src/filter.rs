@@ -343,6 +343,7 @@ impl Filter {
                 let (ColumnData::Int(ints) | ColumnData::Bool(ints)) = chunk.data() else {
                     return Err(ExecError::internal("integer range on a non-integer column"));
                 };
+                ints.prefetch_block(blocks.start);
                 for block in blocks {
                     let mut mask = NONE;
                     if ints.range_mask(block, *low, *high, &mut mask) {

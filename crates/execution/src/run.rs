@@ -23,9 +23,11 @@ use crate::expr::Expr;
 use crate::filter::{Filter, compile, tail_mask};
 use crate::plan::{LookupPlan, Plan, ScanOutput, ScanPlan, SortKey};
 
-/// Blocks per morsel: 64 blocks = 65 536 rows, large enough that a task's overhead is noise next to its scan,
-/// small enough that a 4 Mi-row partition gives 64 tasks to balance.
-pub const MORSEL_BLOCKS_DEFAULT: usize = 64;
+/// Blocks per morsel: 128 blocks = 131 072 rows, large enough that a task's fixed costs (dispatch, a cold start
+/// of each column's stream, accounting) are a few per cent of its scan, small enough that a 4 Mi-row partition
+/// gives 32 tasks to balance. (On the thesis aggregation over 50 million rows with 2 threads, 64-block morsels
+/// were about 5% slower and 16-block morsels 45% slower; 256-block morsels were 4% faster but balance worse.)
+pub const MORSEL_BLOCKS_DEFAULT: usize = 128;
 
 /// How to run a statement.
 pub struct Executor<'a> {
@@ -287,13 +289,16 @@ fn add_scan(
     }
     let scheduler = executor.scheduler.ok_or_else(|| ExecError::internal("a plan with scans needs a scheduler"))?;
     let domains = scheduler.domains();
+    // Each partition's preferred domain, once: the node holding most of the columns' bytes.
+    let homes: Vec<Option<u32>> = snapshot
+        .partitions
+        .iter()
+        .map(|partition| partition.home_node(&columns_read).and_then(|node| domains.domain_of_node(node)).map(|d| d.id))
+        .collect();
     let preferred: Vec<Option<u32>> = morsels
         .iter()
         .map(|morsel| match morsel {
-            Morsel::Blocks { partition, .. } => {
-                let home = snapshot.partitions[*partition].home_node(&columns_read);
-                home.and_then(|node| domains.domain_of_node(node)).map(|d| d.id)
-            }
+            Morsel::Blocks { partition, .. } => homes[*partition],
             Morsel::Delta => None,
         })
         .collect();

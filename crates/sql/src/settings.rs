@@ -39,7 +39,7 @@ const KNOWN: &[Known] = &[
         default: "node",
         description: "Scheduling domains: node (one per NUMA node), package (one per socket: as if SNC/NPS were off), l3 (one per shared L3), machine (one domain: the NUMA-unaware baseline)",
     },
-    Known { name: "numadb.morsel_rows", default: "65536", description: "Rows per scan task (a multiple of 1024)" },
+    Known { name: "numadb.morsel_rows", default: "131072", description: "Rows per scan task (a multiple of 1024)" },
     Known {
         name: "statement_timeout",
         default: "0",
@@ -84,7 +84,7 @@ impl Default for Settings {
             values: KNOWN.iter().map(|k| (k.name.to_string(), k.default.to_string())).collect(),
             scheduler: SchedulerConfig::default(),
             statement_timeout: None,
-            morsel_blocks: 64,
+            morsel_blocks: numadb_execution::MORSEL_BLOCKS_DEFAULT,
         };
         settings.refresh();
         settings
@@ -187,7 +187,7 @@ impl Settings {
         };
         let timeout_ms: u64 = get("statement_timeout").parse().unwrap_or(0);
         self.statement_timeout = (timeout_ms > 0).then(|| Duration::from_millis(timeout_ms));
-        let rows: usize = get("numadb.morsel_rows").parse().unwrap_or(65536);
+        let rows: usize = get("numadb.morsel_rows").parse().unwrap_or(numadb_execution::MORSEL_BLOCKS_DEFAULT * 1024);
         self.morsel_blocks = (rows / 1024).max(1);
     }
 
@@ -267,6 +267,12 @@ mod tests {
         assert_eq!(settings.get("statement_timeout").unwrap(), "2000");
         assert_eq!(settings.statement_timeout(), Some(Duration::from_secs(2)));
         assert!(settings.set("numadb.morsel_rows", "1000").is_err());
+        // The advertised default is the engine's.
+        let default_rows: usize = Settings::default().get("numadb.morsel_rows").unwrap().parse().unwrap();
+        assert_eq!(default_rows, numadb_execution::MORSEL_BLOCKS_DEFAULT * 1024);
+        assert_eq!(Settings::default().morsel_blocks(), numadb_execution::MORSEL_BLOCKS_DEFAULT);
+        settings.set("numadb.morsel_rows", "16384").unwrap();
+        assert_eq!(settings.morsel_blocks(), 16);
         settings.reset(Some("numadb.binding"));
         assert_eq!(settings.get("numadb.binding").unwrap(), "opportunistic");
         settings.set("application_name", "psql").unwrap();

@@ -377,14 +377,19 @@ pub fn range_mask_with(isa: Isa, words: &[u32], width: u32, lo: u32, span: u32, 
     unsafe { kernel(words, lo, span, out) }
 }
 
-/// Asks the CPU to start loading `words` into the cache (one hint per 64-byte line); never faults.
+/// Asks the CPU to start loading `words` into its L2 cache (one hint per 64-byte line); never faults.
+///
+/// Into L2 (`prefetcht1`), not L1: a block's lines are requested in one burst, and L1-targeted prefetches hold
+/// the core's few line-fill buffers until the data arrives, stalling the loads of the block being decoded. On
+/// the thesis aggregation (2 threads, 50 million rows) `prefetcht1` scanned about 8% faster than `prefetcht0`,
+/// `prefetcht2` 4%, and `prefetchnta` took twice as long.
 #[inline]
 pub fn prefetch(words: &[u32]) {
     #[cfg(target_arch = "x86_64")]
     for line in words.chunks(16) {
         // SAFETY: a prefetch is a hint: it reads nothing architecturally and cannot fault; the address is inside
         // `words` anyway.
-        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.as_ptr().cast()) };
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(line.as_ptr().cast()) };
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = words;
