@@ -343,7 +343,7 @@ impl Filter {
                 let (ColumnData::Int(ints) | ColumnData::Bool(ints)) = chunk.data() else {
                     return Err(ExecError::internal("integer range on a non-integer column"));
                 };
-                ints.prefetch_block(blocks.start);
+                ints.prefetch_next_read(blocks.start, *low, *high);
                 for block in blocks {
                     let mut mask = NONE;
                     if ints.range_mask(block, *low, *high, &mut mask) {

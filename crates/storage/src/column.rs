@@ -51,6 +51,13 @@ impl BlockMeta {
     }
 }
 
+/// A block's zone-map verdict for a value range.
+enum Zone {
+    None,
+    All,
+    Some { code_low: i128, code_high: i128 },
+}
+
 /// Frame-of-reference bit-packed integers.
 pub struct IntColumn {
     rows: usize,
@@ -156,22 +163,18 @@ impl IntColumn {
     /// code range lies wholly outside `[low, high]` selects nothing, and one wholly inside selects everything,
     /// without a byte of it being loaded.
     pub fn range_mask(&self, block: usize, low: i64, high: i64, out: &mut BlockMask) -> bool {
+        let (code_low, code_high) = match self.zone(block, low, high) {
+            Zone::None => {
+                *out = [0; MASK_WORDS];
+                return false;
+            }
+            Zone::All => {
+                *out = [u64::MAX; MASK_WORDS];
+                return false;
+            }
+            Zone::Some { code_low, code_high } => (code_low, code_high),
+        };
         let meta = self.blocks[block];
-        if low > high {
-            *out = [0; MASK_WORDS];
-            return false;
-        }
-        let code_low = (low as i128 - meta.base as i128).max(0);
-        let max_code = self.block_max_code(block);
-        let code_high = (high as i128 - meta.base as i128).min(max_code);
-        if code_high < code_low {
-            *out = [0; MASK_WORDS];
-            return false;
-        }
-        if code_low == 0 && code_high == max_code {
-            *out = [u64::MAX; MASK_WORDS];
-            return false;
-        }
         let words = self.block_words(block);
         if meta.width == WIDE {
             *out = [0; MASK_WORDS];
@@ -185,20 +188,39 @@ impl IntColumn {
             return true;
         }
         // Hardware prefetchers alone leave a single scanning thread at about half the memory bandwidth; asking for
-        // the next block while this one is decoded lets loads and compute overlap. (One block ahead: two or more
-        // were slower, the extra lines competing with the current block's.)
-        if let Some(next) = self.blocks.get(block + 1) {
-            let start = next.offset as usize;
-            bitpack::prefetch(&self.words[start..start + next.words()]);
-        }
+        // the next block to be read while this one is decoded lets loads and compute overlap. (One block ahead:
+        // two or more were slower, the extra lines competing with the current block's.)
+        self.prefetch_next_read(block + 1, low, high);
         bitpack::range_mask(words, u32::from(meta.width), code_low as u32, (code_high - code_low) as u32, out);
         true
     }
 
-    /// Asks for block `block`'s words ahead of a scan that starts there ([`IntColumn::range_mask`] then keeps one
-    /// block ahead).
-    pub fn prefetch_block(&self, block: usize) {
-        if let Some(meta) = self.blocks.get(block) {
+    /// What block `block`'s frame of reference says about `[low, high]`: no row can be in it, every row is, or
+    /// the codes must be compared (with the range in code space).
+    fn zone(&self, block: usize, low: i64, high: i64) -> Zone {
+        if low > high {
+            return Zone::None;
+        }
+        let meta = self.blocks[block];
+        let code_low = (low as i128 - meta.base as i128).max(0);
+        let max_code = self.block_max_code(block);
+        let code_high = (high as i128 - meta.base as i128).min(max_code);
+        if code_high < code_low {
+            Zone::None
+        } else if code_low == 0 && code_high == max_code {
+            Zone::All
+        } else {
+            Zone::Some { code_low, code_high }
+        }
+    }
+
+    /// Prefetches the first block from `block` on (looking at most 4 blocks ahead) whose codes a scan for
+    /// `[low, high]` must read: blocks the zone map decides are never loaded, so prefetching them would waste
+    /// bandwidth and leave the next block that is read cold. Call it before a scan of a block range starts.
+    pub fn prefetch_next_read(&self, block: usize, low: i64, high: i64) {
+        let end = (block + 4).min(self.blocks.len());
+        if let Some(next) = (block..end).find(|&b| matches!(self.zone(b, low, high), Zone::Some { .. })) {
+            let meta = self.blocks[next];
             let start = meta.offset as usize;
             bitpack::prefetch(&self.words[start..start + meta.words()]);
         }
