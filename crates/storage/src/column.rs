@@ -214,11 +214,11 @@ impl IntColumn {
         }
     }
 
-    /// Prefetches the first block from `block` on (looking at most 4 blocks ahead) whose codes a scan for
+    /// Prefetches the first block from `block` on (looking at most 16 blocks ahead) whose codes a scan for
     /// `[low, high]` must read: blocks the zone map decides are never loaded, so prefetching them would waste
     /// bandwidth and leave the next block that is read cold. Call it before a scan of a block range starts.
     pub fn prefetch_next_read(&self, block: usize, low: i64, high: i64) {
-        let end = (block + 4).min(self.blocks.len());
+        let end = (block + 16).min(self.blocks.len());
         if let Some(next) = (block..end).find(|&b| matches!(self.zone(b, low, high), Zone::Some { .. })) {
             let meta = self.blocks[next];
             let start = meta.offset as usize;
