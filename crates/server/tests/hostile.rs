@@ -17,24 +17,8 @@ use pgwire::messages::PgWireFrontendMessage;
 const SETUP: &str = "CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT);
                      INSERT INTO t VALUES (1, 'one'), (2, 'two'), (3, 'three');";
 
-/// A deterministic generator (a failure reproduces from its seed).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
+fn random_bytes(rng: &mut fastrand::Rng, n: usize) -> Vec<u8> {
+    std::iter::repeat_with(|| rng.u8(..)).take(n).collect()
 }
 
 fn startup_packet(user: &str) -> Vec<u8> {
@@ -109,7 +93,8 @@ fn random_truncated_and_mutated_messages_never_disturb_another_session() {
         let stop = Arc::clone(&stop);
         std::thread::spawn(move || witness(address, stop))
     };
-    let mut rng = Rng(0x5EED_1234_ABCD_0042);
+    // Seeded: a failure reproduces.
+    let mut rng = fastrand::Rng::with_seed(0x5EED_1234_ABCD_0042);
     let valid = valid_messages();
     let mut threads = Vec::new();
     for case in 0..600 {
@@ -117,25 +102,25 @@ fn random_truncated_and_mutated_messages_never_disturb_another_session() {
         let payload = match case % 8 {
             // Random bytes.
             0 | 1 => {
-                let n = rng.below(200);
-                rng.bytes(n)
+                let n = rng.usize(..200);
+                random_bytes(&mut rng, n)
             }
             // Valid messages, truncated.
             2 => {
-                let mut bytes: Vec<u8> = valid[rng.below(valid.len())].clone();
-                bytes.truncate(rng.below(bytes.len()));
+                let mut bytes: Vec<u8> = valid[rng.usize(..valid.len())].clone();
+                bytes.truncate(rng.usize(..bytes.len()));
                 bytes
             }
             // Valid messages with bytes flipped, inserted or lengths rewritten.
             3 | 4 => {
-                let mut bytes: Vec<u8> = (0..3).flat_map(|_| valid[rng.below(valid.len())].clone()).collect();
-                for _ in 0..1 + rng.below(4) {
-                    let at = rng.below(bytes.len());
-                    match rng.below(3) {
-                        0 => bytes[at] ^= 1 << rng.below(8),
-                        1 => bytes.insert(at, rng.next() as u8),
+                let mut bytes: Vec<u8> = (0..3).flat_map(|_| valid[rng.usize(..valid.len())].clone()).collect();
+                for _ in 0..1 + rng.usize(..4) {
+                    let at = rng.usize(..bytes.len());
+                    match rng.usize(..3) {
+                        0 => bytes[at] ^= 1 << rng.usize(..8),
+                        1 => bytes.insert(at, rng.u64(..) as u8),
                         _ if at + 5 <= bytes.len() => {
-                            bytes[at + 1..at + 5].copy_from_slice(&((rng.next() % 64) as i32).to_be_bytes())
+                            bytes[at + 1..at + 5].copy_from_slice(&((rng.u64(..) % 64) as i32).to_be_bytes())
                         }
                         _ => {}
                     }
@@ -144,19 +129,19 @@ fn random_truncated_and_mutated_messages_never_disturb_another_session() {
             }
             // Lengths that lie: huge, negative, below the header.
             5 => {
-                let tag = b"QPBDESHXdcf"[rng.below(11)];
-                let length = [i32::MAX, i32::MIN, -1, 0, 3, 1 << 30][rng.below(6)];
+                let tag = b"QPBDESHXdcf"[rng.usize(..11)];
+                let length = [i32::MAX, i32::MIN, -1, 0, 3, 1 << 30][rng.usize(..6)];
                 let mut bytes = vec![tag];
                 bytes.extend(length.to_be_bytes());
-                bytes.extend(rng.bytes(16));
+                bytes.extend(random_bytes(&mut rng, 16));
                 bytes
             }
             // Startup packets that lie (the session was not started for these).
             6 => {
-                let mut bytes = [8i32, 10_001, -5, 1 << 30][rng.below(4)].to_be_bytes().to_vec();
-                bytes.extend((rng.next() as i32).to_be_bytes());
-                let n = rng.below(64);
-                bytes.extend(rng.bytes(n));
+                let mut bytes = [8i32, 10_001, -5, 1 << 30][rng.usize(..4)].to_be_bytes().to_vec();
+                bytes.extend((rng.u64(..) as i32).to_be_bytes());
+                let n = rng.usize(..64);
+                bytes.extend(random_bytes(&mut rng, n));
                 bytes
             }
             // A valid session that stops half way through a message.

@@ -16,17 +16,12 @@ use std::process::Command;
 use numadb_sql::Database;
 use numadb_storage::Value;
 
-struct Rng(u64);
+/// Seeded random choices (a failure reproduces from its seed).
+struct Rng(fastrand::Rng);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.0.u64(..n)
     }
     fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
@@ -179,7 +174,7 @@ fn random_queries_agree_with_duckdb() {
     let Some(python) = python() else { return };
     let seed: u64 = std::env::var("NUMADB_DIFF_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x005E_ED0F_DA7A);
     let count: usize = std::env::var("NUMADB_DIFF_QUERIES").ok().and_then(|s| s.parse().ok()).unwrap_or(400);
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng(fastrand::Rng::with_seed(seed));
 
     // The same data in both systems: 3000 rows sealed into 1024-row partitions, then 200 unsealed.
     let columns = COLUMNS.iter().map(|(n, t)| format!("{n} {t}")).collect::<Vec<_>>().join(", ");
