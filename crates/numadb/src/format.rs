@@ -32,14 +32,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn bytes_pick_a_readable_unit() {
-        assert_eq!(bytes(512), "512 B");
-        assert_eq!(bytes(48 << 10), "48 KiB");
-        assert_eq!(bytes(4_523_327_488), "4.2 GiB");
-        assert_eq!(bytes(0), "0 B");
-    }
-
-    #[test]
     fn table_aligns_columns() {
         let text = table(&[vec!["a".into(), "bb".into()], vec!["ccc".into(), "d".into()]]);
         assert_eq!(text, "  a    bb\n  ccc  d\n");

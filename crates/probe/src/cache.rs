@@ -136,7 +136,7 @@ pub fn measure_curve(
     let _pin = PinGuard::pin(&CpuSet::from_ids([cpu]))?;
     let mut points = Vec::new();
     for &size in sizes {
-        progress.advance(0, &format!("cache curve: {}", crate::human_bytes(size)));
+        progress.advance(0, &format!("cache curve: {}", numadb_topology::format_bytes(size as u64)));
         let layout = ChainLayout { buffer_bytes: size, ..options.layout };
         let chain = Chain::build(&layout, Policy::Node(node), options.huge_pages, options.seed)?;
         let placement = PlacementCheck::judge(&chain.buffer().region().page_locations()?, node);

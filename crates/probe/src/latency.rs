@@ -134,7 +134,10 @@ pub fn measure_matrix(
     for &node in &axes.nodes {
         progress.advance(
             0,
-            &format!("building a {} chain on node {node}", crate::human_bytes(options.layout.buffer_bytes)),
+            &format!(
+                "building a {} chain on node {node}",
+                numadb_topology::format_bytes(options.layout.buffer_bytes as u64)
+            ),
         );
         let chain = Chain::build(&options.layout, Policy::Node(node), options.huge_pages, options.seed)?;
         let placement = PlacementCheck::judge(&chain.buffer().region().page_locations()?, node);

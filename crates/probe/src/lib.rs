@@ -71,18 +71,6 @@ pub enum ProbeError {
     Topology(#[from] numadb_topology::TopologyError),
 }
 
-/// `4 KiB`, `1 GiB`, `1.5 MiB`: a byte count for messages.
-pub fn human_bytes(count: usize) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = count as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if value.fract() == 0.0 { format!("{value:.0} {}", UNITS[unit]) } else { format!("{value:.1} {}", UNITS[unit]) }
-}
-
 /// The fraction of a region on transparent huge pages, from `/proc/self/smaps` (`None` if unreadable).
 pub fn huge_page_share(region: &Region) -> Option<f64> {
     let bytes = region.transparent_huge_bytes().ok()?;

@@ -25,20 +25,7 @@ pub use html::HtmlPage;
 pub use machine::MachineBlock;
 
 /// Formats a byte count with a binary unit: `4.2 GiB`, `48 KiB`, `512 B`.
-pub fn bytes(count: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut value = count as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 || value.fract() == 0.0 {
-        format!("{value:.0} {}", UNITS[unit])
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
+pub use numadb_topology::format_bytes as bytes;
 
 /// Seconds since the epoch as `YYYY-MM-DDTHH-MM-SSZ` (dashes, so that it is a portable file name).
 pub fn utc_timestamp(seconds: u64) -> String {
@@ -109,14 +96,6 @@ impl OutputDir {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bytes_pick_a_readable_unit() {
-        assert_eq!(bytes(512), "512 B");
-        assert_eq!(bytes(48 << 10), "48 KiB");
-        assert_eq!(bytes(480 << 20), "480 MiB");
-        assert_eq!(bytes(1536 << 20), "1.5 GiB");
-    }
 
     #[test]
     fn an_output_dir_remembers_its_files() {

@@ -2,18 +2,7 @@
 
 use numadb_execution::ExecutionResult;
 use numadb_scheduler::Scheduler;
-
-/// Formats a byte count with a binary unit.
-pub fn bytes(count: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = count as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 { format!("{count} B") } else { format!("{value:.1} {}", UNITS[unit]) }
-}
+use numadb_topology::format_bytes as bytes;
 
 /// The lines `EXPLAIN ANALYZE` adds after the plan.
 pub fn analyze_lines(result: &ExecutionResult, scheduler: &Scheduler) -> Vec<String> {

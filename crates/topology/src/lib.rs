@@ -31,6 +31,23 @@ pub use error::TopologyError;
 pub use sets::{CpuKind, CpuSet, IdKind, IdSet, MAX_ID, NodeKind, NodeSet, SetParseError};
 pub use spec::{MachineSpec, NodeSpec};
 
+/// Formats a byte count with a binary unit: `4.2 GiB`, `48 KiB`, `512 B`. Memory and cache sizes start here, and
+/// every crate that prints one (topology summaries, probe messages, `EXPLAIN ANALYZE`, reports) uses this.
+pub fn format_bytes(count: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut value = count as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 || value.fract() == 0.0 {
+        format!("{value:.0} {}", UNITS[unit])
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
 /// The version of the JSON document `numadb topo --json` writes; bumped on any incompatible change.
 pub const TOPOLOGY_SCHEMA_VERSION: u32 = 1;
 
@@ -310,5 +327,21 @@ impl NodeProblem {
             NodeProblem::NotAllowed => format!("NUMA node {node} is not allowed for this process"),
             NodeProblem::NoMemory => format!("NUMA node {node} has no memory"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_bytes;
+
+    #[test]
+    fn byte_counts_pick_a_readable_unit() {
+        assert_eq!(format_bytes(0), "0 B");
+        assert_eq!(format_bytes(512), "512 B");
+        assert_eq!(format_bytes(48 << 10), "48 KiB");
+        assert_eq!(format_bytes(480 << 20), "480 MiB");
+        assert_eq!(format_bytes(1536 << 20), "1.5 GiB");
+        assert_eq!(format_bytes(4_523_327_488), "4.2 GiB");
+        assert_eq!(format_bytes(u64::MAX), "16384 PiB");
     }
 }
