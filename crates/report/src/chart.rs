@@ -6,6 +6,7 @@
 //! and the CLI writes to a `.svg` file; [`crate::png`] rasterises the same document to PNG in pure Rust.
 
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 /// Width and height of every chart, in SVG pixels.
@@ -35,7 +36,7 @@ impl std::fmt::Display for ChartError {
 
 impl std::error::Error for ChartError {}
 
-fn error(e: impl std::fmt::Display) -> ChartError {
+pub(crate) fn error(e: impl std::fmt::Display) -> ChartError {
     ChartError(e.to_string())
 }
 
@@ -126,7 +127,7 @@ fn heatmap_size(rows: usize, columns: usize) -> (u32, u32) {
     (width.max(420), height.max(220))
 }
 
-/// The label of the cell whose centre is at `position` (labels are drawn only at cell centres).
+/// The label of the cell (or bar slot) whose centre is at `position` (labels are drawn only at centres: 0.5, 1.5, …).
 fn label_at(labels: &[String], position: f64) -> String {
     let index = position - 0.5;
     if index >= 0.0 && (index - index.round()).abs() < 1e-6 {
@@ -396,14 +397,43 @@ pub struct BarChart {
 
 /// Draws a bar chart.
 pub fn bars(spec: &BarChart) -> Result<String, ChartError> {
-    let count = spec.bars.len().max(1);
     let top = spec.bars.iter().map(|b| b.high.max(b.value)).fold(0f64, f64::max).max(1e-9) * 1.15;
+    let labels: Vec<String> = spec.bars.iter().map(|b| b.label.clone()).collect();
+    bar_chart(&spec.title, &spec.y_label, &labels, top, 0, false, |chart| {
+        for (i, bar) in spec.bars.iter().enumerate() {
+            let x = i as f64;
+            let colour = PALETTE[i % PALETTE.len()];
+            chart
+                .draw_series(std::iter::once(Rectangle::new([(x + 0.2, 0.0), (x + 0.8, bar.value)], colour.filled())))
+                .map_err(error)?;
+            error_bar(chart, x + 0.5, 0.1, bar, 2)?;
+        }
+        Ok(())
+    })
+}
+
+/// The plotting area of a bar chart: x has one slot per label (slot `i` spans `[i, i + 1)`), y starts at 0.
+pub(crate) type BarArea<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// Draws the frame every bar chart shares (title, axes, one label per slot, y labels with `y_decimals`) up to
+/// `top`, lets `draw` put the bars in, adds the legend of the labelled series when `legend` is set (upper right),
+/// and returns the SVG.
+pub(crate) fn bar_chart(
+    title: &str,
+    y_label: &str,
+    labels: &[String],
+    top: f64,
+    y_decimals: usize,
+    legend: bool,
+    draw: impl FnOnce(&mut BarArea<'_, '_>) -> Result<(), ChartError>,
+) -> Result<String, ChartError> {
+    let count = labels.len().max(1);
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, CHART_SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(error)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption(&spec.title, (FONT, 20))
+            .caption(title, (FONT, 20))
             .margin(16)
             .x_label_area_size(44)
             .y_label_area_size(72)
@@ -413,30 +443,45 @@ pub fn bars(spec: &BarChart) -> Result<String, ChartError> {
             .configure_mesh()
             .disable_x_mesh()
             .x_labels(count * 2 + 1)
-            .x_label_formatter(&|x| label_at(&spec.bars.iter().map(|b| b.label.clone()).collect::<Vec<_>>(), *x))
-            .y_desc(&spec.y_label)
-            .y_label_formatter(&|y| format!("{y:.0}"))
+            .x_label_formatter(&|x| label_at(labels, *x))
+            .y_desc(y_label)
+            .y_label_formatter(&|y| format!("{y:.y_decimals$}"))
             .label_style((FONT, 13))
             .draw()
             .map_err(error)?;
-        for (i, bar) in spec.bars.iter().enumerate() {
-            let x = i as f64;
-            let colour = PALETTE[i % PALETTE.len()];
+        draw(&mut chart)?;
+        if legend {
             chart
-                .draw_series(std::iter::once(Rectangle::new([(x + 0.2, 0.0), (x + 0.8, bar.value)], colour.filled())))
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(RGBColor(200, 200, 200))
+                .label_font((FONT, 13))
+                .position(SeriesLabelPosition::UpperRight)
+                .draw()
                 .map_err(error)?;
-            let whisker = BLACK.stroke_width(2);
-            for segment in [
-                [(x + 0.5, bar.low), (x + 0.5, bar.high)],
-                [(x + 0.4, bar.low), (x + 0.6, bar.low)],
-                [(x + 0.4, bar.high), (x + 0.6, bar.high)],
-            ] {
-                chart.draw_series(std::iter::once(PathElement::new(segment, whisker))).map_err(error)?;
-            }
         }
         root.present().map_err(error)?;
     }
     Ok(svg)
+}
+
+/// A bar's error bar: a vertical line from `low` to `high` at `middle`, with ticks `tick` wide on each side.
+pub(crate) fn error_bar(
+    chart: &mut BarArea<'_, '_>,
+    middle: f64,
+    tick: f64,
+    bar: &Bar,
+    stroke_width: u32,
+) -> Result<(), ChartError> {
+    let whisker = BLACK.stroke_width(stroke_width);
+    for segment in [
+        [(middle, bar.low), (middle, bar.high)],
+        [(middle - tick, bar.low), (middle + tick, bar.low)],
+        [(middle - tick, bar.high), (middle + tick, bar.high)],
+    ] {
+        chart.draw_series(std::iter::once(PathElement::new(segment, whisker))).map_err(error)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -6,13 +6,7 @@
 
 use plotters::prelude::*;
 
-use crate::chart::{Bar, CHART_SIZE, ChartError, PALETTE};
-
-const FONT: &str = "sans-serif";
-
-fn error(e: impl std::fmt::Display) -> ChartError {
-    ChartError(e.to_string())
-}
+use crate::chart::{Bar, ChartError, PALETTE, bar_chart, error, error_bar};
 
 /// One series of a grouped bar chart: a bar (with its spread) per group, or nothing where it was not measured.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,27 +42,7 @@ pub fn grouped_bars(spec: &GroupedBarChart) -> Result<String, ChartError> {
         .fold(0f64, f64::max)
         .max(1e-9)
         * 1.25;
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, CHART_SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(error)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(&spec.title, (FONT, 20))
-            .margin(16)
-            .x_label_area_size(44)
-            .y_label_area_size(72)
-            .build_cartesian_2d(0f64..groups as f64, 0f64..top)
-            .map_err(error)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(groups * 2 + 1)
-            .x_label_formatter(&|x| label_at(&spec.groups, *x))
-            .y_desc(&spec.y_label)
-            .y_label_formatter(&|y| format!("{y:.0}"))
-            .label_style((FONT, 13))
-            .draw()
-            .map_err(error)?;
+    bar_chart(&spec.title, &spec.y_label, &spec.groups, top, 0, spec.series.len() > 1, |chart| {
         // Each group spans [g + 0.1, g + 0.9); its series share that width.
         let width = 0.8 / series as f64;
         for (s, one) in spec.series.iter().enumerate() {
@@ -87,31 +61,11 @@ pub fn grouped_bars(spec: &GroupedBarChart) -> Result<String, ChartError> {
                         .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour.filled()));
                     legend_drawn = true;
                 }
-                let middle = (left + right) / 2.0;
-                let tick = width * 0.2;
-                let whisker = BLACK.stroke_width(1);
-                for segment in [
-                    [(middle, bar.low), (middle, bar.high)],
-                    [(middle - tick, bar.low), (middle + tick, bar.low)],
-                    [(middle - tick, bar.high), (middle + tick, bar.high)],
-                ] {
-                    chart.draw_series(std::iter::once(PathElement::new(segment, whisker))).map_err(error)?;
-                }
+                error_bar(chart, (left + right) / 2.0, width * 0.2, bar, 1)?;
             }
         }
-        if spec.series.len() > 1 {
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.85))
-                .border_style(RGBColor(200, 200, 200))
-                .label_font((FONT, 13))
-                .position(SeriesLabelPosition::UpperRight)
-                .draw()
-                .map_err(error)?;
-        }
-        root.present().map_err(error)?;
-    }
-    Ok(svg)
+        Ok(())
+    })
 }
 
 /// One stacked bar: its segments bottom to top, in the order of [`StackedBarChart::segment_names`].
@@ -138,30 +92,9 @@ pub struct StackedBarChart {
 
 /// Draws a stacked bar chart.
 pub fn stacked_bars(spec: &StackedBarChart) -> Result<String, ChartError> {
-    let count = spec.bars.len().max(1);
     let top = spec.bars.iter().map(|b| b.segments.iter().sum::<f64>()).fold(0f64, f64::max).max(1e-9) * 1.2;
     let labels: Vec<String> = spec.bars.iter().map(|b| b.label.clone()).collect();
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, CHART_SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(error)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(&spec.title, (FONT, 20))
-            .margin(16)
-            .x_label_area_size(44)
-            .y_label_area_size(72)
-            .build_cartesian_2d(0f64..count as f64, 0f64..top)
-            .map_err(error)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(count * 2 + 1)
-            .x_label_formatter(&|x| label_at(&labels, *x))
-            .y_desc(&spec.y_label)
-            .y_label_formatter(&|y| format!("{y:.1}"))
-            .label_style((FONT, 13))
-            .draw()
-            .map_err(error)?;
+    bar_chart(&spec.title, &spec.y_label, &labels, top, 1, !spec.segment_names.is_empty(), |chart| {
         for (segment, name) in spec.segment_names.iter().enumerate() {
             let colour = PALETTE[segment % PALETTE.len()];
             let rectangles: Vec<_> = spec
@@ -181,29 +114,8 @@ pub fn stacked_bars(spec: &StackedBarChart) -> Result<String, ChartError> {
                 .label(name.clone())
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour.filled()));
         }
-        if !spec.segment_names.is_empty() {
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.85))
-                .border_style(RGBColor(200, 200, 200))
-                .label_font((FONT, 13))
-                .position(SeriesLabelPosition::UpperRight)
-                .draw()
-                .map_err(error)?;
-        }
-        root.present().map_err(error)?;
-    }
-    Ok(svg)
-}
-
-/// The label of the slot centred at `position` (labels sit at 0.5, 1.5, …).
-fn label_at(labels: &[String], position: f64) -> String {
-    let index = position - 0.5;
-    if index >= 0.0 && (index - index.round()).abs() < 1e-6 {
-        labels.get(index.round() as usize).cloned().unwrap_or_default()
-    } else {
-        String::new()
-    }
+        Ok(())
+    })
 }
 
 #[cfg(test)]
