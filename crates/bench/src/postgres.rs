@@ -132,7 +132,18 @@ impl TempPostgres {
         for (name, value) in settings {
             conf.push_str(&format!("{name} = {}\n", quote(value)));
         }
-        let settings = settings.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+        // What it runs with beyond PostgreSQL's defaults: the throwaway cluster's settings, then the caller's.
+        let mut effective: Vec<(String, String)> = TEMP_SETTINGS
+            .lines()
+            .filter_map(|line| line.split_once(" = "))
+            .filter(|(name, _)| *name != "listen_addresses")
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect();
+        for (name, value) in settings {
+            effective.retain(|(n, _)| n != name);
+            effective.push((name.to_string(), value.to_string()));
+        }
+        let settings = effective;
         std::fs::OpenOptions::new()
             .append(true)
             .open(data.join("postgresql.conf"))
@@ -252,7 +263,8 @@ impl TempPostgres {
         "postgres"
     }
 
-    /// The settings it was started with beyond the throwaway defaults.
+    /// The settings it runs with beyond PostgreSQL's defaults: the throwaway cluster's durability and connection
+    /// settings, and those it was started with.
     pub fn settings(&self) -> &[(String, String)] {
         &self.settings
     }

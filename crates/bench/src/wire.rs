@@ -209,10 +209,8 @@ pub fn run(options: &WireOptions, mut progress: impl FnMut(&str)) -> Result<Wire
         // shared_buffers holds the table and its index; the throwaway cluster's durability settings (fsync off
         // and the like) do not matter to a workload that only reads.
         let started = TempPostgres::start_with(&[("shared_buffers", "2GB")]).map_err(|e| e.to_string())?;
-        postgres_description = format!(
-            "{} (shared_buffers=2GB, max_connections=200, fsync=off, synchronous_commit=off)",
-            binaries.version()
-        );
+        let settings: Vec<String> = started.settings().iter().map(|(n, v)| format!("{n}={v}")).collect();
+        postgres_description = format!("{} ({})", binaries.version(), settings.join(", "));
         progress(&format!("copying TBL_0 ({} rows) into PostgreSQL", options.rows));
         copy_to_postgres(&db, &started)?;
         cluster = Some(started);

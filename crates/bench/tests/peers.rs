@@ -145,3 +145,21 @@ fn a_temporary_postgres_takes_many_connections_and_leaves_nothing_behind() {
     assert!(!directory.exists(), "{} is still there", directory.display());
     assert!(postgres::Client::connect(&url, postgres::NoTls).is_err(), "the server still answers");
 }
+
+#[test]
+fn a_throwaway_postgres_reports_the_settings_it_really_runs_with() {
+    let server = match TempPostgres::start_with(&[("work_mem", "8MB"), ("max_connections", "150")]) {
+        Ok(server) => server,
+        Err(TempPostgresError::NotInstalled(message)) => return skip(&message),
+        Err(error) => panic!("{error}"),
+    };
+    let settings = server.settings();
+    // The caller's override replaces the throwaway default, and is listed once.
+    assert_eq!(settings.iter().filter(|(name, _)| name == "max_connections").count(), 1, "{settings:?}");
+    assert!(settings.iter().any(|(name, value)| name == "fsync" && value == "off"), "{settings:?}");
+    let mut client = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+    for (name, value) in settings {
+        let shown: String = client.query_one(&format!("SHOW {name}"), &[]).unwrap().get(0);
+        assert_eq!(&shown, value, "{name}");
+    }
+}

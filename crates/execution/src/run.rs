@@ -743,7 +743,7 @@ fn finish(
                 .map(|input| finish(input, executor, jobs, next_job, result))
                 .collect::<Result<Vec<_>, _>>()?;
             let started = Instant::now();
-            let rows = parts.concat();
+            let rows: Vec<Vec<Value>> = parts.into_iter().flatten().collect();
             result.operator("Append", rows.len(), started);
             Ok(rows)
         }
