@@ -14,7 +14,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use numadb_storage::bitpack::{BLOCK_ROWS, BlockMask, MASK_WORDS};
-use numadb_storage::{ColumnData, DataType, Partition, Value};
+use numadb_storage::{ColumnData, Combine, DataType, Partition, Value};
 
 use crate::error::ExecError;
 use crate::expr::{BinaryOp, Expr, compare_doubles};
@@ -343,13 +343,13 @@ impl Filter {
                 let (ColumnData::Int(ints) | ColumnData::Bool(ints)) = chunk.data() else {
                     return Err(ExecError::internal("integer range on a non-integer column"));
                 };
-                ints.prefetch_next_read(blocks.start, *low, *high);
-                for block in blocks {
-                    let mut mask = NONE;
-                    if ints.range_mask(block, *low, *high, &mut mask) {
-                        reads[*column] += ints.bytes_of_blocks(block..block + 1);
+                out.extend(blocks.clone().map(|_| TriMask::exact(NONE)));
+                let masks = out.iter_mut().map(|result| &mut result.t);
+                reads[*column] += ints.combine_range_masks(blocks.clone(), *low, *high, Combine::Or, masks);
+                if chunk.has_nulls() {
+                    for (result, block) in out.iter_mut().zip(blocks) {
+                        *result = with_nulls(result.t, null_mask(chunk, block, reads, *column));
                     }
-                    out.push(with_nulls(mask, null_mask(chunk, block, reads, *column)));
                 }
             }
             Filter::TextRange { column, low, high } => {
@@ -439,27 +439,16 @@ impl Filter {
             {
                 // Two-valued logic (no NULLs): each leaf's block masks combine in place, with no intermediate
                 // vectors of masks (the thesis query is three of these ORed, per table).
-                let is_and = matches!(self, Filter::And(_));
-                out.extend(blocks.clone().map(|_| TriMask::exact(if is_and { ALL } else { NONE })));
+                let combine = if matches!(self, Filter::And(_)) { Combine::And } else { Combine::Or };
+                let identity = if combine == Combine::And { ALL } else { NONE };
+                out.extend(blocks.clone().map(|_| TriMask::exact(identity)));
                 for part in parts {
                     let Filter::IntRange { column, low, high } = part else { unreachable!("checked above") };
                     let (ColumnData::Int(ints) | ColumnData::Bool(ints)) = partition.column(*column).data() else {
                         unreachable!("checked above")
                     };
-                    ints.prefetch_next_read(blocks.start, *low, *high);
-                    for (result, block) in out.iter_mut().zip(blocks.clone()) {
-                        let mut mask = NONE;
-                        if ints.range_mask(block, *low, *high, &mut mask) {
-                            reads[*column] += ints.bytes_of_blocks(block..block + 1);
-                        }
-                        for (word, leaf) in result.t.iter_mut().zip(&mask) {
-                            if is_and {
-                                *word &= leaf;
-                            } else {
-                                *word |= leaf;
-                            }
-                        }
-                    }
+                    let masks = out.iter_mut().map(|result| &mut result.t);
+                    reads[*column] += ints.combine_range_masks(blocks.clone(), *low, *high, combine, masks);
                 }
             }
             Filter::And(parts) | Filter::Or(parts) => {

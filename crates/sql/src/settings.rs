@@ -39,7 +39,7 @@ const KNOWN: &[Known] = &[
         default: "node",
         description: "Scheduling domains: node (one per NUMA node), package (one per socket: as if SNC/NPS were off), l3 (one per shared L3), machine (one domain: the NUMA-unaware baseline)",
     },
-    Known { name: "numadb.morsel_rows", default: "131072", description: "Rows per scan task (a multiple of 1024)" },
+    Known { name: "numadb.morsel_rows", default: "262144", description: "Rows per scan task (a multiple of 1024)" },
     Known {
         name: "statement_timeout",
         default: "0",

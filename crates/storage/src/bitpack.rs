@@ -177,42 +177,129 @@ mod baseline {
     pub(super) const TABLE: [RangeKernel; 33] = width_table!(kernel);
 }
 
-/// Calls `$step::<W, P>(args)` for every position `P` of a lane (0-63), so that each position's word index and
-/// shift are compile-time constants: shifts become immediates and the loop disappears.
+/// Calls `$step::<W, LO_ZERO, P>(args)` for every position `P` of a lane (0-63), so that each position's word
+/// index and shifts are compile-time constants: shifts become immediates and the loop disappears.
 macro_rules! for_each_position {
-    ($step:ident::<$w:ident>($($arg:expr),*)) => {
-        for_each_position!(@ $step $w ($($arg),*)
+    ($step:ident::<$w:ident, $z:tt>($($arg:expr),*)) => {
+        for_each_position!(@ $step $w $z ($($arg),*)
             0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
             32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63)
     };
-    (@ $step:ident $w:ident $args:tt $($p:literal)*) => {
-        $( for_each_position!(@call $step $w $p $args); )*
+    (@ $step:ident $w:ident $z:tt $args:tt $($p:literal)*) => {
+        $( for_each_position!(@call $step $w $z $p $args); )*
     };
-    (@call $step:ident $w:ident $p:literal ($($arg:expr),*)) => {
-        $step::<$w, $p>($($arg),*)
+    (@call $step:ident $w:ident $z:tt $p:literal ($($arg:expr),*)) => {
+        $step::<$w, $z, $p>($($arg),*)
     };
 }
 
-/// Hand-written AVX-512 kernel: per position one (or two, where codes straddle words) 512-bit loads, a shift, a
-/// mask, a subtract and one unsigned compare straight into a 16-bit mask register.
-#[cfg(target_arch = "x86_64")]
+/// The SIMD kernels' form of a query range: `[lo, lo + span]` taken modulo `2^width` (a range that wraps past the
+/// largest code continues at 0), shifted to the top of a 32-bit word. See [`TopAligned`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CodeRange {
+    lo: u32,
+    span: u32,
+}
+
+impl CodeRange {
+    /// The codes of a `width`-bit block (1-32) that `code - lo <= span` (in wrapping 32-bit arithmetic) selects,
+    /// as one range modulo `2^width`; `None` when it selects none.
+    fn for_width(width: u32, lo: u32, span: u32) -> Option<CodeRange> {
+        let max = u64::from(u32::MAX >> (32 - width));
+        let (lo, last) = (u64::from(lo), u64::from(lo) + u64::from(span));
+        const WRAP: u64 = 1 << 32;
+        if last >= WRAP {
+            // `[lo, 2^32)` and `[0, last - 2^32]`: within `[0, max]` that is `[lo, max]` (if `lo <= max`) followed,
+            // modulo 2^width, by `[0, min(last - 2^32, max)]`.
+            let wrapped_last = (last - WRAP).min(max);
+            if lo > max {
+                return Some(CodeRange { lo: 0, span: wrapped_last as u32 });
+            }
+            if wrapped_last + 1 >= lo {
+                return Some(CodeRange { lo: 0, span: max as u32 });
+            }
+            return Some(CodeRange { lo: lo as u32, span: (max - lo + 1 + wrapped_last) as u32 });
+        }
+        (lo <= max).then(|| CodeRange { lo: lo as u32, span: (last.min(max) - lo) as u32 })
+    }
+}
+
+/// A range test on codes moved to the top of their word: `(code << (32 - W)) | junk`, where `junk` is whatever
+/// lower bits came along. Moving a code *up* (one left shift, or a left and a right shift ORed where it
+/// straddles two words) needs no mask to clear the bits above it, and the junk below cannot change the outcome
+/// of `top - (lo << s) <= (span << s) | (2^s - 1)` (s = 32 - W), which holds exactly when
+/// `(code - lo) mod 2^W <= span`. Against the classic shift right, mask, subtract, compare, that is one or two
+/// vector operations fewer per 16 codes, and none at all for the subtract when `lo` is 0 (`x < p`, `x <= p`):
+/// the AVX-512 kernel decodes ~1.6× faster from cache.
+#[derive(Debug, Clone, Copy)]
+struct TopAligned {
+    lo: u32,
+    bound: u32,
+}
+
+impl TopAligned {
+    fn new<const W: usize>(range: CodeRange) -> TopAligned {
+        let s = 32 - W as u32;
+        let junk = if s == 0 { 0 } else { (1u32 << s) - 1 };
+        TopAligned { lo: range.lo << s, bound: (range.span << s) | junk }
+    }
+}
+
+/// Runs a top-aligned SIMD kernel: W = 0 and empty ranges are settled here, and `lo == 0` gets the variant
+/// without the subtract.
+#[inline(always)]
+fn dispatch_top_aligned<const W: usize>(
+    words: &[u32],
+    lo: u32,
+    span: u32,
+    out: &mut BlockMask,
+    kernel: impl FnOnce(&[[u32; LANES]], TopAligned, bool, &mut [u16; POSITIONS]),
+) {
+    if W == 0 {
+        return range_mask_generic::<0>(words, lo, span, out);
+    }
+    let Some(range) = CodeRange::for_width(W as u32, lo, span) else {
+        *out = [0; MASK_WORDS];
+        return;
+    };
+    let (lanes, _) = words.as_chunks::<LANES>();
+    let mut selected = [0u16; POSITIONS];
+    kernel(&lanes[..2 * W], TopAligned::new::<W>(range), range.lo == 0, &mut selected);
+    // Position `P`'s 16 bits are rows `16P..16P + 16`: on a little-endian machine that is bits `16(P % 4)..` of
+    // mask word `P / 4`, exactly how the 16-bit masks lie in memory.
+    *out = bytemuck::cast(selected);
+}
+
+/// Hand-written AVX-512 kernel: per position one left shift (or two shifts and an OR where codes straddle
+/// words), a subtract unless `lo` is 0, and one unsigned compare into a 16-bit mask register, stored as is.
+#[cfg(all(target_arch = "x86_64", target_endian = "little"))]
 mod avx512 {
     use super::*;
     use std::arch::x86_64::*;
 
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,bmi2")]
     pub(super) fn kernel<const W: usize>(words: &[u32], lo: u32, span: u32, out: &mut BlockMask) {
-        if W == 0 {
-            return range_mask_generic::<0>(words, lo, span, out);
-        }
-        let (lanes, _) = words.as_chunks::<LANES>();
-        let lanes = &lanes[..2 * W];
-        let code_mask = _mm512_set1_epi32(if W == 32 { -1 } else { ((1u32 << W) - 1) as i32 });
-        let lo_vector = _mm512_set1_epi32(lo as i32);
-        let span_vector = _mm512_set1_epi32(span as i32);
-        let mut words_out = [0u64; MASK_WORDS];
-        for_each_position!(step::<W>(lanes, code_mask, lo_vector, span_vector, &mut words_out));
-        *out = words_out;
+        dispatch_top_aligned::<W>(words, lo, span, out, |lanes, range, lo_zero, selected| {
+            if lo_zero {
+                positions::<W, true>(lanes, range, selected)
+            } else {
+                positions::<W, false>(lanes, range, selected)
+            }
+        })
+    }
+
+    /// The 64 positions of a block. Kept out of line per `LO_ZERO`: inlined into one function, the two
+    /// variants' shared decoding was hoisted above the branch and spilled to the stack.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,bmi2")]
+    #[inline(never)]
+    fn positions<const W: usize, const LO_ZERO: bool>(
+        lanes: &[[u32; LANES]],
+        range: TopAligned,
+        selected: &mut [u16; POSITIONS],
+    ) {
+        let lo_vector = _mm512_set1_epi32(range.lo as i32);
+        let bound_vector = _mm512_set1_epi32(range.bound as i32);
+        for_each_position!(step::<W, LO_ZERO>(lanes, lo_vector, bound_vector, selected));
     }
 
     #[inline(always)]
@@ -223,46 +310,58 @@ mod avx512 {
 
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,bmi2")]
     #[inline]
-    fn step<const W: usize, const P: usize>(
+    fn step<const W: usize, const LO_ZERO: bool, const P: usize>(
         lanes: &[[u32; LANES]],
-        code_mask: __m512i,
         lo_vector: __m512i,
-        span_vector: __m512i,
-        words_out: &mut BlockMask,
+        bound_vector: __m512i,
+        selected: &mut [u16; POSITIONS],
     ) {
         let bit = P * W;
-        let (word, shift) = (bit / 32, (bit % 32) as u32);
-        let mut codes = _mm512_srl_epi32(load(lanes, word), _mm_cvtsi32_si128(shift as i32));
-        if shift as usize + W > 32 {
-            let high = _mm512_sll_epi32(load(lanes, word + 1), _mm_cvtsi32_si128((32 - shift) as i32));
-            codes = _mm512_or_si512(codes, high);
-        }
-        codes = _mm512_and_si512(codes, code_mask);
-        let selected = _mm512_cmple_epu32_mask(_mm512_sub_epi32(codes, lo_vector), span_vector);
-        words_out[P / 4] |= u64::from(selected) << ((P % 4) * 16);
+        let (word, shift) = (bit / 32, bit % 32);
+        let top = if shift + W <= 32 {
+            _mm512_sll_epi32(load(lanes, word), _mm_cvtsi32_si128((32 - W - shift) as i32))
+        } else {
+            let left = (64 - W - shift) as i32; // 1..=31: the code's high part comes from the next word
+            _mm512_or_si512(
+                _mm512_sll_epi32(load(lanes, word + 1), _mm_cvtsi32_si128(left)),
+                _mm512_srl_epi32(load(lanes, word), _mm_cvtsi32_si128(32 - left)),
+            )
+        };
+        let offset = if LO_ZERO { top } else { _mm512_sub_epi32(top, lo_vector) };
+        selected[P] = _mm512_cmple_epu32_mask(offset, bound_vector);
     }
     pub(super) const TABLE: [RangeKernel; 33] = width_table!(kernel);
 }
 
-/// Hand-written AVX2 kernel: the 16 lanes as two 256-bit halves; unsigned `<=` as `min(x, span) == x`.
-#[cfg(target_arch = "x86_64")]
+/// Hand-written AVX2 kernel: the 16 lanes as two 256-bit halves; unsigned `<=` as `min(x, bound) == x`.
+#[cfg(all(target_arch = "x86_64", target_endian = "little"))]
 mod avx2 {
     use super::*;
     use std::arch::x86_64::*;
 
     #[target_feature(enable = "avx2,bmi2")]
     pub(super) fn kernel<const W: usize>(words: &[u32], lo: u32, span: u32, out: &mut BlockMask) {
-        if W == 0 {
-            return range_mask_generic::<0>(words, lo, span, out);
-        }
-        let (lanes, _) = words.as_chunks::<LANES>();
-        let lanes = &lanes[..2 * W];
-        let code_mask = _mm256_set1_epi32(if W == 32 { -1 } else { ((1u32 << W) - 1) as i32 });
-        let lo_vector = _mm256_set1_epi32(lo as i32);
-        let span_vector = _mm256_set1_epi32(span as i32);
-        let mut words_out = [0u64; MASK_WORDS];
-        for_each_position!(step::<W>(lanes, code_mask, lo_vector, span_vector, &mut words_out));
-        *out = words_out;
+        dispatch_top_aligned::<W>(words, lo, span, out, |lanes, range, lo_zero, selected| {
+            if lo_zero {
+                positions::<W, true>(lanes, range, selected)
+            } else {
+                positions::<W, false>(lanes, range, selected)
+            }
+        })
+    }
+
+    /// The 64 positions of a block. Kept out of line per `LO_ZERO`: inlined into one function, the two
+    /// variants' shared decoding was hoisted above the branch and spilled to the stack.
+    #[target_feature(enable = "avx2,bmi2")]
+    #[inline(never)]
+    fn positions<const W: usize, const LO_ZERO: bool>(
+        lanes: &[[u32; LANES]],
+        range: TopAligned,
+        selected: &mut [u16; POSITIONS],
+    ) {
+        let lo_vector = _mm256_set1_epi32(range.lo as i32);
+        let bound_vector = _mm256_set1_epi32(range.bound as i32);
+        for_each_position!(step::<W, LO_ZERO>(lanes, lo_vector, bound_vector, selected));
     }
 
     #[inline(always)]
@@ -273,30 +372,30 @@ mod avx2 {
 
     #[target_feature(enable = "avx2,bmi2")]
     #[inline]
-    fn step<const W: usize, const P: usize>(
+    fn step<const W: usize, const LO_ZERO: bool, const P: usize>(
         lanes: &[[u32; LANES]],
-        code_mask: __m256i,
         lo_vector: __m256i,
-        span_vector: __m256i,
-        words_out: &mut BlockMask,
+        bound_vector: __m256i,
+        selected: &mut [u16; POSITIONS],
     ) {
         let bit = P * W;
-        let (word, shift) = (bit / 32, (bit % 32) as i32);
-        let mut selected: u32 = 0;
+        let (word, shift) = (bit / 32, bit % 32);
+        let mut bits: u32 = 0;
         for half in 0..2 {
-            let mut codes = _mm256_srl_epi32(load(lanes, word, half), _mm_cvtsi32_si128(shift));
-            if shift as usize + W > 32 {
-                codes = _mm256_or_si256(
-                    codes,
-                    _mm256_sll_epi32(load(lanes, word + 1, half), _mm_cvtsi32_si128(32 - shift)),
-                );
-            }
-            codes = _mm256_and_si256(codes, code_mask);
-            let offset = _mm256_sub_epi32(codes, lo_vector);
-            let within = _mm256_cmpeq_epi32(_mm256_min_epu32(offset, span_vector), offset);
-            selected |= (_mm256_movemask_ps(_mm256_castsi256_ps(within)) as u32) << (half * 8);
+            let top = if shift + W <= 32 {
+                _mm256_sll_epi32(load(lanes, word, half), _mm_cvtsi32_si128((32 - W - shift) as i32))
+            } else {
+                let left = (64 - W - shift) as i32;
+                _mm256_or_si256(
+                    _mm256_sll_epi32(load(lanes, word + 1, half), _mm_cvtsi32_si128(left)),
+                    _mm256_srl_epi32(load(lanes, word, half), _mm_cvtsi32_si128(32 - left)),
+                )
+            };
+            let offset = if LO_ZERO { top } else { _mm256_sub_epi32(top, lo_vector) };
+            let within = _mm256_cmpeq_epi32(_mm256_min_epu32(offset, bound_vector), offset);
+            bits |= (_mm256_movemask_ps(_mm256_castsi256_ps(within)) as u32) << (half * 8);
         }
-        words_out[P / 4] |= u64::from(selected) << ((P % 4) * 16);
+        selected[P] = bits as u16;
     }
     pub(super) const TABLE: [RangeKernel; 33] = width_table!(kernel);
 }
@@ -350,9 +449,9 @@ impl Isa {
 
     fn table(self) -> &'static [RangeKernel; 33] {
         match self {
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(target_arch = "x86_64", target_endian = "little"))]
             Isa::Avx512 => &avx512::TABLE,
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(target_arch = "x86_64", target_endian = "little"))]
             Isa::Avx2 => &avx2::TABLE,
             _ => &baseline::TABLE,
         }
@@ -363,7 +462,15 @@ impl Isa {
 /// runs.
 #[inline]
 pub fn range_mask(words: &[u32], width: u32, lo: u32, span: u32, out: &mut BlockMask) {
-    range_mask_with(Isa::best(), words, width, lo, span, out)
+    // The kernel table is looked up once per process, not once per block: at ~50 ns per cache-resident block,
+    // re-checking CPU features on every call cost several percent.
+    static BEST: OnceLock<&'static [RangeKernel; 33]> = OnceLock::new();
+    let table = BEST.get_or_init(|| Isa::best().table());
+    assert!(width <= MAX_WIDTH);
+    assert!(words.len() >= words_for_width(width), "block of width {width} needs {} words", words_for_width(width));
+    // SAFETY: the table is that of `Isa::best()`, which this CPU runs; the word slice is long enough for the
+    // width (asserted), which is all the kernel indexes.
+    unsafe { table[width as usize](words, lo, span, out) }
 }
 
 /// As [`range_mask`] with a chosen kernel variant (which must be available: checked).
@@ -398,6 +505,20 @@ pub fn prefetch(words: &[u32]) {
 /// Number of selected rows.
 #[inline]
 pub fn count(mask: &BlockMask) -> u32 {
+    // The baseline x86-64 target has no POPCNT instruction, so `count_ones` there is a dozen SSE2 operations per
+    // word; a scan counts two or three masks per block, which made counting cost as much as a selective scan's
+    // kernel.
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("popcnt") {
+        // SAFETY: the CPU has POPCNT (checked just above).
+        return unsafe { count_popcnt(mask) };
+    }
+    mask.iter().map(|w| w.count_ones()).sum()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt")]
+fn count_popcnt(mask: &BlockMask) -> u32 {
     mask.iter().map(|w| w.count_ones()).sum()
 }
 
@@ -461,13 +582,60 @@ mod tests {
             let mut words = vec![0u32; words_for_width(width)];
             pack(&codes, width, &mut words);
             let max = if width == 32 { u32::MAX } else { (1u32 << width).wrapping_sub(1) };
-            let probes = [(0, 0), (0, max / 2), (max / 3, max / 4), (max, 0), (1, u32::MAX), (max / 2, u32::MAX - 5)];
+            let mut probes = vec![
+                (0, 0),
+                (0, max / 2),
+                (max / 3, max / 4),
+                (max, 0),
+                (max, 1),
+                (max.wrapping_add(1), 5),
+                (1, u32::MAX),
+                (max / 2, u32::MAX - 5),
+                (u32::MAX, 0),
+                (u32::MAX, 1),
+                (u32::MAX - 2, max / 2 + 3),
+                (max / 2, u32::MAX - max / 2),
+                (max / 2, (u32::MAX - max / 2).wrapping_add(1)),
+            ];
+            let mut rng = rand::rngs::StdRng::seed_from_u64(7 + u64::from(width));
+            probes.extend((0..20).map(|_| (rng.random_range(0..=max), rng.random_range(0..=max))));
+            probes.extend((0..10).map(|_| (rng.random::<u32>(), rng.random::<u32>())));
             for (lo, span) in probes {
                 let expected = reference(&codes, lo, span);
                 for &isa in &isas {
                     let mut mask = [0u64; MASK_WORDS];
                     range_mask_with(isa, &words, width, lo, span, &mut mask);
                     assert_eq!(mask, expected, "width {width}, lo {lo}, span {span}, {isa:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn code_ranges_are_the_selected_codes_modulo_the_width() {
+        for width in [1u32, 2, 3, 7, 26, 32] {
+            let max = u64::from(u32::MAX >> (32 - width));
+            let mut rng = rand::rngs::StdRng::seed_from_u64(u64::from(width));
+            for _ in 0..2000 {
+                let lo = if rng.random() { rng.random::<u32>() } else { rng.random_range(0..=max as u32) };
+                let span = match rng.random_range(0..3) {
+                    0 => rng.random::<u32>(),
+                    1 => rng.random_range(0..=max as u32),
+                    // Past 2^32: the range wraps and continues at code 0.
+                    _ => (u32::MAX - lo).wrapping_add(1).wrapping_add(rng.random_range(0..=max as u32)),
+                };
+                let codes: Vec<u64> = if max < 64 {
+                    (0..=max).collect()
+                } else {
+                    let mut some: Vec<u64> = (0..64).map(|_| rng.random_range(0..=max)).collect();
+                    some.extend([0, max, u64::from(lo).min(max), (u64::from(lo) + u64::from(span)).min(max)]);
+                    some
+                };
+                let range = CodeRange::for_width(width, lo, span);
+                for code in codes {
+                    let expected = (code as u32).wrapping_sub(lo) <= span;
+                    let got = range.is_some_and(|r| (code.wrapping_sub(u64::from(r.lo)) & max) <= u64::from(r.span));
+                    assert_eq!(got, expected, "width {width}, lo {lo}, span {span}, code {code}, {range:?}");
                 }
             }
         }

@@ -51,6 +51,15 @@ impl BlockMeta {
     }
 }
 
+/// How [`IntColumn::combine_range_masks`] merges a block's selection into a running mask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Combine {
+    /// Keep the rows either selects (an OR of predicates).
+    Or,
+    /// Keep the rows both select (an AND of predicates).
+    And,
+}
+
 /// A block's zone-map verdict for a value range.
 enum Zone {
     None,
@@ -156,6 +165,66 @@ impl IntColumn {
         }
     }
 
+    /// For each block of `blocks`, combines the rows whose value lies in `[low, high]` (inclusive) into that
+    /// block's mask in `masks` (one per block, in order): ORed in for [`Combine::Or`], ANDed for
+    /// [`Combine::And`]. Returns the bytes loaded. NULL rows are not cleared: callers use this only for columns
+    /// without NULLs, or combine the validity mask themselves.
+    ///
+    /// This is the scan loop of AND/OR filters. Each block's zone-map verdict is taken once, and serves both the
+    /// block itself and the choice of which block to prefetch next (the next one that must really be read). A
+    /// block the zone map settles costs no load, no kernel call, and, where its verdict is the identity of the
+    /// combination (nothing for an OR, everything for an AND), not even a write.
+    pub fn combine_range_masks<'m>(
+        &self,
+        blocks: std::ops::Range<usize>,
+        low: i64,
+        high: i64,
+        combine: Combine,
+        masks: impl IntoIterator<Item = &'m mut BlockMask>,
+    ) -> u64 {
+        let zones: Vec<Zone> = blocks.clone().map(|block| self.zone(block, low, high)).collect();
+        let must_read = |zone: &Zone| matches!(zone, Zone::Some { .. });
+        // The next block to be read after the current one, found by a cursor that only moves forward.
+        let mut next_read = zones.iter().position(must_read);
+        if let Some(next) = next_read {
+            self.prefetch_block(blocks.start + next);
+        }
+        let mut bytes_read = 0;
+        let mut selected = [0u64; MASK_WORDS];
+        for (index, (zone, mask)) in zones.iter().zip(masks).enumerate() {
+            let block = blocks.start + index;
+            match (zone, combine) {
+                (Zone::None, Combine::Or) | (Zone::All, Combine::And) => {}
+                (Zone::None, Combine::And) => *mask = [0; MASK_WORDS],
+                (Zone::All, Combine::Or) => *mask = [u64::MAX; MASK_WORDS],
+                (&Zone::Some { code_low, code_high }, _) => {
+                    if next_read == Some(index) {
+                        next_read = zones[index + 1..].iter().position(must_read).map(|n| index + 1 + n);
+                        if let Some(next) = next_read {
+                            self.prefetch_block(blocks.start + next);
+                        }
+                    }
+                    self.read_block_mask(block, code_low, code_high, &mut selected);
+                    bytes_read += self.blocks[block].words() as u64 * 4;
+                    for (word, leaf) in mask.iter_mut().zip(&selected) {
+                        match combine {
+                            Combine::Or => *word |= leaf,
+                            Combine::And => *word &= leaf,
+                        }
+                    }
+                }
+            }
+        }
+        bytes_read
+    }
+
+    /// Asks for block `block`'s words to be loaded into the cache (see [`bitpack::prefetch`]).
+    fn prefetch_block(&self, block: usize) {
+        let meta = self.blocks[block];
+        let start = meta.offset as usize;
+        bitpack::prefetch(&self.words[start..start + meta.words()]);
+    }
+
     /// Sets `out` to the rows of `block` whose value lies in `[low, high]` (inclusive). NULL rows and rows past
     /// the end are not cleared here: callers combine with the validity mask.
     ///
@@ -174,6 +243,17 @@ impl IntColumn {
             }
             Zone::Some { code_low, code_high } => (code_low, code_high),
         };
+        // Hardware prefetchers alone leave a single scanning thread at about half the memory bandwidth; asking for
+        // the next block to be read while this one is decoded lets loads and compute overlap. (One block ahead:
+        // two or more were slower, the extra lines competing with the current block's.)
+        self.prefetch_next_read(block + 1, low, high);
+        self.read_block_mask(block, code_low, code_high, out);
+        true
+    }
+
+    /// Sets `out` to the rows of `block` whose code lies in `[code_low, code_high]` (a range the zone map could
+    /// not settle), reading the block.
+    fn read_block_mask(&self, block: usize, code_low: i128, code_high: i128, out: &mut BlockMask) {
         let meta = self.blocks[block];
         let words = self.block_words(block);
         if meta.width == WIDE {
@@ -185,14 +265,9 @@ impl IntColumn {
                     out[row / 64] |= 1 << (row % 64);
                 }
             }
-            return true;
+            return;
         }
-        // Hardware prefetchers alone leave a single scanning thread at about half the memory bandwidth; asking for
-        // the next block to be read while this one is decoded lets loads and compute overlap. (One block ahead:
-        // two or more were slower, the extra lines competing with the current block's.)
-        self.prefetch_next_read(block + 1, low, high);
         bitpack::range_mask(words, u32::from(meta.width), code_low as u32, (code_high - code_low) as u32, out);
-        true
     }
 
     /// What block `block`'s frame of reference says about `[low, high]`: no row can be in it, every row is, or
@@ -217,12 +292,10 @@ impl IntColumn {
     /// Prefetches the first block from `block` on (looking at most 16 blocks ahead) whose codes a scan for
     /// `[low, high]` must read: blocks the zone map decides are never loaded, so prefetching them would waste
     /// bandwidth and leave the next block that is read cold. Call it before a scan of a block range starts.
-    pub fn prefetch_next_read(&self, block: usize, low: i64, high: i64) {
+    fn prefetch_next_read(&self, block: usize, low: i64, high: i64) {
         let end = (block + 16).min(self.blocks.len());
         if let Some(next) = (block..end).find(|&b| matches!(self.zone(b, low, high), Zone::Some { .. })) {
-            let meta = self.blocks[next];
-            let start = meta.offset as usize;
-            bitpack::prefetch(&self.words[start..start + meta.words()]);
+            self.prefetch_block(next);
         }
     }
 
@@ -608,6 +681,44 @@ mod tests {
         assert_eq!(bitpack::count(&mask), 0);
         assert!(!column.range_mask(0, 5_000_000, i64::MAX, &mut mask));
         assert_eq!(bitpack::count(&mask), 0);
+    }
+
+    #[test]
+    fn combined_range_masks_equal_block_by_block_masks_and_count_only_blocks_read() {
+        // Blocks of different kinds: sorted (zone maps settle most), random narrow, random with a wide outlier
+        // (64-bit codes), constant (width 0).
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let mut values: Vec<i64> = (0..3000).collect();
+        values.extend((0..2000).map(|_| rng.random_range(-500..500)));
+        values.extend((0..1024).map(|i| if i == 7 { i64::MAX - 3 } else { rng.random_range(0..100) }));
+        values.extend(std::iter::repeat_n(42, 1500));
+        let column = IntColumn::encode(&values, None, &Policy::OsDefault).unwrap();
+        let blocks = column.blocks().len();
+        let ranges = [(0, 10), (-100, 2500), (42, 42), (i64::MIN, 0), (100, i64::MAX), (5, 4), (i64::MIN, i64::MAX)];
+        for (low, high) in ranges {
+            for (combine, start) in [(Combine::Or, [0u64; MASK_WORDS]), (Combine::And, [u64::MAX; MASK_WORDS])] {
+                let mut initial: Vec<BlockMask> = (0..blocks).map(|_| start).collect();
+                initial[1][0] ^= 0b1011; // a running mask that is not the identity
+                let mut combined = initial.clone();
+                let range = 1..blocks;
+                let bytes = column.combine_range_masks(range.clone(), low, high, combine, combined[1..].iter_mut());
+                let mut expected_bytes = 0;
+                for block in range {
+                    let mut leaf = [0u64; MASK_WORDS];
+                    if column.range_mask(block, low, high, &mut leaf) {
+                        expected_bytes += column.bytes_of_blocks(block..block + 1);
+                    }
+                    let expected: BlockMask = std::array::from_fn(|i| match combine {
+                        Combine::Or => initial[block][i] | leaf[i],
+                        Combine::And => initial[block][i] & leaf[i],
+                    });
+                    assert_eq!(combined[block], expected, "block {block}, [{low}, {high}], {combine:?}");
+                }
+                assert_eq!(combined[0], initial[0], "blocks outside the range are not touched");
+                assert_eq!(bytes, expected_bytes, "[{low}, {high}], {combine:?}");
+            }
+        }
     }
 
     #[test]

@@ -20,7 +20,7 @@ pub mod table;
 pub mod types;
 
 pub use catalog::Catalog;
-pub use column::{ColumnChunk, ColumnData, Dictionary, IntColumn};
+pub use column::{ColumnChunk, ColumnData, Combine, Dictionary, IntColumn};
 pub use index::{DuplicateKey, Index, IndexKind};
 pub use placement::TablePlacement;
 pub use table::{
