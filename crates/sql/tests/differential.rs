@@ -2,9 +2,11 @@
 //! run by numadb (in-process) and by DuckDB (its Python package), results compared.
 //!
 //! The data has NULLs in every column, text and doubles, several partitions (1024 rows each) and unsealed rows,
-//! so every storage path is exercised. Queries are filters (comparisons, BETWEEN, IN, IS NULL, AND/OR/NOT) feeding
-//! aggregates, GROUP BY, projections with ORDER BY and LIMIT, and UNION ALL. Doubles compare with a relative
-//! tolerance (summation order differs); everything else must be equal.
+//! so every storage path is exercised. Queries are filters (comparisons with constants and between expressions,
+//! BETWEEN, IN, IS NULL, LIKE, boolean columns, AND/OR/NOT) feeding aggregates (also of expressions), GROUP BY
+//! with one or two keys and HAVING, DISTINCT, projections of arithmetic, ORDER BY several keys with NULLS
+//! FIRST/LAST, LIMIT and OFFSET, and UNION ALL. Doubles compare with a relative tolerance (summation order
+//! differs); everything else must be equal.
 //!
 //! `NUMADB_PYTHON` names a Python with `duckdb` installed (the project's test command sets up a virtual
 //! environment); without one the test says so and passes, unless `NUMADB_REQUIRE_TOOLS=1`.
@@ -76,8 +78,18 @@ fn predicate(rng: &mut Rng, depth: u32) -> String {
         };
     }
     let (column, _) = *rng.pick(&COLUMNS);
-    match rng.below(10) {
+    match rng.below(14) {
         0 => format!("{column} IS {}NULL", if rng.chance(50) { "NOT " } else { "" }),
+        10 | 11 => {
+            // Arithmetic and column-against-column comparisons: evaluated row by row, not by the kernels.
+            let op = rng.pick(&["=", "<>", "<", "<=", ">", ">="]);
+            format!("{} {op} {}", numeric_expression(rng), numeric_expression(rng))
+        }
+        12 => {
+            let pattern = rng.pick(&["'a%'", "'%e%'", "'_ee'", "'%t'", "'c_t'", "'%'"]);
+            format!("s {}LIKE {pattern}", if rng.chance(30) { "NOT " } else { "" })
+        }
+        13 => rng.pick(&["f", "NOT f", "f = true", "f <> false"]).to_string(),
         1 if column != "f" => {
             let (x, y) = (literal(rng, column), literal(rng, column));
             format!("{column} {}BETWEEN {x} AND {y}", if rng.chance(30) { "NOT " } else { "" })
@@ -93,13 +105,29 @@ fn predicate(rng: &mut Rng, depth: u32) -> String {
     }
 }
 
+/// A numeric expression over the columns (no division: DuckDB's `/` on integers is not PostgreSQL's; no `b * b`,
+/// which could overflow).
+fn numeric_expression(rng: &mut Rng) -> String {
+    match rng.below(8) {
+        0 => format!("{} + {}", rng.pick(&["a", "k", "d"]), rng.pick(&["a", "b", "k", "d"])),
+        1 => format!("{} - {}", rng.pick(&["a", "b", "k", "d"]), rng.pick(&["a", "k", "d"])),
+        2 => format!("{} * {}", rng.pick(&["a", "k"]), rng.pick(&["a", "b", "k", "d"])),
+        3 => format!("k % {}", 2 + rng.below(9)),
+        4 => format!("-{}", rng.pick(&["a", "b", "d"])),
+        5 => format!("({} + {}) * 2", rng.pick(&["a", "k"]), literal(rng, "a")),
+        _ => rng.pick(&["a", "b", "d", "k"]).to_string(),
+    }
+}
+
 fn aggregate(rng: &mut Rng) -> String {
     let numeric = ["a", "b", "d", "k"];
-    match rng.below(6) {
+    match rng.below(8) {
         0 => "count(*)".into(),
         1 => format!("count({})", rng.pick(&COLUMNS).0),
         2 => format!("sum({})", rng.pick(&numeric)),
         3 => format!("avg({})", rng.pick(&numeric)),
+        6 => format!("{}({})", rng.pick(&["sum", "min", "max", "avg"]), numeric_expression(rng)),
+        7 => format!("count({})", numeric_expression(rng)),
         4 => format!("min({})", rng.pick(&COLUMNS[..5]).0),
         _ => format!("max({})", rng.pick(&COLUMNS[..5]).0),
     }
@@ -107,7 +135,37 @@ fn aggregate(rng: &mut Rng) -> String {
 
 fn query(rng: &mut Rng) -> (String, bool) {
     let filter = if rng.chance(85) { format!(" WHERE {}", predicate(rng, 3)) } else { String::new() };
-    match rng.below(5) {
+    match rng.below(9) {
+        5 => {
+            // Two grouping keys, HAVING.
+            let keys = rng.pick(&["a, f", "s, f", "k % 5, s", "a, k % 3"]);
+            let having = if rng.chance(50) { format!(" HAVING count(*) > {}", rng.below(40)) } else { String::new() };
+            (format!("SELECT {keys}, {} FROM t{filter} GROUP BY {keys}{having}", aggregate(rng)), false)
+        }
+        6 => {
+            // Several sort keys with NULLs placed explicitly (the systems' defaults differ), `k` last so the
+            // order is total; OFFSET.
+            let keys: Vec<String> = (0..1 + rng.below(2))
+                .map(|_| {
+                    let key = rng.pick(&["a", "b", "d", "s", "f", "a + k"]);
+                    let direction = rng.pick(&["ASC", "DESC"]);
+                    let nulls = rng.pick(&["FIRST", "LAST"]);
+                    format!("{key} {direction} NULLS {nulls}")
+                })
+                .collect();
+            let (limit, offset) = (1 + rng.below(40), rng.below(30));
+            let projection = format!("k, {}, {}", numeric_expression(rng), rng.pick(&["s", "f", "s || 'x'"]));
+            let order = keys.join(", ");
+            (format!("SELECT {projection} FROM t{filter} ORDER BY {order}, k LIMIT {limit} OFFSET {offset}"), true)
+        }
+        7 => {
+            let columns = rng.pick(&["a", "f", "s", "a, f", "s, a"]);
+            (format!("SELECT DISTINCT {columns} FROM t{filter}"), false)
+        }
+        8 => {
+            let projection: Vec<String> = (0..1 + rng.below(3)).map(|_| numeric_expression(rng)).collect();
+            (format!("SELECT k, {} FROM t{filter}", projection.join(", ")), false)
+        }
         0 | 1 => {
             let aggregates: Vec<String> = (0..1 + rng.below(3)).map(|_| aggregate(rng)).collect();
             (format!("SELECT {} FROM t{filter}", aggregates.join(", ")), false)
