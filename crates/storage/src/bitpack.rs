@@ -282,6 +282,11 @@ mod avx512 {
     use super::*;
     use std::arch::x86_64::*;
 
+    /// Lines ahead, within a block, that the kernel asks to be moved from L2 into L1: on the thesis aggregation
+    /// (2 threads, 50 million rows, every block read) 6 lines scanned 1.5-3% faster than none, 12 lines no faster
+    /// than none.
+    const L1_AHEAD: usize = 6;
+
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,bmi2")]
     pub(super) fn kernel<const W: usize>(words: &[u32], lo: u32, span: u32, out: &mut BlockMask) {
         dispatch_top_aligned::<W>(words, lo, span, out, |lanes, range, lo_zero, selected| {
@@ -323,6 +328,12 @@ mod avx512 {
     ) {
         let bit = P * W;
         let (word, shift) = (bit / 32, bit % 32);
+        // Once per word (= per 64-byte line) of the lane streams, ask for the line `L1_AHEAD` further on into L1:
+        // the block was prefetched into L2 before the kernel started, and without this each line waited out its
+        // L2 latency when first loaded. A hint, never a fault (a safe intrinsic here).
+        if (bit + W) / 32 != word && word + L1_AHEAD < 2 * W {
+            _mm_prefetch::<_MM_HINT_T0>(lanes[word + L1_AHEAD].as_ptr().cast());
+        }
         let top = if shift + W <= 32 {
             _mm512_sll_epi32(load(lanes, word), _mm_cvtsi32_si128((32 - W - shift) as i32))
         } else {
