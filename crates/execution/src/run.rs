@@ -21,10 +21,10 @@ use crate::aggregate::{Accumulator, AggregateCall, AggregateFunction, PartialAgg
 use crate::error::{ExecError, sqlstate};
 use crate::expr::Expr;
 use crate::filter::{Filter, compile, tail_mask};
+use crate::plan::{LookupPlan, Plan, ScanOutput, ScanPlan, SortKey};
 
 /// Every row of a full block.
 const ALL_ROWS: BlockMask = [u64::MAX; MASK_WORDS];
-use crate::plan::{LookupPlan, Plan, ScanOutput, ScanPlan, SortKey};
 
 /// Blocks per morsel: 256 blocks = 262 144 rows, large enough that a task's fixed costs (dispatch, a cold start
 /// of each column's stream, accounting) are a few per cent of its scan, small enough that a 4 Mi-row partition
