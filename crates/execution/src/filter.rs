@@ -340,21 +340,14 @@ impl Filter {
             Filter::Unknown => out.extend(blocks.map(|_| TriMask { t: NONE, f: Some(NONE) })),
             Filter::IntRange { column, low, high } => {
                 let chunk = partition.column(*column);
-                let (ColumnData::Int(ints) | ColumnData::Bool(ints)) = chunk.data() else {
+                if !matches!(chunk.data(), ColumnData::Int(_) | ColumnData::Bool(_)) {
                     return Err(ExecError::internal("integer range on a non-integer column"));
-                };
-                out.extend(blocks.clone().map(|_| TriMask::exact(NONE)));
-                let masks = out.iter_mut().map(|result| &mut result.t);
-                reads[*column] += ints.combine_range_masks(blocks.clone(), *low, *high, Combine::Or, masks);
-                if chunk.has_nulls() {
-                    for (result, block) in out.iter_mut().zip(blocks) {
-                        *result = with_nulls(result.t, null_mask(chunk, block, reads, *column));
-                    }
                 }
+                range_leaf(partition, *column, blocks, (*low, *high), reads, out)?;
             }
             Filter::TextRange { column, low, high } => {
                 let chunk = partition.column(*column);
-                let ColumnData::Text { dictionary, codes } = chunk.data() else {
+                let ColumnData::Text { dictionary, .. } = chunk.data() else {
                     return Err(ExecError::internal("text range on a non-text column"));
                 };
                 let first = match low {
@@ -367,13 +360,8 @@ impl Filter {
                     TextBound::Inclusive(s) => dictionary.upper_bound(s),
                     TextBound::Exclusive(s) => dictionary.lower_bound(s),
                 };
-                for block in blocks {
-                    let mut mask = NONE;
-                    if first < end && codes.range_mask(block, first as i64, end as i64 - 1, &mut mask) {
-                        reads[*column] += codes.bytes_of_blocks(block..block + 1);
-                    }
-                    out.push(with_nulls(mask, null_mask(chunk, block, reads, *column)));
-                }
+                // An empty code range (`first == end`) becomes `low > high`, which selects nothing.
+                range_leaf(partition, *column, blocks, (first as i64, end as i64 - 1), reads, out)?;
             }
             Filter::DoubleCompare { column, op, value } => {
                 let chunk = partition.column(*column);
@@ -496,6 +484,31 @@ fn is_range_without_nulls(filter: &Filter, partition: &Partition) -> bool {
         }
         _ => false,
     }
+}
+
+/// One `low <= x <= high` leaf over a column's integer codes (integers, booleans, dictionary codes of text): the
+/// TRUE rows come from the kernels through the column's scan loop, then NULL rows become neither TRUE nor FALSE.
+fn range_leaf(
+    partition: &Partition,
+    column: usize,
+    blocks: Range<usize>,
+    (low, high): (i64, i64),
+    reads: &mut [u64],
+    out: &mut Vec<TriMask>,
+) -> Result<(), ExecError> {
+    let chunk = partition.column(column);
+    let (ColumnData::Int(codes) | ColumnData::Bool(codes) | ColumnData::Text { codes, .. }) = chunk.data() else {
+        return Err(ExecError::internal("range filter on a column without integer codes"));
+    };
+    out.extend(blocks.clone().map(|_| TriMask::exact(NONE)));
+    let masks = out.iter_mut().map(|result| &mut result.t);
+    reads[column] += codes.combine_range_masks(blocks.clone(), low, high, Combine::Or, masks);
+    if chunk.has_nulls() {
+        for (result, block) in out.iter_mut().zip(blocks) {
+            *result = with_nulls(result.t, null_mask(chunk, block, reads, column));
+        }
+    }
+    Ok(())
 }
 
 /// A chunk's NULL bits for a block, counting the bitmap's bytes as read.

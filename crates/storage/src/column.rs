@@ -170,10 +170,12 @@ impl IntColumn {
     /// [`Combine::And`]. Returns the bytes loaded. NULL rows are not cleared: callers use this only for columns
     /// without NULLs, or combine the validity mask themselves.
     ///
-    /// This is the scan loop of AND/OR filters. Each block's zone-map verdict is taken once, and serves both the
-    /// block itself and the choice of which block to prefetch next (the next one that must really be read). A
-    /// block the zone map settles costs no load, no kernel call, and, where its verdict is the identity of the
-    /// combination (nothing for an OR, everything for an AND), not even a write.
+    /// This is the scan loop of every range filter over integer codes (AND/OR of them too). Each block's zone-map
+    /// verdict is taken once, and serves both the block itself and the choice of which block to prefetch next:
+    /// the next one that must really be read, one block ahead (hardware prefetchers alone leave a scanning thread
+    /// at about half the memory bandwidth; two or more blocks ahead were slower, the extra lines competing with
+    /// the current block's). A block the zone map settles costs no load, no kernel call, and, where its verdict
+    /// is the identity of the combination (nothing for an OR, everything for an AND), not even a write.
     pub fn combine_range_masks<'m>(
         &self,
         blocks: std::ops::Range<usize>,
@@ -205,7 +207,7 @@ impl IntColumn {
                         }
                     }
                     self.read_block_mask(block, code_low, code_high, &mut selected);
-                    bytes_read += self.blocks[block].words() as u64 * 4;
+                    bytes_read += self.bytes_of_blocks(block..block + 1);
                     for (word, leaf) in mask.iter_mut().zip(&selected) {
                         match combine {
                             Combine::Or => *word |= leaf,
@@ -243,10 +245,6 @@ impl IntColumn {
             }
             Zone::Some { code_low, code_high } => (code_low, code_high),
         };
-        // Hardware prefetchers alone leave a single scanning thread at about half the memory bandwidth; asking for
-        // the next block to be read while this one is decoded lets loads and compute overlap. (One block ahead:
-        // two or more were slower, the extra lines competing with the current block's.)
-        self.prefetch_next_read(block + 1, low, high);
         self.read_block_mask(block, code_low, code_high, out);
         true
     }
@@ -286,16 +284,6 @@ impl IntColumn {
             Zone::All
         } else {
             Zone::Some { code_low, code_high }
-        }
-    }
-
-    /// Prefetches the first block from `block` on (looking at most 16 blocks ahead) whose codes a scan for
-    /// `[low, high]` must read: blocks the zone map decides are never loaded, so prefetching them would waste
-    /// bandwidth and leave the next block that is read cold. Call it before a scan of a block range starts.
-    fn prefetch_next_read(&self, block: usize, low: i64, high: i64) {
-        let end = (block + 16).min(self.blocks.len());
-        if let Some(next) = (block..end).find(|&b| matches!(self.zone(b, low, high), Zone::Some { .. })) {
-            self.prefetch_block(next);
         }
     }
 
