@@ -325,6 +325,51 @@ impl Filter {
     ///
     /// Work goes column by column over the whole range, not block by block over every column: each leaf streams
     /// one column's consecutive blocks, which keeps the hardware prefetchers on one sequential stream at a time.
+    /// The TRUE rows of each block of `blocks`: what a scan keeps, since FALSE and UNKNOWN rows both drop out.
+    /// One plain mask per block in `out` (cleared first), and the bytes each column loaded added to `reads`.
+    ///
+    /// Integer ranges in two-valued logic (a leaf, or an AND/OR of leaves, over columns without NULLs: the thesis
+    /// query) are combined by the columns' scan loop straight into `out`. Everything else goes through
+    /// [`Filter::eval_blocks`]'s three-valued masks. The distinction is for speed: a morsel's masks are rewritten
+    /// once per leaf, and the three-valued ones are twice the size, which took 3-4% off a full scan of the thesis
+    /// query (their cache lines compete with the scanned data's for the core's line-fill buffers).
+    pub fn true_masks(
+        &self,
+        partition: &Partition,
+        blocks: Range<usize>,
+        params: &[Value],
+        reads: &mut [u64],
+        out: &mut Vec<BlockMask>,
+    ) -> Result<(), ExecError> {
+        out.clear();
+        let leaves = match self {
+            Filter::And(parts) | Filter::Or(parts) => parts.as_slice(),
+            _ => std::slice::from_ref(self),
+        };
+        if let Some(combine) = self.two_valued_ranges(partition) {
+            out.extend(blocks.clone().map(|_| combine_identity(combine)));
+            return combine_range_leaves(leaves, combine, partition, blocks, reads, out.iter_mut().collect());
+        }
+        let mut masks = Vec::with_capacity(blocks.len());
+        self.eval_blocks(partition, blocks, params, reads, &mut masks)?;
+        out.extend(masks.iter().map(|mask| mask.t));
+        Ok(())
+    }
+
+    /// How the filter combines its integer-range leaves when it is one over `partition`'s columns without NULLs
+    /// (a single leaf counts as an OR of one), or `None` when it is anything else.
+    fn two_valued_ranges(&self, partition: &Partition) -> Option<Combine> {
+        match self {
+            Filter::IntRange { .. } if is_range_without_nulls(self, partition) => Some(Combine::Or),
+            Filter::And(parts) | Filter::Or(parts)
+                if parts.len() > 1 && parts.iter().all(|part| is_range_without_nulls(part, partition)) =>
+            {
+                Some(if matches!(self, Filter::And(_)) { Combine::And } else { Combine::Or })
+            }
+            _ => None,
+        }
+    }
+
     pub fn eval_blocks(
         &self,
         partition: &Partition,
@@ -422,22 +467,12 @@ impl Filter {
                     out.push(TriMask { t, f: Some(f) });
                 }
             }
-            Filter::And(parts) | Filter::Or(parts)
-                if parts.len() > 1 && parts.iter().all(|part| is_range_without_nulls(part, partition)) =>
-            {
+            Filter::And(parts) | Filter::Or(parts) if let Some(combine) = self.two_valued_ranges(partition) => {
                 // Two-valued logic (no NULLs): each leaf's block masks combine in place, with no intermediate
-                // vectors of masks (the thesis query is three of these ORed, per table).
-                let combine = if matches!(self, Filter::And(_)) { Combine::And } else { Combine::Or };
-                let identity = if combine == Combine::And { ALL } else { NONE };
-                out.extend(blocks.clone().map(|_| TriMask::exact(identity)));
-                for part in parts {
-                    let Filter::IntRange { column, low, high } = part else { unreachable!("checked above") };
-                    let (ColumnData::Int(ints) | ColumnData::Bool(ints)) = partition.column(*column).data() else {
-                        unreachable!("checked above")
-                    };
-                    let masks = out.iter_mut().map(|result| &mut result.t);
-                    reads[*column] += ints.combine_range_masks(blocks.clone(), *low, *high, combine, masks);
-                }
+                // vectors of masks.
+                out.extend(blocks.clone().map(|_| TriMask::exact(combine_identity(combine))));
+                let masks: Vec<&mut BlockMask> = out.iter_mut().map(|result| &mut result.t).collect();
+                combine_range_leaves(parts, combine, partition, blocks, reads, masks)?;
             }
             Filter::And(parts) | Filter::Or(parts) => {
                 let is_and = matches!(self, Filter::And(_));
@@ -473,6 +508,37 @@ impl Filter {
         }
         Ok(())
     }
+}
+
+/// The mask a combination starts from: nothing for an OR, everything for an AND.
+fn combine_identity(combine: Combine) -> BlockMask {
+    match combine {
+        Combine::Or => NONE,
+        Combine::And => ALL,
+    }
+}
+
+/// Combines integer-range `leaves` (each checked by [`is_range_without_nulls`]) into `masks`, one per block of
+/// `blocks`, which start as the combination's identity.
+fn combine_range_leaves(
+    leaves: &[Filter],
+    combine: Combine,
+    partition: &Partition,
+    blocks: Range<usize>,
+    reads: &mut [u64],
+    mut masks: Vec<&mut BlockMask>,
+) -> Result<(), ExecError> {
+    for leaf in leaves {
+        let Filter::IntRange { column, low, high } = leaf else {
+            return Err(ExecError::internal("combined range leaf is not an integer range"));
+        };
+        let (ColumnData::Int(ints) | ColumnData::Bool(ints)) = partition.column(*column).data() else {
+            return Err(ExecError::internal("integer range on a non-integer column"));
+        };
+        let leaf_masks = masks.iter_mut().map(|mask| &mut **mask);
+        reads[*column] += ints.combine_range_masks(blocks.clone(), *low, *high, combine, leaf_masks);
+    }
+    Ok(())
 }
 
 /// Whether `filter` is an integer range over a column of `partition` that has no NULLs.
@@ -604,9 +670,20 @@ mod tests {
         let partition = partition();
         let filter = compile(expr, &[]).unwrap();
         assert!(!matches!(filter, Filter::Rows(_)), "{expr:?} did not compile to a block filter");
+        // The scan's plain TRUE masks (combined in place where the filter allows) say what the three-valued ones
+        // do, and account the same bytes.
+        let (mut true_reads, mut tri_reads) = (vec![0; 5], vec![0; 5]);
+        let (mut trues, mut tris) = (Vec::new(), Vec::new());
+        filter.true_masks(&partition, 0..partition.blocks(), &[], &mut true_reads, &mut trues).unwrap();
+        filter.eval_blocks(&partition, 0..partition.blocks(), &[], &mut tri_reads, &mut tris).unwrap();
+        assert_eq!(true_reads, tri_reads, "bytes read by {expr:?}");
+        assert_eq!(trues.len(), partition.blocks());
         for block in 0..partition.blocks() {
             let mask = filter.eval_block(&partition, block, &[]).unwrap();
             let tail = tail_mask(partition.rows(), block);
+            let (plain, tri) = (and_masks(&trues[block], &tail), and_masks(&tris[block].t, &tail));
+            assert_eq!(plain, and_masks(&mask.t, &tail), "block {block} of {expr:?}");
+            assert_eq!(tri, and_masks(&mask.t, &tail), "block {block} of {expr:?}");
             for i in 0..BLOCK_ROWS {
                 let row = block * BLOCK_ROWS + i;
                 if tail[i / 64] >> (i % 64) & 1 == 0 {

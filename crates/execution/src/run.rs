@@ -440,7 +440,7 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
     let mut reads = vec![0u64; partition.columns().len()];
     let mut masks = Vec::with_capacity(blocks.len());
     if let Some(filter) = &job.filter {
-        filter.eval_blocks(partition, blocks.clone(), params, &mut reads, &mut masks)?;
+        filter.true_masks(partition, blocks.clone(), params, &mut reads, &mut masks)?;
     }
     let rows_in_partition = partition.rows();
     let mut scanned = 0u64;
@@ -462,8 +462,8 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
         let tail = if full { ALL_ROWS } else { tail_mask(rows_in_partition, block) };
         scanned += if full { BLOCK_ROWS as u64 } else { u64::from(bitpack::count(&tail)) };
         let mask: BlockMask = match (masks.get(position), full) {
-            (Some(filtered), true) => filtered.t,
-            (Some(filtered), false) => std::array::from_fn(|i| filtered.t[i] & tail[i]),
+            (Some(filtered), true) => *filtered,
+            (Some(filtered), false) => std::array::from_fn(|i| filtered[i] & tail[i]),
             (None, _) => tail,
         };
         let selected = bitpack::count(&mask);

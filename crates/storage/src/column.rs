@@ -64,7 +64,11 @@ pub enum Combine {
 enum Zone {
     None,
     All,
-    Some { code_low: i128, code_high: i128 },
+    /// Codes in `[code_low, code_low + span]` are selected (the query's range in the block's code space).
+    Some {
+        code_low: u64,
+        span: u64,
+    },
 }
 
 /// Frame-of-reference bit-packed integers.
@@ -199,14 +203,14 @@ impl IntColumn {
                 (Zone::None, Combine::Or) | (Zone::All, Combine::And) => {}
                 (Zone::None, Combine::And) => *mask = [0; MASK_WORDS],
                 (Zone::All, Combine::Or) => *mask = [u64::MAX; MASK_WORDS],
-                (&Zone::Some { code_low, code_high }, _) => {
+                (&Zone::Some { code_low, span }, _) => {
                     if next_read == Some(index) {
                         next_read = zones[index + 1..].iter().position(must_read).map(|n| index + 1 + n);
                         if let Some(next) = next_read {
                             self.prefetch_block(blocks.start + next);
                         }
                     }
-                    self.read_block_mask(block, code_low, code_high, &mut selected);
+                    self.read_block_mask(block, code_low, span, &mut selected);
                     bytes_read += self.bytes_of_blocks(block..block + 1);
                     for (word, leaf) in mask.iter_mut().zip(&selected) {
                         match combine {
@@ -234,7 +238,7 @@ impl IntColumn {
     /// code range lies wholly outside `[low, high]` selects nothing, and one wholly inside selects everything,
     /// without a byte of it being loaded.
     pub fn range_mask(&self, block: usize, low: i64, high: i64, out: &mut BlockMask) -> bool {
-        let (code_low, code_high) = match self.zone(block, low, high) {
+        let (code_low, span) = match self.zone(block, low, high) {
             Zone::None => {
                 *out = [0; MASK_WORDS];
                 return false;
@@ -243,29 +247,29 @@ impl IntColumn {
                 *out = [u64::MAX; MASK_WORDS];
                 return false;
             }
-            Zone::Some { code_low, code_high } => (code_low, code_high),
+            Zone::Some { code_low, span } => (code_low, span),
         };
-        self.read_block_mask(block, code_low, code_high, out);
+        self.read_block_mask(block, code_low, span, out);
         true
     }
 
-    /// Sets `out` to the rows of `block` whose code lies in `[code_low, code_high]` (a range the zone map could
-    /// not settle), reading the block.
-    fn read_block_mask(&self, block: usize, code_low: i128, code_high: i128, out: &mut BlockMask) {
+    /// Sets `out` to the rows of `block` whose code lies in `[code_low, code_low + span]` (a range the zone map
+    /// could not settle), reading the block.
+    fn read_block_mask(&self, block: usize, code_low: u64, span: u64, out: &mut BlockMask) {
         let meta = self.blocks[block];
         let words = self.block_words(block);
         if meta.width == WIDE {
             *out = [0; MASK_WORDS];
-            let (lo, span) = (code_low as u64, (code_high - code_low) as u64);
             for row in 0..BLOCK_ROWS {
                 let code = u64::from(words[2 * row]) | (u64::from(words[2 * row + 1]) << 32);
-                if code.wrapping_sub(lo) <= span {
+                if code.wrapping_sub(code_low) <= span {
                     out[row / 64] |= 1 << (row % 64);
                 }
             }
             return;
         }
-        bitpack::range_mask(words, u32::from(meta.width), code_low as u32, (code_high - code_low) as u32, out);
+        // Not wide: every code, so both bounds, fit in 32 bits.
+        bitpack::range_mask(words, u32::from(meta.width), code_low as u32, span as u32, out);
     }
 
     /// What block `block`'s frame of reference says about `[low, high]`: no row can be in it, every row is, or
@@ -283,7 +287,7 @@ impl IntColumn {
         } else if code_low == 0 && code_high == max_code {
             Zone::All
         } else {
-            Zone::Some { code_low, code_high }
+            Zone::Some { code_low: code_low as u64, span: (code_high - code_low) as u64 }
         }
     }
 
