@@ -82,8 +82,10 @@ pub struct EngineReport {
     pub bytes_per_row: f64,
     /// Bytes per value per column of TBL_0.
     pub bytes_per_value: Vec<(String, f64)>,
-    /// The reference read bandwidth.
+    /// The reference read bandwidth: the higher of `reference_samples_bytes_per_s`.
     pub reference_read_bytes_per_s: f64,
+    /// The reference measured before and after the queries.
+    pub reference_samples_bytes_per_s: [f64; 2],
     /// DuckDB's version, when it ran.
     pub duckdb_version: Option<String>,
     /// Why DuckDB did not run.
@@ -142,26 +144,35 @@ pub fn run(options: &EngineOptions, mut progress: impl FnMut(&str)) -> Result<En
         .collect();
 
     progress("measuring the read bandwidth with the prober's kernels");
-    let reference_read_bytes_per_s = reference::read_bandwidth(database.topology(), options.reference_bytes)?;
+    let reference_before = reference::read_bandwidth(database.topology(), options.reference_bytes)?;
 
+    // (range_pred, k, sql, counts, times, scan bytes): every cell runs once untimed, then the timed runs go
+    // round-robin over the cells, so that a burst of noise from the other tenants of a shared machine costs many
+    // cells one run each (which their medians shrug off) rather than one cell all of its runs.
     let mut cells = Vec::new();
     for &range_pred in &options.range_preds {
         for k in 0..=6u32 {
-            progress(&format!("numadb: range_pred {range_pred}, {k}/6 on TBL_0"));
+            progress(&format!("numadb: range_pred {range_pred}, {k}/6 on TBL_0 (warm-up)"));
             let sql = thesis_query(k, range_pred);
             let warm = session.execute_one(&sql).map_err(|e| e.to_string())?;
-            let mut times = Vec::with_capacity(options.repetitions);
-            let mut scan_bytes = 0;
-            for _ in 0..options.repetitions {
-                let started = Instant::now();
-                session.execute_one(&sql).map_err(|e| e.to_string())?;
-                times.push(started.elapsed().as_secs_f64());
-                scan_bytes = session.last_result().map_or(0, |r| r.scans.iter().map(|s| s.bytes_read).sum());
-            }
-            let numadb_seconds = median(&mut times);
-            cells.push((range_pred, k, sql, counts(&warm.rows), numadb_seconds, times, scan_bytes));
+            cells.push((range_pred, k, sql, counts(&warm.rows), Vec::with_capacity(options.repetitions), 0u64));
         }
     }
+    for round in 1..=options.repetitions {
+        progress(&format!("numadb: timed round {round} of {} over every query", options.repetitions));
+        for (.., sql, _, times, scan_bytes) in &mut cells {
+            let started = Instant::now();
+            session.execute_one(sql).map_err(|e| e.to_string())?;
+            times.push(started.elapsed().as_secs_f64());
+            *scan_bytes = session.last_result().map_or(0, |r| r.scans.iter().map(|s| s.bytes_read).sum());
+        }
+    }
+
+    // Measured again after the queries, and the higher of the two kept: noise from other tenants only ever
+    // lowers a bandwidth, and a low reference would flatter the scans.
+    progress("measuring the read bandwidth again");
+    let reference_after = reference::read_bandwidth(database.topology(), options.reference_bytes)?;
+    let reference_read_bytes_per_s = reference_before.max(reference_after);
 
     let mut duckdb_version = None;
     let mut duckdb_unavailable = None;
@@ -195,7 +206,8 @@ pub fn run(options: &EngineOptions, mut progress: impl FnMut(&str)) -> Result<En
     let aggregation = cells
         .into_iter()
         .enumerate()
-        .map(|(index, (range_pred, k, _, ours, numadb_seconds, times, scan_bytes))| {
+        .map(|(index, (range_pred, k, _, ours, mut times, scan_bytes))| {
+            let numadb_seconds = median(&mut times);
             let peer = peer_results.get(index);
             let duckdb_seconds = peer.map(|p| {
                 let mut s = p.seconds.clone();
@@ -237,6 +249,7 @@ pub fn run(options: &EngineOptions, mut progress: impl FnMut(&str)) -> Result<En
         bytes_per_row,
         bytes_per_value,
         reference_read_bytes_per_s,
+        reference_samples_bytes_per_s: [reference_before, reference_after],
         duckdb_version,
         duckdb_unavailable,
         aggregation,
@@ -288,6 +301,57 @@ fn lookups(session: &mut Session, options: &EngineOptions) -> Result<(f64, f64, 
     Ok((sql_lookups_per_s, sorted, hash))
 }
 
+/// Full scans are the cells whose range_pred reads (nearly) every block: one sequential stream per column, the
+/// access the reference measures. Selective ones read a scattered share of the blocks, which the zone maps pick.
+const FULL_SCAN_SHARE: f64 = 0.99;
+
+/// The scan-rate goal, judged separately on full and on selective scans: the zone maps make them different scans.
+/// A full scan streams every block; a selective one jumps from block to block, waiting out memory latency at
+/// every jump (and the hardware prefetchers fetch some skipped lines anyway), so its rate falls with its share.
+fn scan_rate_goal(aggregation: &[AggregationRow]) -> String {
+    // Per range_pred: the lowest fraction of the reference, and the bytes read.
+    let mut by_range_pred: Vec<(u64, f64, u64)> = Vec::new();
+    for row in aggregation {
+        match by_range_pred.iter_mut().find(|(range_pred, ..)| *range_pred == row.range_pred) {
+            Some(entry) => {
+                entry.1 = entry.1.min(row.fraction_of_reference);
+                entry.2 = entry.2.max(row.scan_bytes);
+            }
+            None => by_range_pred.push((row.range_pred, row.fraction_of_reference, row.scan_bytes)),
+        }
+    }
+    let most_bytes = by_range_pred.iter().map(|(.., bytes)| *bytes).max().unwrap_or(0).max(1);
+    let share = |bytes: u64| bytes as f64 / most_bytes as f64;
+    let verdict = |fraction: f64| if fraction >= 0.85 { "met" } else { "NOT met" };
+    let describe = |(range_pred, fraction, bytes): &(u64, f64, u64)| {
+        format!(
+            "range_pred {range_pred} at {:.0}% (reads {:.0}% of the blocks)",
+            fraction * 100.0,
+            share(*bytes) * 100.0
+        )
+    };
+    let (full, selective): (Vec<_>, Vec<_>) =
+        by_range_pred.iter().partition(|(.., bytes)| share(*bytes) >= FULL_SCAN_SHARE);
+    let mut out = String::new();
+    let lowest = |cells: &[&(u64, f64, u64)]| cells.iter().map(|c| c.1).fold(f64::MAX, f64::min);
+    if !full.is_empty() {
+        out.push_str(&format!(
+            "  goal scan rate ≥ 85% of the reference read, full scans: {} (lowest per range_pred: {})\n",
+            verdict(lowest(&full)),
+            full.iter().map(|c| describe(c)).collect::<Vec<_>>().join("; ")
+        ));
+    }
+    if !selective.is_empty() {
+        out.push_str(&format!(
+            "  goal scan rate ≥ 85% of the reference read, selective scans (scattered blocks, latency-bound): {} (lowest per range_pred: {})\n",
+            verdict(lowest(&selective)),
+            selective.iter().map(|c| describe(c)).collect::<Vec<_>>().join("; ")
+        ));
+    }
+    out.push('\n');
+    out
+}
+
 /// The report as text.
 pub fn render(report: &EngineReport) -> String {
     let mut out = String::new();
@@ -303,10 +367,12 @@ pub fn render(report: &EngineReport) -> String {
         report.bytes_per_value.iter().map(|(c, b)| format!("{c} {b:.2} B")).collect::<Vec<_>>().join(", ")
     ));
     out.push_str(&format!(
-        "reference: read bandwidth as numadb probe measures it, {} threads, {} MiB per domain: {:.1} GB/s\n\n",
+        "reference: read bandwidth as numadb probe measures it, {} threads, {} MiB per domain: {:.1} GB/s (the higher of {:.1} before and {:.1} after the queries)\n\n",
         report.threads,
         report.reference_bytes >> 20,
-        report.reference_read_bytes_per_s / 1e9
+        report.reference_read_bytes_per_s / 1e9,
+        report.reference_samples_bytes_per_s[0] / 1e9,
+        report.reference_samples_bytes_per_s[1] / 1e9,
     ));
     let peer = match (&report.duckdb_version, &report.duckdb_unavailable) {
         (Some(version), None) => format!("DuckDB {version}, {} threads, same data", report.threads),
@@ -343,36 +409,7 @@ pub fn render(report: &EngineReport) -> String {
             if worst >= 3.0 { "met" } else { "NOT met" }
         ));
     }
-    let worst_fraction = report.aggregation.iter().map(|r| r.fraction_of_reference).fold(f64::MAX, f64::min);
-    // Per range_pred, because the zone maps make them different scans: the widest reads every block in one
-    // stream, the narrowest a scattered fifth of them (latency-bound).
-    let mut by_range_pred: Vec<(u64, f64, u64)> = Vec::new();
-    for row in &report.aggregation {
-        match by_range_pred.iter_mut().find(|(range_pred, ..)| *range_pred == row.range_pred) {
-            Some(entry) => {
-                entry.1 = entry.1.min(row.fraction_of_reference);
-                entry.2 = entry.2.max(row.scan_bytes);
-            }
-            None => by_range_pred.push((row.range_pred, row.fraction_of_reference, row.scan_bytes)),
-        }
-    }
-    let most_bytes = by_range_pred.iter().map(|(.., bytes)| *bytes).max().unwrap_or(0).max(1);
-    let details: Vec<String> = by_range_pred
-        .iter()
-        .map(|(range_pred, fraction, bytes)| {
-            format!(
-                "range_pred {range_pred}: {:.0}% (reads {:.0}% of the blocks)",
-                fraction * 100.0,
-                *bytes as f64 / most_bytes as f64 * 100.0
-            )
-        })
-        .collect();
-    out.push_str(&format!(
-        "  goal scan rate ≥ 85% of the reference read: {} (lowest {:.0}%; lowest per {})\n\n",
-        if worst_fraction >= 0.85 { "met" } else { "NOT met" },
-        worst_fraction * 100.0,
-        details.join(", ")
-    ));
+    out.push_str(&scan_rate_goal(&report.aggregation));
     out.push_str(&format!(
         "point lookups (prepared SELECT \"C1\" … WHERE \"C0\" = $1, one session, random keys): {:.0} per second per core ({:.2} µs each)\n",
         report.sql_lookups_per_s,
@@ -387,4 +424,39 @@ pub fn render(report: &EngineReport) -> String {
         report.chase_latency_ns
     ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(range_pred: u64, k: u32, scan_bytes: u64, fraction_of_reference: f64) -> AggregationRow {
+        AggregationRow {
+            range_pred,
+            k,
+            numadb_ms: 1.0,
+            numadb_spread_ms: (1.0, 1.0),
+            duckdb_ms: None,
+            speedup: None,
+            scan_bytes,
+            scan_bytes_per_s: 0.0,
+            fraction_of_reference,
+            results_agree: None,
+        }
+    }
+
+    #[test]
+    fn the_scan_rate_goal_judges_full_and_selective_scans_apart_by_their_lowest_cell() {
+        let cells = [row(10, 0, 190, 0.45), row(10, 6, 190, 0.50), row(1000, 0, 1000, 0.86), row(1000, 6, 1000, 0.90)];
+        let text = scan_rate_goal(&cells);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].contains("full scans: met"), "{text}");
+        assert!(lines[0].contains("range_pred 1000 at 86% (reads 100% of the blocks)"), "{text}");
+        assert!(lines[1].contains("selective scans") && lines[1].contains("NOT met"), "{text}");
+        assert!(lines[1].contains("range_pred 10 at 45% (reads 19% of the blocks)"), "{text}");
+
+        let cells = [row(1000, 0, 1000, 0.84), row(1000, 6, 1000, 0.90)];
+        let text = scan_rate_goal(&cells);
+        assert!(text.contains("full scans: NOT met") && !text.contains("selective"), "{text}");
+    }
 }
