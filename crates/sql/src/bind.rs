@@ -253,6 +253,26 @@ impl<'a> Binder<'a> {
                 expr: Box::new(self.bind_expr(inner, scope)?),
                 negated: matches!(expr, E::IsNotNull(_)),
             }),
+            E::IsUnknown(inner) | E::IsNotUnknown(inner) => {
+                let inner = self.bind_expr(inner, scope)?;
+                let inner = self.expect_boolean(inner, "IS UNKNOWN")?;
+                Ok(Expr::IsNull { expr: Box::new(inner), negated: matches!(expr, E::IsNotUnknown(_)) })
+            }
+            // Never NULL, so built from IS NULL and the value itself: `x IS TRUE` is `x IS NOT NULL AND x`,
+            // `x IS NOT TRUE` is `x IS NULL OR NOT x`, and the same with `NOT x` for FALSE.
+            E::IsTrue(inner) | E::IsNotTrue(inner) | E::IsFalse(inner) | E::IsNotFalse(inner) => {
+                let inner = self.bind_expr(inner, scope)?;
+                let inner = self.expect_boolean(inner, "IS TRUE")?;
+                let negated = matches!(expr, E::IsNotTrue(_) | E::IsNotFalse(_));
+                let value = if matches!(expr, E::IsTrue(_) | E::IsNotTrue(_)) == negated {
+                    Expr::Not(Box::new(inner.clone()))
+                } else {
+                    inner.clone()
+                };
+                let is_null = Expr::IsNull { expr: Box::new(inner), negated: !negated };
+                let op = if negated { BinaryOp::Or } else { BinaryOp::And };
+                Ok(Expr::Binary { op, left: Box::new(is_null), right: Box::new(value), data_type: DataType::Boolean })
+            }
             E::Between { expr: inner, negated, low, high } => {
                 let inner = self.bind_expr(inner, scope)?;
                 let low = self.bind_expr(low, scope)?;
@@ -501,8 +521,11 @@ impl<'a> Binder<'a> {
         let arguments: Vec<&FunctionArgExpr> = match &function.args {
             FunctionArguments::None => Vec::new(),
             FunctionArguments::List(list) => {
-                if list.duplicate_treatment.is_some() {
+                if matches!(list.duplicate_treatment, Some(ast::DuplicateTreatment::Distinct)) {
                     return Err(unsupported("DISTINCT in aggregates"));
+                }
+                if !list.clauses.is_empty() {
+                    return Err(unsupported("a clause inside a function's arguments (ORDER BY, LIMIT, …)"));
                 }
                 list.args
                     .iter()
@@ -516,6 +539,16 @@ impl<'a> Binder<'a> {
         };
         if function.over.is_some() {
             return Err(unsupported("window functions"));
+        }
+        // Clauses that change what an aggregate sees must be refused, not ignored: ignoring them gives wrong answers.
+        if function.filter.is_some() {
+            return Err(unsupported("a FILTER clause on an aggregate"));
+        }
+        if !function.within_group.is_empty() {
+            return Err(unsupported("WITHIN GROUP"));
+        }
+        if function.null_treatment.is_some() {
+            return Err(unsupported("IGNORE NULLS or RESPECT NULLS"));
         }
         let aggregate = match name.as_str() {
             "count" => Some(AggregateFunction::Count),
@@ -595,15 +628,41 @@ impl<'a> Binder<'a> {
             }
             Some(LimitClause::OffsetCommaLimit { offset, limit }) => (Some(limit), Some(offset)),
         };
-        let limit = limit.map(|e| self.bind_constant(e, Some(DataType::BigInt))).transpose()?;
+        // `FETCH FIRST n ROWS ONLY` is the standard's LIMIT (PostgreSQL refuses both in one query).
+        let fetched = match &query.fetch {
+            None => None,
+            Some(fetch) if fetch.with_ties => return Err(unsupported("FETCH … WITH TIES")),
+            Some(fetch) if fetch.percent => return Err(unsupported("FETCH … PERCENT")),
+            Some(_) if limit.is_some() => {
+                return Err(ExecError::new(sqlstate::SYNTAX_ERROR, "LIMIT and FETCH cannot be used together"));
+            }
+            Some(fetch) => Some(match &fetch.quantity {
+                Some(quantity) => self.bind_constant(quantity, Some(DataType::BigInt))?,
+                None => Expr::literal(Value::Int(1), DataType::BigInt), // FETCH FIRST ROW ONLY
+            }),
+        };
+        if !query.locks.is_empty() {
+            return Err(unsupported("a FOR UPDATE or FOR SHARE clause"));
+        }
+        if query.for_clause.is_some() || query.settings.is_some() || query.format_clause.is_some() {
+            return Err(unsupported("a FOR, SETTINGS or FORMAT clause"));
+        }
+        if !query.pipe_operators.is_empty() {
+            return Err(unsupported("pipe operators"));
+        }
+        let limit = match fetched {
+            Some(fetched) => Some(fetched),
+            None => limit.map(|e| self.bind_constant(e, Some(DataType::BigInt))).transpose()?,
+        };
         let offset = offset.map(|e| self.bind_constant(e, Some(DataType::BigInt))).transpose()?;
-        let order_by: Vec<&ast::OrderByExpr> = match &query.order_by {
+        let order_items: Vec<ast::OrderByExpr> = match &query.order_by {
             None => Vec::new(),
             Some(order) => match &order.kind {
-                OrderByKind::Expressions(exprs) => exprs.iter().collect(),
+                OrderByKind::Expressions(exprs) => exprs.iter().map(plain_order_item).collect::<Result<_, _>>()?,
                 OrderByKind::All(_) => return Err(unsupported("ORDER BY ALL")),
             },
         };
+        let order_by: Vec<&ast::OrderByExpr> = order_items.iter().collect();
         match query.body.as_ref() {
             SetExpr::Select(select) => self.plan_select(select, &order_by, limit, offset),
             body => {
@@ -750,9 +809,18 @@ impl<'a> Binder<'a> {
         }
         let (table, qualifier) = match select.from.first().map(|f| &f.relation) {
             None => (None, None),
-            Some(TableFactor::Table { name, alias, args, .. }) => {
+            Some(TableFactor::Table { name, alias, args, sample, with_ordinality, version, .. }) => {
                 if args.is_some() {
                     return Err(unsupported("table functions"));
+                }
+                if sample.is_some() {
+                    return Err(unsupported("TABLESAMPLE"));
+                }
+                if *with_ordinality || version.is_some() {
+                    return Err(unsupported("WITH ORDINALITY or time travel"));
+                }
+                if alias.as_ref().is_some_and(|alias| !alias.columns.is_empty()) {
+                    return Err(unsupported("a column alias list in FROM"));
                 }
                 let table = self.source.resolve(name)?;
                 let qualifier = match alias {
@@ -763,6 +831,22 @@ impl<'a> Binder<'a> {
             }
             Some(_) => return Err(unsupported("subqueries in FROM")),
         };
+        if select.into.is_some() {
+            return Err(unsupported("SELECT INTO").with_hint("use CREATE TABLE and INSERT INTO … SELECT"));
+        }
+        if select.top.is_some()
+            || select.exclude.is_some()
+            || select.prewhere.is_some()
+            || select.qualify.is_some()
+            || !select.lateral_views.is_empty()
+            || !select.connect_by.is_empty()
+            || !select.cluster_by.is_empty()
+            || !select.distribute_by.is_empty()
+            || !select.sort_by.is_empty()
+            || !select.named_window.is_empty()
+        {
+            return Err(unsupported("this SELECT clause"));
+        }
         let scope = Scope { table: table.as_deref(), qualifier };
         if select.having.is_some() && table.is_none() {
             return Err(unsupported("HAVING without FROM"));
@@ -1027,6 +1111,29 @@ fn mismatch(expr: &Expr, target: DataType) -> ExecError {
         format!("expression is of type {} but {target} is expected", expr.data_type()),
     )
     .with_hint("You will need to rewrite or cast the expression.")
+}
+
+/// An ORDER BY item with `USING <` / `USING >` turned into ASC / DESC (the only operators whose order numadb
+/// knows), and anything it cannot honour refused rather than ignored.
+fn plain_order_item(item: &ast::OrderByExpr) -> Result<ast::OrderByExpr, ExecError> {
+    if item.with_fill.is_some() {
+        return Err(unsupported("ORDER BY … WITH FILL"));
+    }
+    let mut item = item.clone();
+    if let Some(ast::OrderBySort::Using(operator)) = &item.options.sort {
+        item.options.sort = match object_name(operator).join(".").as_str() {
+            "<" => Some(ast::OrderBySort::Asc),
+            ">" => Some(ast::OrderBySort::Desc),
+            other => {
+                return Err(ExecError::new(
+                    sqlstate::UNDEFINED_FUNCTION,
+                    format!("operator {other} is not a valid ordering operator"),
+                )
+                .with_hint("ordering operators must be \"<\" or \">\""));
+            }
+        };
+    }
+    Ok(item)
 }
 
 fn sort_key(expr: Expr, options: &ast::OrderByOptions) -> SortKey {

@@ -89,7 +89,18 @@ fn predicate(rng: &mut Rng, depth: u32) -> String {
             let pattern = rng.pick(&["'a%'", "'%e%'", "'_ee'", "'%t'", "'c_t'", "'%'"]);
             format!("s {}LIKE {pattern}", if rng.chance(30) { "NOT " } else { "" })
         }
-        13 => rng.pick(&["f", "NOT f", "f = true", "f <> false"]).to_string(),
+        13 => rng
+            .pick(&[
+                "f",
+                "NOT f",
+                "f = true",
+                "f <> false",
+                "f IS TRUE",
+                "f IS NOT TRUE",
+                "f IS FALSE",
+                "f IS NOT FALSE",
+            ])
+            .to_string(),
         1 if column != "f" => {
             let (x, y) = (literal(rng, column), literal(rng, column));
             format!("{column} {}BETWEEN {x} AND {y}", if rng.chance(30) { "NOT " } else { "" })
