@@ -320,11 +320,6 @@ impl Filter {
         Ok(out[0])
     }
 
-    /// Evaluates the filter on blocks `blocks` of a partition into `out` (one mask per block), adding to
-    /// `reads[c]` the bytes of column `c` it actually loaded (blocks a zone map rules in or out cost nothing).
-    ///
-    /// Work goes column by column over the whole range, not block by block over every column: each leaf streams
-    /// one column's consecutive blocks, which keeps the hardware prefetchers on one sequential stream at a time.
     /// The TRUE rows of each block of `blocks`: what a scan keeps, since FALSE and UNKNOWN rows both drop out.
     /// One plain mask per block in `out` (cleared first), and the bytes each column loaded added to `reads`.
     ///
@@ -370,6 +365,11 @@ impl Filter {
         }
     }
 
+    /// Evaluates the filter on blocks `blocks` of a partition into `out` (one mask per block), adding to
+    /// `reads[c]` the bytes of column `c` it actually loaded (blocks a zone map rules in or out cost nothing).
+    ///
+    /// Work goes column by column over the whole range, not block by block over every column: each leaf streams
+    /// one column's consecutive blocks, which keeps the hardware prefetchers on one sequential stream at a time.
     pub fn eval_blocks(
         &self,
         partition: &Partition,
