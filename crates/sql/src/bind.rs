@@ -832,7 +832,9 @@ impl<'a> Binder<'a> {
             Some(_) => return Err(unsupported("subqueries in FROM")),
         };
         if select.into.is_some() {
-            return Err(unsupported("SELECT INTO").with_hint("create the table, then load it with INSERT … VALUES or COPY"));
+            return Err(
+                unsupported("SELECT INTO").with_hint("create the table, then load it with INSERT … VALUES or COPY")
+            );
         }
         if select.top.is_some()
             || select.exclude.is_some()
