@@ -337,7 +337,7 @@ fn scan_rate_goal(aggregation: &[AggregationRow]) -> String {
     let verdict = |fraction: f64| if fraction >= 0.85 { "met" } else { "NOT met" };
     let describe = |(range_pred, fraction, bytes): &(u64, f64, u64)| {
         format!(
-            "range_pred {range_pred} at {:.0}% (reads {:.0}% of the blocks)",
+            "range_pred {range_pred} at {:.1}% (reads {:.0}% of the blocks)",
             fraction * 100.0,
             share(*bytes) * 100.0
         )
@@ -469,9 +469,9 @@ mod tests {
         let text = scan_rate_goal(&cells);
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].contains("full scans: met"), "{text}");
-        assert!(lines[0].contains("range_pred 1000 at 86% (reads 100% of the blocks)"), "{text}");
+        assert!(lines[0].contains("range_pred 1000 at 86.0% (reads 100% of the blocks)"), "{text}");
         assert!(lines[1].contains("selective scans") && lines[1].contains("NOT met"), "{text}");
-        assert!(lines[1].contains("range_pred 10 at 45% (reads 19% of the blocks)"), "{text}");
+        assert!(lines[1].contains("range_pred 10 at 45.0% (reads 19% of the blocks)"), "{text}");
 
         let cells = [row(1000, 0, 1000, 0.84), row(1000, 6, 1000, 0.90)];
         let text = scan_rate_goal(&cells);
