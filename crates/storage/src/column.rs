@@ -236,9 +236,7 @@ impl IntColumn {
 
     /// Asks for block `block`'s words to be loaded into the cache (see [`bitpack::prefetch`]).
     fn prefetch_block(&self, block: usize) {
-        let meta = self.blocks[block];
-        let start = meta.offset as usize;
-        bitpack::prefetch(&self.words[start..start + meta.words()]);
+        bitpack::prefetch(self.block_words(block));
     }
 
     /// Sets `out` to the rows of `block` whose value lies in `[low, high]` (inclusive). NULL rows and rows past
@@ -267,8 +265,7 @@ impl IntColumn {
     /// could not settle), reading the block.
     fn read_block_mask(&self, block: usize, code_low: u64, span: u64, out: &mut BlockMask) -> u64 {
         let meta = self.blocks[block];
-        let start = meta.offset as usize;
-        let words = &self.words[start..start + meta.words()];
+        let words = self.block_words(block);
         if meta.width == WIDE {
             *out = [0; MASK_WORDS];
             for row in 0..BLOCK_ROWS {
