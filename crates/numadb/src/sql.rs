@@ -40,7 +40,9 @@ pub struct SqlArgs {
     /// Seed of the generated data.
     #[arg(long, default_value_t = 42)]
     seed: u64,
-    /// Print results as JSON (one array of row objects per statement).
+    /// Print results as JSON: one document for the whole run, an array with an object per statement: its
+    /// `command` tag, and for a query its `columns` (name and type) and `rows` (arrays in column order), or, for a
+    /// statement that failed, its `error` (`sqlstate`, `message`, `detail`, `hint`).
     #[arg(long)]
     json: bool,
     /// Print how long each statement took.
@@ -57,7 +59,7 @@ pub fn run(args: SqlArgs) -> anyhow::Result<()> {
     if let Some(rows) = args.load_thesis {
         load_thesis(&mut session, rows, args.seed)?;
     }
-    let mut shell = Shell { timing: args.timing, json: args.json };
+    let mut shell = Shell { timing: args.timing, json: args.json.then(Vec::new) };
     if !args.commands.is_empty() || !args.files.is_empty() {
         let mut failed = false;
         for command in &args.commands {
@@ -73,6 +75,7 @@ pub fn run(args: SqlArgs) -> anyhow::Result<()> {
             let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
             failed |= !shell.run(&mut session, &text);
         }
+        shell.print_json();
         if failed {
             std::process::exit(1);
         }
@@ -81,7 +84,9 @@ pub fn run(args: SqlArgs) -> anyhow::Result<()> {
     if !std::io::stdin().is_terminal() {
         let mut text = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)?;
-        if !shell.run(&mut session, &text) {
+        let ok = shell.run(&mut session, &text);
+        shell.print_json();
+        if !ok {
             std::process::exit(1);
         }
         return Ok(());
@@ -166,7 +171,8 @@ fn with_progress_bar<T>(progress: &Progress, work: impl FnOnce() -> T) -> T {
 
 struct Shell {
     timing: bool,
-    json: bool,
+    /// With `--json`: the results so far, printed as one document by [`Shell::print_json`].
+    json: Option<Vec<serde_json::Value>>,
 }
 
 impl Shell {
@@ -180,25 +186,33 @@ impl Shell {
         let results = with_progress_bar(&progress, || session.execute(sql));
         let elapsed = started.elapsed();
         let mut ok = true;
-        let mut json_results = Vec::new();
         for result in results {
-            match result {
-                Ok(output) if self.json => json_results.push(output_json(&output)),
-                Ok(output) => print!("{}", render(&output)),
-                Err(error) => {
+            match (result, &mut self.json) {
+                (Ok(output), Some(json)) => json.push(output_json(&output)),
+                (Ok(output), None) => print!("{}", render(&output)),
+                (Err(error), json) => {
                     ok = false;
                     eprint!("{}", render_error(&error));
+                    if let Some(json) = json {
+                        json.push(error_json(&error));
+                    }
                 }
             }
-        }
-        if self.json && !json_results.is_empty() {
-            println!("{}", serde_json::to_string_pretty(&json_results).unwrap_or_default());
         }
         if self.timing {
             eprintln!("Time: {:.3} ms", elapsed.as_secs_f64() * 1e3);
         }
         let _ = std::io::stdout().flush();
         ok
+    }
+
+    /// Prints the JSON document of the results so far (with `--json`) and starts a new one.
+    fn print_json(&mut self) {
+        if let Some(json) = &mut self.json {
+            let document = serde_json::Value::Array(std::mem::take(json));
+            println!("{}", serde_json::to_string_pretty(&document).unwrap_or_default());
+            let _ = std::io::stdout().flush();
+        }
     }
 
     fn meta_command(&mut self, session: &mut Session, command: &str) -> bool {
@@ -292,6 +306,7 @@ impl Shell {
                     if buffer.is_empty() && line.trim_start().starts_with('\\') {
                         let _ = editor.add_history_entry(line.as_str());
                         self.run(session, &line);
+                        self.print_json();
                         continue;
                     }
                     buffer.push_str(&line);
@@ -300,6 +315,7 @@ impl Shell {
                         let _ = editor.add_history_entry(buffer.trim());
                         let statement = std::mem::take(&mut buffer);
                         self.run(session, &statement);
+                        self.print_json();
                     }
                 }
                 Err(rustyline::error::ReadlineError::Interrupted) => buffer.clear(),
@@ -364,28 +380,37 @@ fn output_json(output: &QueryOutput) -> serde_json::Value {
     if !output.has_rows() {
         return serde_json::json!({ "command": output.tag });
     }
+    // Rows are arrays, not objects keyed by column name: names repeat (`SELECT a, a`, two `?column?`s) and
+    // objects do not keep their keys' order.
+    let columns: Vec<serde_json::Value> =
+        output.columns.iter().map(|c| serde_json::json!({ "name": c.name, "type": c.data_type.sql_name() })).collect();
     let rows: Vec<serde_json::Value> = output
         .rows
         .iter()
         .map(|row| {
-            let object: serde_json::Map<String, serde_json::Value> = output
-                .columns
-                .iter()
-                .zip(row)
-                .map(|(column, value)| {
-                    let json = match value {
-                        Value::Null => serde_json::Value::Null,
-                        Value::Int(v) => serde_json::json!(v),
-                        Value::Double(v) if v.is_finite() => serde_json::json!(v),
-                        Value::Double(v) => serde_json::json!(v.to_string()),
-                        Value::Text(t) => serde_json::json!(t.as_ref()),
-                        Value::Bool(b) => serde_json::json!(b),
-                    };
-                    (column.name.clone(), json)
+            row.iter()
+                .map(|value| match value {
+                    Value::Null => serde_json::Value::Null,
+                    Value::Int(v) => serde_json::json!(v),
+                    Value::Double(v) if v.is_finite() => serde_json::json!(v),
+                    // JSON has no NaN or infinities: PostgreSQL's spelling, as text.
+                    Value::Double(v) => serde_json::json!(Value::Double(*v).to_pg_text().unwrap_or_default()),
+                    Value::Text(t) => serde_json::json!(t.as_ref()),
+                    Value::Bool(b) => serde_json::json!(b),
                 })
-                .collect();
-            serde_json::Value::Object(object)
+                .collect()
         })
         .collect();
-    serde_json::json!({ "command": output.tag, "rows": rows })
+    serde_json::json!({ "command": output.tag, "columns": columns, "rows": rows })
+}
+
+fn error_json(error: &SqlError) -> serde_json::Value {
+    serde_json::json!({
+        "error": {
+            "sqlstate": error.sqlstate.to_string(),
+            "message": error.message,
+            "detail": error.detail,
+            "hint": error.hint,
+        }
+    })
 }

@@ -242,3 +242,31 @@ fn the_tour_probes_runs_the_workloads_and_writes_one_report() {
     assert!(dir.join("probe/report.html").exists() && dir.join("tour.json").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn sql_json_is_one_document_with_columns_in_order_and_errors_with_their_sqlstate() {
+    let output = numadb(&[
+        "sql",
+        "--json",
+        "-c",
+        "CREATE TABLE t (a INTEGER, b TEXT, d DOUBLE PRECISION); INSERT INTO t VALUES (2, 'x', 0.5), (1, NULL, NULL)",
+        "-c",
+        "SELECT b, a, a AS b, d FROM t ORDER BY a",
+        "-c",
+        "SELECT missing FROM t",
+    ]);
+    assert!(!output.status.success(), "the failed statement makes the exit status 1");
+    let document: serde_json::Value = serde_json::from_str(&stdout(&output)).expect("--json prints one document");
+    let statements = document.as_array().unwrap();
+    assert_eq!(statements.len(), 4, "{document:#}");
+    assert_eq!(statements[0]["command"], "CREATE TABLE");
+    assert_eq!(statements[1]["command"], "INSERT 0 2");
+    let select = &statements[2];
+    assert_eq!(select["command"], "SELECT 2");
+    let names: Vec<&str> = select["columns"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["b", "a", "b", "d"], "in the query's order, a repeated name kept");
+    assert_eq!(select["columns"][1]["type"], "integer");
+    assert_eq!(select["rows"], serde_json::json!([[null, 1, 1, null], ["x", 2, 2, 0.5]]));
+    assert_eq!(statements[3]["error"]["sqlstate"], "42703", "{document:#}");
+    assert!(stderr(&output).contains("42703"), "the error is on stderr too");
+}
