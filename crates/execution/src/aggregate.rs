@@ -1,6 +1,6 @@
 //! Aggregate functions: accumulate per task, merge partials, finish with PostgreSQL's result types.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use numadb_storage::{DataType, Value};
 
@@ -57,6 +57,8 @@ pub struct AggregateCall {
     pub function: AggregateFunction,
     /// Its argument (`None` for `COUNT(*)`).
     pub argument: Option<Expr>,
+    /// `count(DISTINCT x)` and the like: each distinct non-NULL value is aggregated once.
+    pub distinct: bool,
     /// The result type.
     pub data_type: DataType,
 }
@@ -81,12 +83,25 @@ pub enum Accumulator {
         /// Values.
         count: i64,
     },
+    /// A DISTINCT aggregate: the distinct non-NULL values seen (partials merge by union), aggregated by `empty`
+    /// (the function's empty state) when finished.
+    Distinct {
+        /// Values seen.
+        values: HashSet<Value>,
+        /// The aggregate's empty state.
+        empty: Box<Accumulator>,
+    },
 }
 
 impl Accumulator {
     /// The empty state of `call`.
     pub fn new(call: &AggregateCall) -> Self {
         let input = call.argument.as_ref().map(Expr::data_type);
+        // MIN and MAX ignore DISTINCT: the extreme is the same.
+        if call.distinct && !matches!(call.function, AggregateFunction::Min | AggregateFunction::Max) {
+            let empty = Accumulator::new(&AggregateCall { distinct: false, ..call.clone() });
+            return Accumulator::Distinct { values: HashSet::new(), empty: Box::new(empty) };
+        }
         match call.function {
             AggregateFunction::CountStar | AggregateFunction::Count => Accumulator::Count(0),
             AggregateFunction::Sum if input == Some(DataType::Double) => Accumulator::DoubleSum(None),
@@ -143,6 +158,11 @@ impl Accumulator {
                 *sum += v;
                 *count += 1;
             }
+            Accumulator::Distinct { values, .. } => {
+                if !values.contains(value) {
+                    values.insert(value.clone());
+                }
+            }
         }
     }
 
@@ -170,6 +190,7 @@ impl Accumulator {
                 *s += sum as f64;
                 *c += count;
             }
+            Accumulator::Distinct { .. } => unreachable!("DISTINCT aggregates take no fast path (they need values)"),
         }
     }
 
@@ -189,6 +210,9 @@ impl Accumulator {
                 *a += b;
                 *n += m;
             }
+            (Accumulator::Distinct { values: a, .. }, Accumulator::Distinct { values: b, .. }) => {
+                a.extend(b.iter().cloned())
+            }
             _ => {}
         }
     }
@@ -206,6 +230,11 @@ impl Accumulator {
             Accumulator::Min(value) | Accumulator::Max(value) => value.clone().unwrap_or(Value::Null),
             Accumulator::Avg { count: 0, .. } => Value::Null,
             Accumulator::Avg { sum, count } => Value::Double(sum / *count as f64),
+            Accumulator::Distinct { values, empty } => {
+                let mut accumulator = (**empty).clone();
+                values.iter().for_each(|v| accumulator.add(v, false));
+                return accumulator.finish();
+            }
         })
     }
 }
@@ -264,6 +293,7 @@ mod tests {
         AggregateCall {
             function,
             argument: Some(Expr::Column { index: 0, data_type }),
+            distinct: false,
             data_type: function.result_type(Some(data_type)),
         }
     }
@@ -285,7 +315,12 @@ mod tests {
     #[test]
     fn partials_merge() {
         let calls = vec![
-            AggregateCall { function: AggregateFunction::CountStar, argument: None, data_type: DataType::BigInt },
+            AggregateCall {
+                function: AggregateFunction::CountStar,
+                argument: None,
+                distinct: false,
+                data_type: DataType::BigInt,
+            },
             call(AggregateFunction::Min, DataType::Text),
             call(AggregateFunction::Avg, DataType::Integer),
         ];
@@ -305,5 +340,30 @@ mod tests {
         let empty = PartialAggregate::default().finish(&calls, false).unwrap();
         assert_eq!(empty, vec![vec![Value::Int(0), Value::Null, Value::Null]]);
         assert!(PartialAggregate::default().finish(&calls, true).unwrap().is_empty());
+    }
+
+    #[test]
+    fn distinct_aggregates_count_each_value_once_across_partials() {
+        let distinct = |function| AggregateCall { distinct: true, ..call(function, DataType::Integer) };
+        let calls = vec![
+            distinct(AggregateFunction::Count),
+            distinct(AggregateFunction::Sum),
+            distinct(AggregateFunction::Avg),
+            distinct(AggregateFunction::Max),
+            call(AggregateFunction::Count, DataType::Integer),
+        ];
+        let mut left = PartialAggregate::default();
+        let mut right = PartialAggregate::default();
+        for (partial, values) in [(&mut left, [1, 2, 2, 0]), (&mut right, [2, 3, 0, 3])] {
+            let state = partial.groups.entry(vec![]).or_insert_with(|| calls.iter().map(Accumulator::new).collect());
+            for v in values {
+                let value = if v == 0 { Value::Null } else { Value::Int(v) };
+                state.iter_mut().for_each(|a| a.add(&value, false));
+            }
+        }
+        left.merge(right);
+        let rows = left.finish(&calls, false).unwrap();
+        // Distinct non-NULL values 1, 2, 3; six non-NULL values in all.
+        assert_eq!(rows, vec![vec![Value::Int(3), Value::Int(6), Value::Double(2.0), Value::Int(3), Value::Int(6)]]);
     }
 }

@@ -25,6 +25,8 @@ pub mod sqlstate {
     pub const CANNOT_COERCE: &str = "42846";
     /// `42883`
     pub const UNDEFINED_FUNCTION: &str = "42883";
+    /// A name used as the wrong kind of object (DISTINCT on a function that is not an aggregate).
+    pub const WRONG_OBJECT_TYPE: &str = "42809";
     /// `42803`
     pub const GROUPING_ERROR: &str = "42803";
     /// `42P02`

@@ -176,6 +176,99 @@ pub enum Expr {
         /// Target type.
         to: DataType,
     },
+    /// `CASE WHEN c THEN r … ELSE e END`. A simple `CASE x WHEN v THEN …` is bound as conditions `x = v`, and
+    /// `NULLIF` and `IS [NOT] DISTINCT FROM` as CASEs too.
+    Case {
+        /// Conditions and their results, tried in order; the first TRUE condition's result is the value.
+        branches: Vec<(Expr, Expr)>,
+        /// The value when no condition is TRUE (a NULL literal when the query has no ELSE).
+        otherwise: Box<Expr>,
+        /// Result type (every result has it).
+        data_type: DataType,
+    },
+    /// A scalar function call.
+    Function {
+        /// The function.
+        function: ScalarFunction,
+        /// Its arguments.
+        args: Vec<Expr>,
+        /// Result type.
+        data_type: DataType,
+    },
+}
+
+/// Scalar functions, with PostgreSQL's NULL rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScalarFunction {
+    /// `coalesce(a, …)`: the first argument that is not NULL (later ones are not evaluated).
+    Coalesce,
+    /// `greatest(a, …)`: the largest argument, NULLs ignored (NULL only when all are).
+    Greatest,
+    /// `least(a, …)`: the smallest argument, NULLs ignored.
+    Least,
+    /// `abs(x)`; `abs` of the smallest integer is out of range.
+    Abs,
+    /// `lower(text)`.
+    Lower,
+    /// `upper(text)`.
+    Upper,
+    /// `length(text)`, `char_length`: characters, not bytes.
+    Length,
+}
+
+impl ScalarFunction {
+    /// The SQL name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScalarFunction::Coalesce => "coalesce",
+            ScalarFunction::Greatest => "greatest",
+            ScalarFunction::Least => "least",
+            ScalarFunction::Abs => "abs",
+            ScalarFunction::Lower => "lower",
+            ScalarFunction::Upper => "upper",
+            ScalarFunction::Length => "length",
+        }
+    }
+
+    fn eval(self, args: &[Expr], data_type: DataType, row: &[Value], params: &[Value]) -> Result<Value, ExecError> {
+        match self {
+            ScalarFunction::Coalesce => {
+                for arg in args {
+                    let value = arg.eval(row, params)?;
+                    if !value.is_null() {
+                        return Ok(value);
+                    }
+                }
+                Ok(Value::Null)
+            }
+            ScalarFunction::Greatest | ScalarFunction::Least => {
+                let wanted = if self == ScalarFunction::Greatest { BinaryOp::Gt } else { BinaryOp::Lt };
+                let mut best = Value::Null;
+                for arg in args {
+                    let value = arg.eval(row, params)?;
+                    if best.is_null() || compare(wanted, &value, &best) == Value::Bool(true) {
+                        best = if value.is_null() { best } else { value };
+                    }
+                }
+                Ok(best)
+            }
+            ScalarFunction::Abs => match args.first().map(|a| a.eval(row, params)).transpose()? {
+                Some(Value::Int(v)) => checked_int(v.checked_abs(), data_type),
+                Some(Value::Double(v)) => Ok(Value::Double(v.abs())),
+                _ => Ok(Value::Null),
+            },
+            ScalarFunction::Lower | ScalarFunction::Upper | ScalarFunction::Length => {
+                match args.first().map(|a| a.eval(row, params)).transpose()? {
+                    Some(Value::Text(text)) => Ok(match self {
+                        ScalarFunction::Lower => Value::Text(Arc::from(text.to_lowercase())),
+                        ScalarFunction::Upper => Value::Text(Arc::from(text.to_uppercase())),
+                        _ => Value::Int(text.chars().count() as i64),
+                    }),
+                    _ => Ok(Value::Null),
+                }
+            }
+        }
+    }
 }
 
 impl Expr {
@@ -191,7 +284,47 @@ impl Expr {
                 DataType::Boolean
             }
             Expr::Cast { to, .. } => *to,
+            Expr::Case { data_type, .. } | Expr::Function { data_type, .. } => *data_type,
         }
+    }
+
+    /// The expression with each direct sub-expression replaced by `f` of it (leaves are cloned): the one place
+    /// that knows every variant's children, for rewrites over whole trees.
+    pub fn try_map_children<E>(&self, f: &mut impl FnMut(&Expr) -> Result<Expr, E>) -> Result<Expr, E> {
+        let mut boxed = |e: &Expr| f(e).map(Box::new);
+        Ok(match self {
+            Expr::Column { .. } | Expr::Literal { .. } | Expr::Param { .. } => self.clone(),
+            Expr::Binary { op, left, right, data_type } => {
+                Expr::Binary { op: *op, left: boxed(left)?, right: boxed(right)?, data_type: *data_type }
+            }
+            Expr::Not(inner) => Expr::Not(boxed(inner)?),
+            Expr::Negate { expr, data_type } => Expr::Negate { expr: boxed(expr)?, data_type: *data_type },
+            Expr::IsNull { expr, negated } => Expr::IsNull { expr: boxed(expr)?, negated: *negated },
+            Expr::Between { expr, low, high, negated } => {
+                Expr::Between { expr: boxed(expr)?, low: boxed(low)?, high: boxed(high)?, negated: *negated }
+            }
+            Expr::InList { expr, list, negated } => {
+                let expr = boxed(expr)?;
+                Expr::InList { expr, list: list.iter().map(&mut *f).collect::<Result<_, _>>()?, negated: *negated }
+            }
+            Expr::Like { expr, pattern, negated, case_insensitive, escape } => Expr::Like {
+                expr: boxed(expr)?,
+                pattern: boxed(pattern)?,
+                negated: *negated,
+                case_insensitive: *case_insensitive,
+                escape: *escape,
+            },
+            Expr::Cast { expr, to } => Expr::Cast { expr: boxed(expr)?, to: *to },
+            Expr::Case { branches, otherwise, data_type } => {
+                let branches = branches.iter().map(|(c, r)| Ok((f(c)?, f(r)?))).collect::<Result<Vec<_>, E>>()?;
+                Expr::Case { branches, otherwise: Box::new(f(otherwise)?), data_type: *data_type }
+            }
+            Expr::Function { function, args, data_type } => Expr::Function {
+                function: *function,
+                args: args.iter().map(&mut *f).collect::<Result<_, _>>()?,
+                data_type: *data_type,
+            },
+        })
     }
 
     /// A constant.
@@ -228,6 +361,14 @@ impl Expr {
                 expr.columns(out);
                 pattern.columns(out);
             }
+            Expr::Case { branches, otherwise, .. } => {
+                for (condition, result) in branches {
+                    condition.columns(out);
+                    result.columns(out);
+                }
+                otherwise.columns(out);
+            }
+            Expr::Function { args, .. } => args.iter().for_each(|e| e.columns(out)),
         }
     }
 
@@ -312,6 +453,15 @@ impl Expr {
                 }
             }
             Expr::Cast { expr, to } => cast(expr.eval(row, params)?, *to),
+            Expr::Case { branches, otherwise, .. } => {
+                for (condition, result) in branches {
+                    if condition.eval(row, params)? == Value::Bool(true) {
+                        return result.eval(row, params);
+                    }
+                }
+                otherwise.eval(row, params)
+            }
+            Expr::Function { function, args, data_type } => function.eval(args, *data_type, row, params),
         }
     }
 }

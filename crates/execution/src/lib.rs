@@ -21,6 +21,6 @@ pub mod run;
 
 pub use aggregate::{AggregateCall, AggregateFunction};
 pub use error::{ExecError, sqlstate};
-pub use expr::{BinaryOp, Expr};
+pub use expr::{BinaryOp, Expr, ScalarFunction};
 pub use plan::{LookupPlan, Plan, ScanOutput, ScanPlan, SortKey};
 pub use run::{ExecutionResult, Executor, MORSEL_BLOCKS_DEFAULT, OperatorStats, ScanStats, execute};

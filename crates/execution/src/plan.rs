@@ -208,8 +208,9 @@ fn describe_output(out: &mut String, indent: &str, output: &ScanOutput, names: &
                 .iter()
                 .map(|a| {
                     format!(
-                        "{}({})",
+                        "{}({}{})",
                         a.function.name(),
+                        if a.distinct { "DISTINCT " } else { "" },
                         a.argument.as_ref().map_or("*".to_string(), |e| show_expr(e, names))
                     )
                 })
@@ -229,6 +230,8 @@ pub fn show_expr(expr: &Expr, names: &[String]) -> String {
         Expr::Column { index, .. } => names.get(*index).cloned().unwrap_or_else(|| format!("#{index}")),
         Expr::Literal { value, .. } => match value {
             Value::Text(text) => format!("'{}'", text.replace('\'', "''")),
+            // As SQL spells them: `t` and `f` (PostgreSQL's output form) read like column names in a plan.
+            Value::Bool(b) => b.to_string(),
             other => other.to_string(),
         },
         Expr::Param { index, .. } => format!("${}", index + 1),
@@ -266,5 +269,15 @@ pub fn show_expr(expr: &Expr, names: &[String]) -> String {
             }
         ),
         Expr::Cast { expr, to } => format!("CAST({} AS {to})", show_expr(expr, names)),
+        Expr::Case { branches, otherwise, .. } => {
+            let mut out = String::from("CASE");
+            for (condition, result) in branches {
+                out.push_str(&format!(" WHEN {} THEN {}", show_expr(condition, names), show_expr(result, names)));
+            }
+            format!("{out} ELSE {} END", show_expr(otherwise, names))
+        }
+        Expr::Function { function, args, .. } => {
+            format!("{}({})", function.name(), args.iter().map(|e| show_expr(e, names)).collect::<Vec<_>>().join(", "))
+        }
     }
 }

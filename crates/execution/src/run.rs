@@ -587,6 +587,7 @@ fn aggregate_block(
     }
     let Some(argument) = &call.argument else { return Ok(()) };
     if let Expr::Column { index, .. } = argument
+        && !call.distinct
         && let Some(values) = cache.ints(partition, *index, block)
     {
         let nulls = partition.column(*index).null_mask(block);

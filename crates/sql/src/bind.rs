@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use numadb_execution::expr::{Expr, cast};
+use numadb_execution::expr::{Expr, ScalarFunction, cast};
 use numadb_execution::plan::{LookupPlan, Plan, ScanOutput, ScanPlan, SortKey};
 use numadb_execution::{AggregateCall, AggregateFunction, BinaryOp, ExecError, sqlstate};
 use numadb_storage::{DataType, Table, Value};
@@ -306,7 +306,26 @@ impl<'a> Binder<'a> {
             }
             E::Function(function) => self.bind_function(function, scope),
             E::InSubquery { .. } | E::Subquery(_) | E::Exists { .. } => Err(unsupported("subqueries")),
-            E::Case { .. } => Err(unsupported("CASE")),
+            E::Case { operand, conditions, else_result, .. } => {
+                self.bind_case(operand.as_deref(), conditions, else_result.as_deref(), scope)
+            }
+            // `a IS NOT DISTINCT FROM b` is `CASE WHEN a IS NULL THEN b IS NULL WHEN b IS NULL THEN false
+            // ELSE a = b END`: never NULL.
+            E::IsDistinctFrom(left, right) | E::IsNotDistinctFrom(left, right) => {
+                let left = self.bind_expr(left, scope)?;
+                let right = self.bind_expr(right, scope)?;
+                let equal = self.bind_binary(&BinaryOperator::Eq, left.clone(), right.clone())?;
+                let is_null = |e: Expr| Expr::IsNull { expr: Box::new(e), negated: false };
+                let not_distinct = Expr::Case {
+                    branches: vec![
+                        (is_null(left), is_null(right.clone())),
+                        (is_null(right), Expr::literal(Value::Bool(false), DataType::Boolean)),
+                    ],
+                    otherwise: Box::new(equal),
+                    data_type: DataType::Boolean,
+                };
+                Ok(if matches!(expr, E::IsDistinctFrom(..)) { Expr::Not(Box::new(not_distinct)) } else { not_distinct })
+            }
             E::Like { negated, any: false, expr: inner, pattern, escape_char }
             | E::ILike { negated, any: false, expr: inner, pattern, escape_char } => {
                 let case_insensitive = matches!(expr, E::ILike { .. });
@@ -452,6 +471,135 @@ impl<'a> Binder<'a> {
         .with_hint("LIKE compares text; cast the operand to text."))
     }
 
+    /// Brings expressions that meet in one value (CASE results, COALESCE arguments) to PostgreSQL's common type:
+    /// the typed ones must agree (numeric types widen: integer, bigint, double precision), and the untyped ones
+    /// (NULL, quoted literals, parameters) take it; all untyped makes text.
+    fn unify_results(&self, exprs: Vec<Expr>, context: &str) -> Result<(Vec<Expr>, DataType), ExecError> {
+        let mut common: Option<DataType> = None;
+        for expr in exprs.iter().filter(|e| !self.is_untyped(e)) {
+            let t = expr.data_type();
+            common = Some(match common {
+                None => t,
+                Some(c) if c == t => c,
+                Some(c) if c.is_numeric() && t.is_numeric() => {
+                    if c == DataType::Double || t == DataType::Double {
+                        DataType::Double
+                    } else {
+                        DataType::BigInt
+                    }
+                }
+                Some(c) => {
+                    return Err(ExecError::new(
+                        sqlstate::DATATYPE_MISMATCH,
+                        format!("{context} types {c} and {t} cannot be matched"),
+                    ));
+                }
+            });
+        }
+        let target = common.unwrap_or(DataType::Text);
+        let exprs = exprs.into_iter().map(|e| self.coerce_to(e, target)).collect::<Result<_, _>>()?;
+        Ok((exprs, target))
+    }
+
+    fn bind_case(
+        &self,
+        operand: Option<&ast::Expr>,
+        conditions: &[ast::CaseWhen],
+        else_result: Option<&ast::Expr>,
+        scope: &Scope<'_>,
+    ) -> Result<Expr, ExecError> {
+        let operand = operand.map(|o| self.bind_expr(o, scope)).transpose()?;
+        let mut bound_conditions = Vec::with_capacity(conditions.len());
+        let mut results = Vec::with_capacity(conditions.len() + 1);
+        for when in conditions {
+            let condition = self.bind_expr(&when.condition, scope)?;
+            bound_conditions.push(match &operand {
+                Some(operand) => self.bind_binary(&BinaryOperator::Eq, operand.clone(), condition)?,
+                None => self.expect_boolean(condition, "CASE/WHEN")?,
+            });
+            results.push(self.bind_expr(&when.result, scope)?);
+        }
+        results.push(match else_result {
+            Some(e) => self.bind_expr(e, scope)?,
+            None => Expr::literal(Value::Null, DataType::Text),
+        });
+        let (mut results, data_type) = self.unify_results(results, "CASE")?;
+        let otherwise = Box::new(results.pop().expect("the ELSE result"));
+        Ok(Expr::Case { branches: bound_conditions.into_iter().zip(results).collect(), otherwise, data_type })
+    }
+
+    /// A scalar function call, or `None` when `name` is not one.
+    fn bind_scalar_function(
+        &self,
+        name: &str,
+        arguments: &[&ast::Expr],
+        scope: &Scope<'_>,
+    ) -> Result<Option<Expr>, ExecError> {
+        let function = match name {
+            "coalesce" => ScalarFunction::Coalesce,
+            "greatest" => ScalarFunction::Greatest,
+            "least" => ScalarFunction::Least,
+            "abs" => ScalarFunction::Abs,
+            "lower" => ScalarFunction::Lower,
+            "upper" => ScalarFunction::Upper,
+            "length" | "char_length" | "character_length" => ScalarFunction::Length,
+            "nullif" => {
+                let [left, right] = arguments else {
+                    return Err(ExecError::new(sqlstate::UNDEFINED_FUNCTION, "function nullif takes two arguments"));
+                };
+                let left = self.bind_expr(left, scope)?;
+                let right = self.bind_expr(right, scope)?;
+                let equal = self.bind_binary(&BinaryOperator::Eq, left.clone(), right)?;
+                let data_type = left.data_type();
+                return Ok(Some(Expr::Case {
+                    branches: vec![(equal, Expr::literal(Value::Null, data_type))],
+                    otherwise: Box::new(left),
+                    data_type,
+                }));
+            }
+            _ => return Ok(None),
+        };
+        let args = arguments.iter().map(|a| self.bind_expr(a, scope)).collect::<Result<Vec<_>, _>>()?;
+        let no_such = |args: &[Expr]| {
+            let types: Vec<String> = args.iter().map(|a| a.data_type().to_string()).collect();
+            ExecError::new(
+                sqlstate::UNDEFINED_FUNCTION,
+                format!("function {name}({}) does not exist", types.join(", ")),
+            )
+            .with_hint("No function matches the given name and argument types.")
+        };
+        let (args, data_type) = match function {
+            ScalarFunction::Coalesce | ScalarFunction::Greatest | ScalarFunction::Least => {
+                if args.is_empty() {
+                    return Err(no_such(&args));
+                }
+                self.unify_results(args, &name.to_uppercase())?
+            }
+            ScalarFunction::Abs => match <[Expr; 1]>::try_from(args) {
+                Ok([arg]) if arg.data_type().is_numeric() && !self.is_untyped(&arg) => {
+                    let data_type = arg.data_type();
+                    (vec![arg], data_type)
+                }
+                Ok([arg]) if self.is_untyped(&arg) => (vec![self.coerce_to(arg, DataType::Double)?], DataType::Double),
+                Ok(arg) => return Err(no_such(&arg)),
+                Err(args) => return Err(no_such(&args)),
+            },
+            ScalarFunction::Lower | ScalarFunction::Upper | ScalarFunction::Length => {
+                match <[Expr; 1]>::try_from(args) {
+                    Ok([arg]) if arg.data_type() == DataType::Text || self.is_untyped(&arg) => {
+                        let arg = self.coerce_to(arg, DataType::Text)?;
+                        let data_type =
+                            if function == ScalarFunction::Length { DataType::Integer } else { DataType::Text };
+                        (vec![arg], data_type)
+                    }
+                    Ok(arg) => return Err(no_such(&arg)),
+                    Err(args) => return Err(no_such(&args)),
+                }
+            }
+        };
+        Ok(Some(Expr::Function { function, args, data_type }))
+    }
+
     fn bind_binary(&self, op: &BinaryOperator, left: Expr, right: Expr) -> Result<Expr, ExecError> {
         let op = match op {
             BinaryOperator::Plus => BinaryOp::Add,
@@ -521,9 +669,6 @@ impl<'a> Binder<'a> {
         let arguments: Vec<&FunctionArgExpr> = match &function.args {
             FunctionArguments::None => Vec::new(),
             FunctionArguments::List(list) => {
-                if matches!(list.duplicate_treatment, Some(ast::DuplicateTreatment::Distinct)) {
-                    return Err(unsupported("DISTINCT in aggregates"));
-                }
                 if !list.clauses.is_empty() {
                     return Err(unsupported("a clause inside a function's arguments (ORDER BY, LIMIT, …)"));
                 }
@@ -550,6 +695,28 @@ impl<'a> Binder<'a> {
         if function.null_treatment.is_some() {
             return Err(unsupported("IGNORE NULLS or RESPECT NULLS"));
         }
+        let distinct = matches!(
+            &function.args,
+            FunctionArguments::List(list) if matches!(list.duplicate_treatment, Some(ast::DuplicateTreatment::Distinct))
+        );
+        let expressions: Option<Vec<&ast::Expr>> = arguments
+            .iter()
+            .map(|a| match a {
+                FunctionArgExpr::Expr(e) => Some(e),
+                _ => None,
+            })
+            .collect();
+        if let Some(expressions) = &expressions
+            && let Some(scalar) = self.bind_scalar_function(&name, expressions, scope)?
+        {
+            if distinct {
+                return Err(ExecError::new(
+                    sqlstate::WRONG_OBJECT_TYPE,
+                    format!("DISTINCT specified, but {name} is not an aggregate function"),
+                ));
+            }
+            return Ok(scalar);
+        }
         let aggregate = match name.as_str() {
             "count" => Some(AggregateFunction::Count),
             "sum" => Some(AggregateFunction::Sum),
@@ -560,7 +727,10 @@ impl<'a> Binder<'a> {
         };
         let Some(mut aggregate) = aggregate else {
             return Err(ExecError::new(sqlstate::UNDEFINED_FUNCTION, format!("function {name}() does not exist"))
-                .with_hint("numadb supports the aggregates count, sum, min, max and avg"));
+                .with_hint(
+                    "numadb supports the aggregates count, sum, min, max and avg (also with DISTINCT) and the \
+                     functions coalesce, nullif, greatest, least, abs, lower, upper and length",
+                ));
         };
         if self.aggregates.borrow().is_none() {
             return Err(ExecError::new(
@@ -569,6 +739,12 @@ impl<'a> Binder<'a> {
             ));
         }
         let argument = match arguments.as_slice() {
+            [FunctionArgExpr::Wildcard] if aggregate == AggregateFunction::Count && distinct => {
+                return Err(ExecError::new(
+                    sqlstate::SYNTAX_ERROR,
+                    "syntax error at or near \"*\" (count(DISTINCT *))",
+                ));
+            }
             [FunctionArgExpr::Wildcard] if aggregate == AggregateFunction::Count => {
                 aggregate = AggregateFunction::CountStar;
                 None
@@ -597,7 +773,7 @@ impl<'a> Binder<'a> {
             }
         };
         let data_type = aggregate.result_type(argument.as_ref().map(Expr::data_type));
-        let call = AggregateCall { function: aggregate, argument, data_type };
+        let call = AggregateCall { function: aggregate, argument, distinct, data_type };
         let mut collected = self.aggregates.borrow_mut();
         let calls = collected.as_mut().expect("checked above");
         let index = match calls.iter().position(|c| *c == call) {
@@ -1201,73 +1377,30 @@ fn rewrite_over_groups(expr: &Expr, group_by: &[Expr], keys: usize, table: &Tabl
     if let Some(position) = group_by.iter().position(|g| g == expr) {
         return Ok(Expr::Column { index: position, data_type: expr.data_type() });
     }
-    let recurse = |e: &Expr| rewrite_over_groups(e, group_by, keys, table).map(Box::new);
-    Ok(match expr {
+    match expr {
         Expr::Column { index, data_type } if *index >= AGGREGATE_BASE => {
-            Expr::Column { index: keys + index - AGGREGATE_BASE, data_type: *data_type }
+            Ok(Expr::Column { index: keys + index - AGGREGATE_BASE, data_type: *data_type })
         }
         Expr::Column { index, .. } => {
             let name = table.columns().get(*index).map_or("?", |c| c.name.as_str());
-            return Err(ExecError::new(
+            Err(ExecError::new(
                 sqlstate::GROUPING_ERROR,
                 format!("column \"{name}\" must appear in the GROUP BY clause or be used in an aggregate function"),
-            ));
+            ))
         }
-        Expr::Literal { .. } | Expr::Param { .. } => expr.clone(),
-        Expr::Binary { op, left, right, data_type } => {
-            Expr::Binary { op: *op, left: recurse(left)?, right: recurse(right)?, data_type: *data_type }
-        }
-        Expr::Not(inner) => Expr::Not(recurse(inner)?),
-        Expr::Negate { expr, data_type } => Expr::Negate { expr: recurse(expr)?, data_type: *data_type },
-        Expr::IsNull { expr, negated } => Expr::IsNull { expr: recurse(expr)?, negated: *negated },
-        Expr::Between { expr, low, high, negated } => {
-            Expr::Between { expr: recurse(expr)?, low: recurse(low)?, high: recurse(high)?, negated: *negated }
-        }
-        Expr::InList { expr, list, negated } => Expr::InList {
-            expr: recurse(expr)?,
-            list: list.iter().map(|e| rewrite_over_groups(e, group_by, keys, table)).collect::<Result<_, _>>()?,
-            negated: *negated,
-        },
-        Expr::Like { expr, pattern, negated, case_insensitive, escape } => Expr::Like {
-            expr: recurse(expr)?,
-            pattern: recurse(pattern)?,
-            negated: *negated,
-            case_insensitive: *case_insensitive,
-            escape: *escape,
-        },
-        Expr::Cast { expr, to } => Expr::Cast { expr: recurse(expr)?, to: *to },
-    })
+        _ => expr.try_map_children(&mut |e| rewrite_over_groups(e, group_by, keys, table)),
+    }
 }
 
 /// Renumbers column references to positions in `columns` (the scan's output).
 fn remap_columns(expr: &Expr, columns: &[usize]) -> Expr {
-    let recurse = |e: &Expr| Box::new(remap_columns(e, columns));
     match expr {
         Expr::Column { index, data_type } => {
             Expr::Column { index: columns.iter().position(|c| c == index).unwrap_or(*index), data_type: *data_type }
         }
-        Expr::Literal { .. } | Expr::Param { .. } => expr.clone(),
-        Expr::Binary { op, left, right, data_type } => {
-            Expr::Binary { op: *op, left: recurse(left), right: recurse(right), data_type: *data_type }
-        }
-        Expr::Not(inner) => Expr::Not(recurse(inner)),
-        Expr::Negate { expr, data_type } => Expr::Negate { expr: recurse(expr), data_type: *data_type },
-        Expr::IsNull { expr, negated } => Expr::IsNull { expr: recurse(expr), negated: *negated },
-        Expr::Between { expr, low, high, negated } => {
-            Expr::Between { expr: recurse(expr), low: recurse(low), high: recurse(high), negated: *negated }
-        }
-        Expr::InList { expr, list, negated } => Expr::InList {
-            expr: recurse(expr),
-            list: list.iter().map(|e| remap_columns(e, columns)).collect(),
-            negated: *negated,
+        _ => match expr.try_map_children(&mut |e| Ok::<_, std::convert::Infallible>(remap_columns(e, columns))) {
+            Ok(mapped) => mapped,
+            Err(never) => match never {},
         },
-        Expr::Like { expr, pattern, negated, case_insensitive, escape } => Expr::Like {
-            expr: recurse(expr),
-            pattern: recurse(pattern),
-            negated: *negated,
-            case_insensitive: *case_insensitive,
-            escape: *escape,
-        },
-        Expr::Cast { expr, to } => Expr::Cast { expr: recurse(expr), to: *to },
     }
 }

@@ -3,8 +3,9 @@
 //!
 //! The data has NULLs in every column, text and doubles, several partitions (1024 rows each) and unsealed rows,
 //! so every storage path is exercised. Queries are filters (comparisons with constants and between expressions,
-//! BETWEEN, IN, IS NULL, LIKE, boolean columns, AND/OR/NOT) feeding aggregates (also of expressions), GROUP BY
-//! with one or two keys and HAVING, DISTINCT, projections of arithmetic, ORDER BY several keys with NULLS
+//! BETWEEN, IN, IS NULL, IS [NOT] DISTINCT FROM, LIKE, boolean columns, AND/OR/NOT) feeding aggregates (also
+//! of expressions, and DISTINCT ones), GROUP BY with one or two keys and HAVING, DISTINCT, projections of
+//! arithmetic, CASE, COALESCE, NULLIF, GREATEST/LEAST, abs, lower/upper/length, ORDER BY several keys with NULLS
 //! FIRST/LAST, LIMIT and OFFSET, and UNION ALL. Doubles compare with a relative tolerance (summation order
 //! differs); everything else must be equal.
 //!
@@ -78,8 +79,24 @@ fn predicate(rng: &mut Rng, depth: u32) -> String {
         };
     }
     let (column, _) = *rng.pick(&COLUMNS);
-    match rng.below(14) {
+    match rng.below(16) {
         0 => format!("{column} IS {}NULL", if rng.chance(50) { "NOT " } else { "" }),
+        14 => {
+            format!("{column} IS {}DISTINCT FROM {}", if rng.chance(50) { "NOT " } else { "" }, value_sql(rng, column))
+        }
+        15 => {
+            // Conditional expressions and functions, evaluated row by row.
+            let op = rng.pick(&["=", "<>", "<", "<=", ">", ">="]);
+            match rng.below(3) {
+                0 => format!(
+                    "{} {op} {}",
+                    rng.pick(&["lower(s)", "upper(s)", "coalesce(s, 'zzz')", "nullif(s, 'cat')"]),
+                    literal(rng, "s")
+                ),
+                1 => format!("length(s) {op} {}", rng.below(4)),
+                _ => format!("{} {op} {}", numeric_expression(rng), literal(rng, "a")),
+            }
+        }
         10 | 11 => {
             // Arithmetic and column-against-column comparisons: evaluated row by row, not by the kernels.
             let op = rng.pick(&["=", "<>", "<", "<=", ">", ">="]);
@@ -119,7 +136,22 @@ fn predicate(rng: &mut Rng, depth: u32) -> String {
 /// A numeric expression over the columns (no division: DuckDB's `/` on integers is not PostgreSQL's; no `b * b`,
 /// which could overflow).
 fn numeric_expression(rng: &mut Rng) -> String {
-    match rng.below(8) {
+    match rng.below(12) {
+        8 => format!("coalesce({}, {}, {})", rng.pick(&["a", "b", "d"]), rng.pick(&["a", "b", "d"]), literal(rng, "a")),
+        9 => format!(
+            "CASE WHEN {} THEN {} ELSE {} END",
+            predicate(rng, 1),
+            rng.pick(&["a", "b", "d", "k"]),
+            rng.pick(&["a", "b", "d", "k", "NULL", "0"])
+        ),
+        10 => format!(
+            "{}({}, {})",
+            rng.pick(&["greatest", "least"]),
+            rng.pick(&["a", "b", "d"]),
+            rng.pick(&["a", "k % 7", "d", "NULL"])
+        ),
+        11 if rng.chance(50) => format!("abs({})", rng.pick(&["a", "b", "d"])),
+        11 => format!("nullif({}, {})", rng.pick(&["a", "k % 5"]), literal(rng, "a")),
         0 => format!("{} + {}", rng.pick(&["a", "k", "d"]), rng.pick(&["a", "b", "k", "d"])),
         1 => format!("{} - {}", rng.pick(&["a", "b", "k", "d"]), rng.pick(&["a", "k", "d"])),
         2 => format!("{} * {}", rng.pick(&["a", "k"]), rng.pick(&["a", "b", "k", "d"])),
@@ -132,7 +164,9 @@ fn numeric_expression(rng: &mut Rng) -> String {
 
 fn aggregate(rng: &mut Rng) -> String {
     let numeric = ["a", "b", "d", "k"];
-    match rng.below(8) {
+    match rng.below(10) {
+        8 => format!("count(DISTINCT {})", rng.pick(&["a", "b", "d", "s", "f", "k % 7", "lower(s)"])),
+        9 => format!("{}(DISTINCT {})", rng.pick(&["sum", "avg", "min", "max"]), rng.pick(&["a", "b", "k % 7"])),
         0 => "count(*)".into(),
         1 => format!("count({})", rng.pick(&COLUMNS).0),
         2 => format!("sum({})", rng.pick(&numeric)),
@@ -165,7 +199,8 @@ fn query(rng: &mut Rng) -> (String, bool) {
                 })
                 .collect();
             let (limit, offset) = (1 + rng.below(40), rng.below(30));
-            let projection = format!("k, {}, {}", numeric_expression(rng), rng.pick(&["s", "f", "s || 'x'"]));
+            let text = rng.pick(&["s", "f", "s || 'x'", "upper(s)", "coalesce(s, 'none')", "length(s)"]);
+            let projection = format!("k, {}, {text}", numeric_expression(rng));
             let order = keys.join(", ");
             (format!("SELECT {projection} FROM t{filter} ORDER BY {order}, k LIMIT {limit} OFFSET {offset}"), true)
         }
@@ -182,7 +217,8 @@ fn query(rng: &mut Rng) -> (String, bool) {
             (format!("SELECT {} FROM t{filter}", aggregates.join(", ")), false)
         }
         2 => {
-            let key = rng.pick(&["a", "s", "f", "k % 7"]);
+            let key =
+                rng.pick(&["a", "s", "f", "k % 7", "coalesce(a, 0)", "CASE WHEN a > 0 THEN 'pos' ELSE 'other' END"]);
             let aggregates: Vec<String> = (0..1 + rng.below(2)).map(|_| aggregate(rng)).collect();
             (format!("SELECT {key}, {} FROM t{filter} GROUP BY {key}", aggregates.join(", ")), false)
         }
