@@ -921,7 +921,35 @@ impl<'a> Binder<'a> {
                     }
                 }
                 let mut inputs = Vec::new();
-                for side in [left.plan, right.plan] {
+                for (side, side_columns) in [(left.plan, &left.columns), (right.plan, &right.columns)] {
+                    // A side whose column types differ from the union's is cast to them: its rows must carry the
+                    // union's types (a client reading binary results decodes by the column type).
+                    let side = if side_columns.iter().zip(&columns).all(|(s, u)| s.data_type == u.data_type) {
+                        side
+                    } else {
+                        let projection = side_columns
+                            .iter()
+                            .zip(&columns)
+                            .enumerate()
+                            .map(|(index, (s, u))| {
+                                let column = Expr::Column { index, data_type: s.data_type };
+                                if s.data_type == u.data_type {
+                                    column
+                                } else {
+                                    Expr::Cast { expr: Box::new(column), to: u.data_type }
+                                }
+                            })
+                            .collect();
+                        Plan::Post {
+                            input: Box::new(side),
+                            filter: None,
+                            projection: Some(projection),
+                            distinct: false,
+                            order_by: Vec::new(),
+                            offset: None,
+                            limit: None,
+                        }
+                    };
                     match side {
                         Plan::UnionAll(more) => inputs.extend(more),
                         other => inputs.push(other),
