@@ -307,6 +307,16 @@ impl ExperimentFile {
         if self.duration_seconds.is_some() == self.queries_per_connection.is_some() {
             return Err("give exactly one of duration_seconds and queries_per_connection".into());
         }
+        // A day at most: these become `Duration`s, which hold no NaN, infinity or negative time.
+        for (name, seconds) in
+            [("warmup_seconds", Some(self.warmup_seconds)), ("duration_seconds", self.duration_seconds)]
+        {
+            if let Some(seconds) = seconds
+                && !(0.0..=86_400.0).contains(&seconds)
+            {
+                return Err(format!("{name} must be between 0 and 86400 (got {seconds})"));
+            }
+        }
         for workload in &self.workloads {
             match workload.kind.as_str() {
                 "random_access" => {}
@@ -938,6 +948,9 @@ mod tests {
             (SMALL.replace("TBL_0 = ", "TBL_9 = "), "unknown table"),
             (SMALL.replace("kind = \"random_access\"", "kind = \"joins\""), "unknown workload"),
             (format!("{SMALL}\nextra = 1"), "unknown field"),
+            (SMALL.replace("warmup_seconds = 0", "warmup_seconds = -1"), "warmup_seconds must be between"),
+            (SMALL.replace("warmup_seconds = 0", "warmup_seconds = inf"), "warmup_seconds must be between"),
+            (SMALL.replace("queries_per_connection = 5", "duration_seconds = nan"), "duration_seconds must be between"),
         ] {
             let error = ExperimentFile::parse(&bad).unwrap_err();
             assert!(error.contains(reason), "{reason}: {error}");

@@ -436,7 +436,10 @@ fn full_run(
     document: &mut ProbeDocument,
 ) -> anyhow::Result<()> {
     let buffer = args.buffer.unwrap_or(default_buffer);
-    let budget = Duration::from_secs_f64(args.budget.max(0.0));
+    if !(0.0..=86_400.0 * 7.0).contains(&args.budget) {
+        anyhow::bail!("--budget {} is not a number of seconds between 0 and a week", args.budget);
+    }
+    let budget = Duration::from_secs_f64(args.budget);
     let overrides = PlanOverrides {
         sample: common.sample_ms.map(Duration::from_millis),
         repetitions: common.repetitions,

@@ -173,6 +173,11 @@ fn bad_sizes_and_nodes_are_clear_errors() {
     let output = numadb(&["probe", "latency", "--nodes", "999", "--buffer", "1M"]);
     assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("nothing to measure"), "{}", stderr(&output));
+    for budget in ["--budget=inf", "--budget=NaN", "--budget=-5"] {
+        let output = numadb(&["probe", budget, "--out", "/nonexistent/never-written"]);
+        assert_eq!(output.status.code(), Some(1), "--budget {budget}: {}", stderr(&output));
+        assert!(stderr(&output).contains("--budget"), "{}", stderr(&output));
+    }
 }
 
 #[test]

@@ -122,7 +122,9 @@ fn parse_timeout(value: &str) -> Option<Duration> {
         (value.as_str(), 1.0)
     };
     let milliseconds: f64 = number.trim().parse().ok()?;
-    (milliseconds >= 0.0).then(|| Duration::from_secs_f64(milliseconds * scale / 1000.0))
+    // PostgreSQL's limit is INT_MAX milliseconds; 'Infinity' and 'NaN' parse as floats but are no timeout.
+    let milliseconds = milliseconds * scale;
+    (0.0..=f64::from(i32::MAX)).contains(&milliseconds).then(|| Duration::from_secs_f64(milliseconds / 1000.0))
 }
 
 impl Settings {
@@ -266,6 +268,11 @@ mod tests {
         settings.set("statement_timeout", "2s").unwrap();
         assert_eq!(settings.get("statement_timeout").unwrap(), "2000");
         assert_eq!(settings.statement_timeout(), Some(Duration::from_secs(2)));
+        for bad in ["Infinity", "NaN", "-1", "1e300", "3000000min", "soon"] {
+            let error = settings.set("statement_timeout", bad).unwrap_err();
+            assert_eq!(error.sqlstate, "22023", "{bad}");
+        }
+        assert_eq!(settings.statement_timeout(), Some(Duration::from_secs(2)), "a refused value changes nothing");
         assert!(settings.set("numadb.morsel_rows", "1000").is_err());
         // The advertised default is the engine's.
         let default_rows: usize = Settings::default().get("numadb.morsel_rows").unwrap().parse().unwrap();
