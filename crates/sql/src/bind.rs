@@ -225,6 +225,58 @@ impl<'a> Binder<'a> {
             },
             E::Value(value) => self.bind_value(&value.value),
             E::Nested(inner) => self.bind_expr(inner, scope),
+            // Row comparisons `(a, b) = (x, y)`: equal when every pair is (AND), different when any pair is (OR).
+            E::BinaryOp { left, op: op @ (BinaryOperator::Eq | BinaryOperator::NotEq), right }
+                if matches!((left.as_ref(), right.as_ref()), (E::Tuple(_), E::Tuple(_))) =>
+            {
+                let (E::Tuple(lefts), E::Tuple(rights)) = (left.as_ref(), right.as_ref()) else { unreachable!() };
+                if lefts.len() != rights.len() {
+                    return Err(ExecError::new(sqlstate::SYNTAX_ERROR, "unequal number of entries in row expressions"));
+                }
+                let combine = if *op == BinaryOperator::Eq { BinaryOp::And } else { BinaryOp::Or };
+                let mut pairs = Vec::with_capacity(lefts.len());
+                for (l, r) in lefts.iter().zip(rights) {
+                    let (l, r) = (self.bind_expr(l, scope)?, self.bind_expr(r, scope)?);
+                    pairs.push(self.bind_binary(op, l, r)?);
+                }
+                Ok(fold_boolean(pairs, combine))
+            }
+            // `x op ANY (ARRAY[…])` is an OR of the comparisons (`= ANY` is IN), `x op ALL (ARRAY[…])` an AND.
+            E::AnyOp { left, compare_op, right, .. } | E::AllOp { left, compare_op, right } => {
+                let (any, name) = if matches!(expr, E::AnyOp { .. }) { (true, "ANY") } else { (false, "ALL") };
+                let mut list = right.as_ref();
+                while let E::Nested(inner) = list {
+                    list = inner;
+                }
+                let E::Array(array) = list else {
+                    return Err(unsupported(&format!("{name} over anything but an ARRAY[…] list")));
+                };
+                if !matches!(
+                    compare_op,
+                    BinaryOperator::Eq
+                        | BinaryOperator::NotEq
+                        | BinaryOperator::Lt
+                        | BinaryOperator::LtEq
+                        | BinaryOperator::Gt
+                        | BinaryOperator::GtEq
+                ) {
+                    return Err(unsupported(&format!("the operator {compare_op} with {name}")));
+                }
+                if array.elem.is_empty() {
+                    return Err(ExecError::new(
+                        sqlstate::INDETERMINATE_DATATYPE,
+                        "cannot determine type of empty array",
+                    )
+                    .with_hint("Explicitly cast to the desired type, for example ARRAY[]::integer[]."));
+                }
+                let left = self.bind_expr(left, scope)?;
+                let mut comparisons = Vec::with_capacity(array.elem.len());
+                for element in &array.elem {
+                    let element = self.bind_expr(element, scope)?;
+                    comparisons.push(self.bind_binary(compare_op, left.clone(), element)?);
+                }
+                Ok(fold_boolean(comparisons, if any { BinaryOp::Or } else { BinaryOp::And }))
+            }
             E::BinaryOp { left, op, right } => {
                 let left = self.bind_expr(left, scope)?;
                 let right = self.bind_expr(right, scope)?;
@@ -1397,6 +1449,18 @@ fn flatten_and(expr: Expr, out: &mut Vec<Expr>) {
         }
         other => out.push(other),
     }
+}
+
+/// `e1 op e2 op …` for AND or OR (`exprs` is not empty).
+fn fold_boolean(exprs: Vec<Expr>, op: BinaryOp) -> Expr {
+    let mut exprs = exprs.into_iter();
+    let first = exprs.next().expect("at least one operand");
+    exprs.fold(first, |left, right| Expr::Binary {
+        op,
+        left: Box::new(left),
+        right: Box::new(right),
+        data_type: DataType::Boolean,
+    })
 }
 
 /// Rewrites an expression over table columns (and aggregate placeholders) into one over the aggregation's output
