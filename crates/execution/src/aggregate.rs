@@ -24,6 +24,21 @@ pub enum AggregateFunction {
     Avg,
 }
 
+impl AggregateCall {
+    /// Every input column the call reads (its argument's and its filter's).
+    pub fn columns(&self, out: &mut Vec<usize>) {
+        self.argument.iter().chain(&self.filter).for_each(|e| e.columns(out));
+    }
+
+    /// Whether a row takes part: its FILTER is TRUE, or there is none.
+    pub fn admits(&self, row: &[Value], params: &[Value]) -> Result<bool, ExecError> {
+        match &self.filter {
+            None => Ok(true),
+            Some(filter) => Ok(filter.eval(row, params)? == Value::Bool(true)),
+        }
+    }
+}
+
 impl AggregateFunction {
     /// The SQL name.
     pub fn name(self) -> &'static str {
@@ -59,6 +74,8 @@ pub struct AggregateCall {
     pub argument: Option<Expr>,
     /// `count(DISTINCT x)` and the like: each distinct non-NULL value is aggregated once.
     pub distinct: bool,
+    /// `FILTER (WHERE …)`: only rows for which it is TRUE are aggregated.
+    pub filter: Option<Expr>,
     /// The result type.
     pub data_type: DataType,
 }
@@ -294,6 +311,7 @@ mod tests {
             function,
             argument: Some(Expr::Column { index: 0, data_type }),
             distinct: false,
+            filter: None,
             data_type: function.result_type(Some(data_type)),
         }
     }
@@ -319,6 +337,7 @@ mod tests {
                 function: AggregateFunction::CountStar,
                 argument: None,
                 distinct: false,
+                filter: None,
                 data_type: DataType::BigInt,
             },
             call(AggregateFunction::Min, DataType::Text),

@@ -208,10 +208,11 @@ fn describe_output(out: &mut String, indent: &str, output: &ScanOutput, names: &
                 .iter()
                 .map(|a| {
                     format!(
-                        "{}({}{})",
+                        "{}({}{}){}",
                         a.function.name(),
                         if a.distinct { "DISTINCT " } else { "" },
-                        a.argument.as_ref().map_or("*".to_string(), |e| show_expr(e, names))
+                        a.argument.as_ref().map_or("*".to_string(), |e| show_expr(e, names)),
+                        a.filter.as_ref().map_or(String::new(), |f| format!(" FILTER (WHERE {})", show_expr(f, names)))
                     )
                 })
                 .collect();

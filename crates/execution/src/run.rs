@@ -270,7 +270,7 @@ fn add_scan(
         ScanOutput::Rows(projections) => projections.iter().for_each(|e| e.columns(&mut output_columns)),
         ScanOutput::Aggregate { group_by, aggregates } => {
             group_by.iter().for_each(|e| e.columns(&mut output_columns));
-            aggregates.iter().filter_map(|a| a.argument.as_ref()).for_each(|e| e.columns(&mut output_columns));
+            aggregates.iter().for_each(|a| a.columns(&mut output_columns));
         }
     }
     output_columns.sort_unstable();
@@ -455,7 +455,8 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
     // `COUNT(*)`s alone (the thesis query) need only the number of selected rows: counted per block, added once.
     let counts_only = job.output_columns.is_empty()
         && matches!(&job.output, ScanOutput::Aggregate { group_by, aggregates }
-            if group_by.is_empty() && aggregates.iter().all(|a| a.function == AggregateFunction::CountStar));
+            if group_by.is_empty()
+                && aggregates.iter().all(|a| a.function == AggregateFunction::CountStar && a.filter.is_none()));
     for (position, block) in blocks.enumerate() {
         // Only a partition's last block can be partly filled.
         let full = (block + 1) * BLOCK_ROWS <= rows_in_partition;
@@ -560,6 +561,9 @@ fn group_row(
     let key = group_by.iter().map(|e| e.eval(row, params)).collect::<Result<Vec<_>, _>>()?;
     let state = partial.groups.entry(key).or_insert_with(|| aggregates.iter().map(Accumulator::new).collect());
     for (call, accumulator) in aggregates.iter().zip(state.iter_mut()) {
+        if !call.admits(row, params)? {
+            continue;
+        }
         match &call.argument {
             None => accumulator.add(&Value::Null, true),
             Some(argument) => accumulator.add(&argument.eval(row, params)?, false),
@@ -581,6 +585,30 @@ fn aggregate_block(
     row: &mut [Value],
     params: &[Value],
 ) -> Result<(), ExecError> {
+    if call.filter.is_some() {
+        // Row by row: the filter decides which rows count.
+        let mut columns = Vec::new();
+        call.columns(&mut columns);
+        let first_row = block * BLOCK_ROWS;
+        let mut error = None;
+        for_each_set(mask, |i| {
+            if error.is_some() {
+                return;
+            }
+            cache.fill_row(partition, &columns, first_row + i, row);
+            let value = call.admits(row, params).and_then(|admitted| match (&call.argument, admitted) {
+                (_, false) => Ok(None),
+                (None, true) => Ok(Some((Value::Null, true))),
+                (Some(argument), true) => argument.eval(row, params).map(|v| Some((v, false))),
+            });
+            match value {
+                Ok(Some((value, count_star))) => accumulator.add(&value, count_star),
+                Ok(None) => {}
+                Err(e) => error = Some(e),
+            }
+        });
+        return error.map_or(Ok(()), Err);
+    }
     if call.function == AggregateFunction::CountStar {
         accumulator.add_ints(i64::from(selected), 0, 0, 0);
         return Ok(());
@@ -834,7 +862,7 @@ pub fn run_lookup(lookup: &LookupPlan, params: &[Value]) -> Result<(Vec<Vec<Valu
         ScanOutput::Rows(projections) => projections.iter().for_each(|e| e.columns(&mut columns)),
         ScanOutput::Aggregate { group_by, aggregates } => {
             group_by.iter().for_each(|e| e.columns(&mut columns));
-            aggregates.iter().filter_map(|a| a.argument.as_ref()).for_each(|e| e.columns(&mut columns));
+            aggregates.iter().for_each(|a| a.columns(&mut columns));
         }
     }
     let width = columns.iter().max().map_or(0, |&m| m + 1);

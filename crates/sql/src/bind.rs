@@ -738,9 +738,6 @@ impl<'a> Binder<'a> {
             return Err(unsupported("window functions"));
         }
         // Clauses that change what an aggregate sees must be refused, not ignored: ignoring them gives wrong answers.
-        if function.filter.is_some() {
-            return Err(unsupported("a FILTER clause on an aggregate"));
-        }
         if !function.within_group.is_empty() {
             return Err(unsupported("WITHIN GROUP"));
         }
@@ -761,11 +758,13 @@ impl<'a> Binder<'a> {
         if let Some(expressions) = &expressions
             && let Some(scalar) = self.bind_scalar_function(&name, expressions, scope)?
         {
-            if distinct {
-                return Err(ExecError::new(
-                    sqlstate::WRONG_OBJECT_TYPE,
-                    format!("DISTINCT specified, but {name} is not an aggregate function"),
-                ));
+            for (given, clause) in [(distinct, "DISTINCT"), (function.filter.is_some(), "FILTER")] {
+                if given {
+                    return Err(ExecError::new(
+                        sqlstate::WRONG_OBJECT_TYPE,
+                        format!("{clause} specified, but {name} is not an aggregate function"),
+                    ));
+                }
             }
             return Ok(scalar);
         }
@@ -824,8 +823,18 @@ impl<'a> Binder<'a> {
                 ));
             }
         };
+        // FILTER (WHERE …): a condition over the row, bound like the argument (no aggregates inside).
+        let filter = match &function.filter {
+            None => None,
+            Some(condition) => {
+                let saved = self.aggregates.borrow_mut().take();
+                let bound = self.bind_expr(condition, scope);
+                *self.aggregates.borrow_mut() = saved;
+                Some(self.expect_boolean(bound?, "FILTER")?)
+            }
+        };
         let data_type = aggregate.result_type(argument.as_ref().map(Expr::data_type));
-        let call = AggregateCall { function: aggregate, argument, distinct, data_type };
+        let call = AggregateCall { function: aggregate, argument, distinct, filter, data_type };
         let mut collected = self.aggregates.borrow_mut();
         let calls = collected.as_mut().expect("checked above");
         let index = match calls.iter().position(|c| *c == call) {

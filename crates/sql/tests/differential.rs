@@ -4,10 +4,10 @@
 //! The data has NULLs in every column, text and doubles, several partitions (1024 rows each) and unsealed rows,
 //! so every storage path is exercised. Queries are filters (comparisons with constants and between expressions,
 //! BETWEEN, IN, IS NULL, IS [NOT] DISTINCT FROM, LIKE, boolean columns, AND/OR/NOT) feeding aggregates (also
-//! of expressions, and DISTINCT ones), GROUP BY with one or two keys and HAVING, DISTINCT, projections of
-//! arithmetic, CASE, COALESCE, NULLIF, GREATEST/LEAST, abs, lower/upper/length, ORDER BY several keys with NULLS
-//! FIRST/LAST, LIMIT and OFFSET, and UNION ALL. Doubles compare with a relative tolerance (summation order
-//! differs); everything else must be equal.
+//! of expressions, DISTINCT ones and ones with FILTER), GROUP BY with one or two keys and HAVING, DISTINCT,
+//! projections of arithmetic, CASE, COALESCE, NULLIF, GREATEST/LEAST, abs, lower/upper/length, ORDER BY several
+//! keys with NULLS FIRST/LAST, LIMIT and OFFSET, and UNION ALL. Doubles compare with a relative tolerance
+//! (summation order differs); everything else must be equal.
 //!
 //! `NUMADB_PYTHON` names a Python with `duckdb` installed (the project's test command sets up a virtual
 //! environment); without one the test says so and passes, unless `NUMADB_REQUIRE_TOOLS=1`.
@@ -164,7 +164,11 @@ fn numeric_expression(rng: &mut Rng) -> String {
 
 fn aggregate(rng: &mut Rng) -> String {
     let numeric = ["a", "b", "d", "k"];
-    match rng.below(10) {
+    match rng.below(11) {
+        10 => {
+            let base = rng.pick(&["count(*)", "count(a)", "sum(a)", "sum(d)", "min(s)", "max(b)", "avg(k)"]);
+            format!("{base} FILTER (WHERE {})", predicate(rng, 1))
+        }
         8 => format!("count(DISTINCT {})", rng.pick(&["a", "b", "d", "s", "f", "k % 7", "lower(s)"])),
         9 => format!("{}(DISTINCT {})", rng.pick(&["sum", "avg", "min", "max"]), rng.pick(&["a", "b", "k % 7"])),
         0 => "count(*)".into(),
