@@ -70,6 +70,16 @@ pub enum Plan {
     Values(Vec<Vec<Expr>>),
     /// `UNION ALL`: the inputs' rows one after another. Their scans run concurrently, in one task graph.
     UnionAll(Vec<Plan>),
+    /// Hash aggregation of another plan's rows (a subquery in FROM): output rows are the group keys, then the
+    /// aggregates, as a scan's aggregate output. A scan aggregates inside its tasks instead.
+    Aggregate {
+        /// The input.
+        input: Box<Plan>,
+        /// Group keys (over input rows).
+        group_by: Vec<Expr>,
+        /// Aggregates (over input rows).
+        aggregates: Vec<AggregateCall>,
+    },
     /// What happens after the rows are produced: `HAVING`, the select list, `DISTINCT`, `ORDER BY`, `OFFSET`,
     /// `LIMIT`.
     Post {
@@ -97,7 +107,18 @@ impl Plan {
             Plan::Scan(_) => true,
             Plan::Lookup(_) | Plan::Values(_) => false,
             Plan::UnionAll(inputs) => inputs.iter().any(Plan::scans),
-            Plan::Post { input, .. } => input.scans(),
+            Plan::Post { input, .. } | Plan::Aggregate { input, .. } => input.scans(),
+        }
+    }
+
+    /// Whether the plan's rows are an aggregation's (group keys, then aggregates).
+    pub fn aggregates(&self) -> bool {
+        match self {
+            Plan::Scan(ScanPlan { output, .. }) | Plan::Lookup(LookupPlan { output, .. }) => {
+                matches!(output, ScanOutput::Aggregate { .. })
+            }
+            Plan::Aggregate { .. } => true,
+            Plan::Values(_) | Plan::UnionAll(_) | Plan::Post { .. } => false,
         }
     }
 
@@ -154,10 +175,17 @@ impl Plan {
                     input.describe_into(out, depth + 1);
                 }
             }
+            Plan::Aggregate { input, group_by, aggregates } => {
+                let kind = if group_by.is_empty() { "Aggregate" } else { "Hash Aggregate" };
+                let plural = if aggregates.len() == 1 { "" } else { "s" };
+                let _ = writeln!(out, "{indent}{arrow}{kind} ({} aggregate{plural})", aggregates.len());
+                input.describe_into(out, depth + 1);
+            }
             Plan::Post { input, filter, projection, distinct, order_by, offset, limit } => {
                 let mut parts = Vec::new();
                 if filter.is_some() {
-                    parts.push("Having".to_string());
+                    // Above an aggregation it is HAVING; above a subquery's rows, the outer query's WHERE.
+                    parts.push(if input.aggregates() { "Having" } else { "Filter" }.to_string());
                 }
                 if *distinct {
                     parts.push("Distinct".to_string());

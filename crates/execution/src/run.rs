@@ -229,7 +229,7 @@ fn scan_table_names(plan: &Plan, out: &mut Vec<String>) {
     match plan {
         Plan::Scan(scan) => out.push(scan.table.name().to_string()),
         Plan::UnionAll(inputs) => inputs.iter().for_each(|p| scan_table_names(p, out)),
-        Plan::Post { input, .. } => scan_table_names(input, out),
+        Plan::Post { input, .. } | Plan::Aggregate { input, .. } => scan_table_names(input, out),
         Plan::Lookup(_) | Plan::Values(_) => {}
     }
 }
@@ -248,7 +248,7 @@ fn collect_scans(
             Ok(())
         }
         Plan::UnionAll(inputs) => inputs.iter().try_for_each(|p| collect_scans(p, executor, params, graph, jobs)),
-        Plan::Post { input, .. } => collect_scans(input, executor, params, graph, jobs),
+        Plan::Post { input, .. } | Plan::Aggregate { input, .. } => collect_scans(input, executor, params, graph, jobs),
         Plan::Lookup(_) | Plan::Values(_) => Ok(()),
     }
 }
@@ -794,6 +794,17 @@ fn finish(
             let started = Instant::now();
             let rows: Vec<Vec<Value>> = parts.into_iter().flatten().collect();
             result.operator("Append", rows.len(), started);
+            Ok(rows)
+        }
+        Plan::Aggregate { input, group_by, aggregates } => {
+            let rows = finish(input, executor, jobs, next_job, result)?;
+            let started = Instant::now();
+            let mut partial = PartialAggregate::default();
+            for row in &rows {
+                group_row(group_by, aggregates, &mut partial, row, executor.params)?;
+            }
+            let rows = partial.finish(aggregates, !group_by.is_empty())?;
+            result.operator("Aggregate", rows.len(), started);
             Ok(rows)
         }
         Plan::Post { input, filter, projection, distinct, order_by, offset, limit } => {

@@ -94,6 +94,8 @@ const AGGREGATE_BASE: usize = 1 << 30;
 /// What names resolve to while an expression is bound.
 struct Scope<'a> {
     table: Option<&'a Table>,
+    /// A subquery's result columns, when FROM is a subquery rather than a table.
+    derived: Option<&'a [OutputColumn]>,
     /// Names the table can be referred to by (its name, or its alias).
     qualifier: Option<String>,
 }
@@ -107,6 +109,18 @@ impl Scope<'_> {
                 sqlstate::UNDEFINED_TABLE,
                 format!("missing FROM-clause entry for table \"{q}\""),
             ));
+        }
+        if let Some(columns) = self.derived {
+            let mut matches = columns.iter().enumerate().filter(|(_, c)| c.name == name);
+            return match (matches.next(), matches.next()) {
+                (Some((index, column)), None) => Ok(Expr::Column { index, data_type: column.data_type }),
+                (Some(_), Some(_)) => {
+                    Err(ExecError::new(sqlstate::AMBIGUOUS_COLUMN, format!("column reference \"{name}\" is ambiguous")))
+                }
+                (None, _) => {
+                    Err(ExecError::new(sqlstate::UNDEFINED_COLUMN, format!("column \"{name}\" does not exist")))
+                }
+            };
         }
         let table = self
             .table
@@ -168,7 +182,7 @@ impl<'a> Binder<'a> {
 
     /// Binds a constant expression (no columns in scope), e.g. an `INSERT` value, expecting `target`.
     pub fn bind_constant(&self, expr: &ast::Expr, target: Option<DataType>) -> Result<Expr, ExecError> {
-        let scope = Scope { table: None, qualifier: None };
+        let scope = Scope { table: None, derived: None, qualifier: None };
         let bound = self.bind_expr(expr, &scope)?;
         Ok(match target {
             Some(target) => self.coerce_to(bound, target)?,
@@ -1060,6 +1074,116 @@ impl<'a> Binder<'a> {
         }
     }
 
+    /// Binds the clauses of a SELECT over `scope` (a table, a subquery's rows, or nothing): WHERE, the select
+    /// list (`*` is `wildcard`), GROUP BY, HAVING, ORDER BY, DISTINCT; aggregates are collected on the way.
+    fn bind_select_clauses<'q>(
+        &self,
+        select: &Select,
+        scope: &Scope<'_>,
+        order_by: &[&'q ast::OrderByExpr],
+        wildcard: Option<Vec<(Expr, String)>>,
+    ) -> Result<SelectClauses<'q>, ExecError> {
+        // WHERE (no aggregates allowed).
+        let filter = match &select.selection {
+            Some(selection) => {
+                let bound = self.bind_expr(selection, scope)?;
+                Some(self.expect_boolean(bound, "WHERE")?)
+            }
+            None => None,
+        };
+
+        // The select list, expanded, with aggregates collected.
+        *self.aggregates.borrow_mut() = Some(Vec::new());
+        let mut items: Vec<(Expr, String)> = Vec::new();
+        for item in &select.projection {
+            match item {
+                SelectItem::UnnamedExpr(expr) => items.push((self.bind_expr(expr, scope)?, column_name(expr))),
+                SelectItem::ExprWithAlias { expr, alias } => items.push((self.bind_expr(expr, scope)?, fold(alias))),
+                SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => {
+                    let columns = wildcard.as_ref().ok_or_else(|| {
+                        ExecError::new(sqlstate::SYNTAX_ERROR, "SELECT * with no tables specified is not valid")
+                    })?;
+                    items.extend(columns.iter().cloned());
+                }
+                SelectItem::ExprWithAliases { .. } => return Err(unsupported("multiple aliases")),
+            }
+        }
+        let group_by: Vec<Expr> = match &select.group_by {
+            GroupByExpr::Expressions(exprs, modifiers) if modifiers.is_empty() => {
+                exprs.iter().map(|e| self.group_item(e, scope, &items)).collect::<Result<_, _>>()?
+            }
+            GroupByExpr::Expressions(..) | GroupByExpr::All(_) => return Err(unsupported("this GROUP BY form")),
+        };
+        let having = match &select.having {
+            Some(having) => {
+                let bound = self.bind_expr(having, scope)?;
+                Some(self.expect_boolean(bound, "HAVING")?)
+            }
+            None => None,
+        };
+        let mut sort_exprs = Vec::new();
+        for item in order_by {
+            sort_exprs.push((self.order_item(&item.expr, scope, &items)?, &item.options));
+        }
+        let aggregates = self.aggregates.borrow_mut().take().unwrap_or_default();
+        if let Some(filter) = &filter
+            && uses_aggregates(filter)
+        {
+            return Err(ExecError::new(sqlstate::GROUPING_ERROR, "aggregate functions are not allowed in WHERE"));
+        }
+        let distinct = match &select.distinct {
+            None | Some(Distinct::All) => false,
+            Some(Distinct::Distinct) => true,
+            Some(Distinct::On(_)) => return Err(unsupported("DISTINCT ON")),
+        };
+        Ok(SelectClauses { filter, items, group_by, having, sort_exprs, aggregates, distinct })
+    }
+
+    /// A SELECT over a subquery's rows (`FROM (SELECT …) AS s`): the same clauses as over a table, run on the
+    /// subquery's result rather than inside a scan (WHERE as a filter on its rows, then [`Plan::Aggregate`]).
+    fn plan_select_over(
+        &self,
+        select: &Select,
+        inner: BoundQuery,
+        qualifier: Option<String>,
+        order_by: &[&ast::OrderByExpr],
+        limit: Option<Expr>,
+        offset: Option<Expr>,
+    ) -> Result<BoundQuery, ExecError> {
+        let scope = Scope { table: None, derived: Some(&inner.columns), qualifier };
+        let wildcard = inner
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(index, c)| (Expr::Column { index, data_type: c.data_type }, c.name.clone()))
+            .collect();
+        let SelectClauses { filter, items, group_by, having, sort_exprs, aggregates, distinct } =
+            self.bind_select_clauses(select, &scope, order_by, Some(wildcard))?;
+        let columns: Vec<OutputColumn> =
+            items.iter().map(|(e, name)| OutputColumn { name: name.clone(), data_type: e.data_type() }).collect();
+        let mut plan = inner.plan;
+        if filter.is_some() {
+            plan = post(plan, filter, None, false, Vec::new(), None, None);
+        }
+        let plan = if !aggregates.is_empty() || !group_by.is_empty() {
+            let names: Vec<String> = inner.columns.iter().map(|c| c.name.clone()).collect();
+            let (projection, having, keys) = over_groups(&items, having.as_ref(), &sort_exprs, &group_by, &names)?;
+            let input = Plan::Aggregate { input: Box::new(plan), group_by, aggregates };
+            post(input, having, Some(projection), distinct, keys, offset, limit)
+        } else {
+            if having.is_some() {
+                return Err(ExecError::new(sqlstate::GROUPING_ERROR, "HAVING needs GROUP BY or an aggregate"));
+            }
+            let projection: Vec<Expr> = items.into_iter().map(|(e, _)| e).collect();
+            if distinct && sort_exprs.iter().any(|(e, _)| !projection.contains(e)) {
+                return Err(distinct_order_error());
+            }
+            let keys = sort_exprs.into_iter().map(|(e, options)| sort_key(e, options)).collect();
+            post(plan, None, Some(projection), distinct, keys, offset, limit)
+        };
+        Ok(BoundQuery { plan, columns, tables: inner.tables })
+    }
+
     fn plan_select(
         &self,
         select: &Select,
@@ -1071,6 +1195,24 @@ impl<'a> Binder<'a> {
             return Err(
                 unsupported("joins").with_hint("numadb queries one table per SELECT; combine results with UNION ALL")
             );
+        }
+        if select.into.is_some() {
+            return Err(
+                unsupported("SELECT INTO").with_hint("create the table, then load it with INSERT … VALUES or COPY")
+            );
+        }
+        if select.top.is_some()
+            || select.exclude.is_some()
+            || select.prewhere.is_some()
+            || select.qualify.is_some()
+            || !select.lateral_views.is_empty()
+            || !select.connect_by.is_empty()
+            || !select.cluster_by.is_empty()
+            || !select.distribute_by.is_empty()
+            || !select.sort_by.is_empty()
+            || !select.named_window.is_empty()
+        {
+            return Err(unsupported("this SELECT clause"));
         }
         let (table, qualifier) = match select.from.first().map(|f| &f.relation) {
             None => (None, None),
@@ -1094,86 +1236,32 @@ impl<'a> Binder<'a> {
                 };
                 (Some(table), Some(qualifier))
             }
-            Some(_) => return Err(unsupported("subqueries in FROM")),
+            Some(TableFactor::Derived { lateral, subquery, alias, .. }) => {
+                if *lateral {
+                    return Err(unsupported("LATERAL"));
+                }
+                if alias.as_ref().is_some_and(|alias| !alias.columns.is_empty()) {
+                    return Err(unsupported("a column alias list in FROM"));
+                }
+                let inner = self.plan_query(subquery)?;
+                let qualifier = alias.as_ref().map(|a| fold(&a.name));
+                return self.plan_select_over(select, inner, qualifier, order_by, limit, offset);
+            }
+            Some(_) => return Err(unsupported("this FROM item")),
         };
-        if select.into.is_some() {
-            return Err(
-                unsupported("SELECT INTO").with_hint("create the table, then load it with INSERT … VALUES or COPY")
-            );
-        }
-        if select.top.is_some()
-            || select.exclude.is_some()
-            || select.prewhere.is_some()
-            || select.qualify.is_some()
-            || !select.lateral_views.is_empty()
-            || !select.connect_by.is_empty()
-            || !select.cluster_by.is_empty()
-            || !select.distribute_by.is_empty()
-            || !select.sort_by.is_empty()
-            || !select.named_window.is_empty()
-        {
-            return Err(unsupported("this SELECT clause"));
-        }
-        let scope = Scope { table: table.as_deref(), qualifier };
+        let scope = Scope { table: table.as_deref(), derived: None, qualifier };
         if select.having.is_some() && table.is_none() {
             return Err(unsupported("HAVING without FROM"));
         }
 
-        // WHERE (no aggregates allowed).
-        let filter = match &select.selection {
-            Some(selection) => {
-                let bound = self.bind_expr(selection, &scope)?;
-                Some(self.expect_boolean(bound, "WHERE")?)
-            }
-            None => None,
-        };
-
-        // The select list, expanded, with aggregates collected.
-        *self.aggregates.borrow_mut() = Some(Vec::new());
-        let mut items: Vec<(Expr, String)> = Vec::new();
-        for item in &select.projection {
-            match item {
-                SelectItem::UnnamedExpr(expr) => items.push((self.bind_expr(expr, &scope)?, column_name(expr))),
-                SelectItem::ExprWithAlias { expr, alias } => items.push((self.bind_expr(expr, &scope)?, fold(alias))),
-                SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => {
-                    let table = scope.table.ok_or_else(|| {
-                        ExecError::new(sqlstate::SYNTAX_ERROR, "SELECT * with no tables specified is not valid")
-                    })?;
-                    for (index, column) in table.columns().iter().enumerate() {
-                        items.push((Expr::Column { index, data_type: column.data_type }, column.name.clone()));
-                    }
-                }
-                SelectItem::ExprWithAliases { .. } => return Err(unsupported("multiple aliases")),
-            }
-        }
-        let group_by: Vec<Expr> = match &select.group_by {
-            GroupByExpr::Expressions(exprs, modifiers) if modifiers.is_empty() => {
-                exprs.iter().map(|e| self.group_item(e, &scope, &items)).collect::<Result<_, _>>()?
-            }
-            GroupByExpr::Expressions(..) | GroupByExpr::All(_) => return Err(unsupported("this GROUP BY form")),
-        };
-        let having = match &select.having {
-            Some(having) => {
-                let bound = self.bind_expr(having, &scope)?;
-                Some(self.expect_boolean(bound, "HAVING")?)
-            }
-            None => None,
-        };
-        let mut sort_exprs = Vec::new();
-        for item in order_by {
-            sort_exprs.push((self.order_item(&item.expr, &scope, &items)?, &item.options));
-        }
-        let aggregates = self.aggregates.borrow_mut().take().unwrap_or_default();
-        if let Some(filter) = &filter
-            && uses_aggregates(filter)
-        {
-            return Err(ExecError::new(sqlstate::GROUPING_ERROR, "aggregate functions are not allowed in WHERE"));
-        }
-        let distinct = match &select.distinct {
-            None | Some(Distinct::All) => false,
-            Some(Distinct::Distinct) => true,
-            Some(Distinct::On(_)) => return Err(unsupported("DISTINCT ON")),
-        };
+        let wildcard = table.as_deref().map(|t| {
+            t.columns()
+                .iter()
+                .enumerate()
+                .map(|(index, c)| (Expr::Column { index, data_type: c.data_type }, c.name.clone()))
+        });
+        let SelectClauses { filter, items, group_by, having, sort_exprs, aggregates, distinct } =
+            self.bind_select_clauses(select, &scope, order_by, wildcard.map(Iterator::collect))?;
         let columns: Vec<OutputColumn> =
             items.iter().map(|(e, name)| OutputColumn { name: name.clone(), data_type: e.data_type() }).collect();
         let tables: Vec<Arc<Table>> = table.iter().cloned().collect();
@@ -1199,14 +1287,8 @@ impl<'a> Binder<'a> {
 
         if !aggregates.is_empty() || !group_by.is_empty() {
             // Rewrite everything above the aggregation over its output row: group keys, then aggregates.
-            let keys_count = group_by.len();
-            let over_groups = |expr: &Expr| rewrite_over_groups(expr, &group_by, keys_count, &table);
-            let projection = items.iter().map(|(e, _)| over_groups(e)).collect::<Result<Vec<_>, _>>()?;
-            let having = having.as_ref().map(over_groups).transpose()?;
-            let keys = sort_exprs
-                .iter()
-                .map(|(e, options)| Ok(sort_key(over_groups(e)?, options)))
-                .collect::<Result<Vec<_>, ExecError>>()?;
+            let names: Vec<String> = table.columns().iter().map(|c| c.name.clone()).collect();
+            let (projection, having, keys) = over_groups(&items, having.as_ref(), &sort_exprs, &group_by, &names)?;
             let output = ScanOutput::Aggregate { group_by, aggregates };
             let input = self.scan_or_lookup(&table, filter, output);
             let plan = Plan::Post {
@@ -1231,10 +1313,7 @@ impl<'a> Binder<'a> {
             return Ok(BoundQuery { plan, columns, tables });
         }
         if distinct && sort_exprs.iter().any(|(e, _)| !projection.contains(e)) {
-            return Err(ExecError::new(
-                sqlstate::INVALID_COLUMN_REFERENCE,
-                "for SELECT DISTINCT, ORDER BY expressions must appear in select list",
-            ));
+            return Err(distinct_order_error());
         }
         // The scan produces the columns the projection and the sort keys need; both are evaluated after it.
         let mut needed = Vec::new();
@@ -1460,6 +1539,41 @@ fn flatten_and(expr: Expr, out: &mut Vec<Expr>) {
     }
 }
 
+/// A SELECT's clauses, bound.
+struct SelectClauses<'q> {
+    filter: Option<Expr>,
+    items: Vec<(Expr, String)>,
+    group_by: Vec<Expr>,
+    having: Option<Expr>,
+    sort_exprs: Vec<(Expr, &'q ast::OrderByOptions)>,
+    aggregates: Vec<AggregateCall>,
+    distinct: bool,
+}
+
+fn distinct_order_error() -> ExecError {
+    ExecError::new(
+        sqlstate::INVALID_COLUMN_REFERENCE,
+        "for SELECT DISTINCT, ORDER BY expressions must appear in select list",
+    )
+}
+
+/// The select list, HAVING and ORDER BY rewritten over an aggregation's output rows (group keys, then aggregates).
+#[allow(clippy::type_complexity)]
+fn over_groups(
+    items: &[(Expr, String)],
+    having: Option<&Expr>,
+    sort_exprs: &[(Expr, &ast::OrderByOptions)],
+    group_by: &[Expr],
+    names: &[String],
+) -> Result<(Vec<Expr>, Option<Expr>, Vec<SortKey>), ExecError> {
+    let rewrite = |expr: &Expr| rewrite_over_groups(expr, group_by, group_by.len(), names);
+    let projection = items.iter().map(|(e, _)| rewrite(e)).collect::<Result<Vec<_>, _>>()?;
+    let having = having.map(rewrite).transpose()?;
+    let keys =
+        sort_exprs.iter().map(|(e, options)| Ok(sort_key(rewrite(e)?, options))).collect::<Result<_, ExecError>>()?;
+    Ok((projection, having, keys))
+}
+
 /// `e1 op e2 op …` for AND or OR (`exprs` is not empty).
 fn fold_boolean(exprs: Vec<Expr>, op: BinaryOp) -> Expr {
     let mut exprs = exprs.into_iter();
@@ -1474,7 +1588,7 @@ fn fold_boolean(exprs: Vec<Expr>, op: BinaryOp) -> Expr {
 
 /// Rewrites an expression over table columns (and aggregate placeholders) into one over the aggregation's output
 /// row: group keys first, aggregates after.
-fn rewrite_over_groups(expr: &Expr, group_by: &[Expr], keys: usize, table: &Table) -> Result<Expr, ExecError> {
+fn rewrite_over_groups(expr: &Expr, group_by: &[Expr], keys: usize, names: &[String]) -> Result<Expr, ExecError> {
     if let Some(position) = group_by.iter().position(|g| g == expr) {
         return Ok(Expr::Column { index: position, data_type: expr.data_type() });
     }
@@ -1483,13 +1597,13 @@ fn rewrite_over_groups(expr: &Expr, group_by: &[Expr], keys: usize, table: &Tabl
             Ok(Expr::Column { index: keys + index - AGGREGATE_BASE, data_type: *data_type })
         }
         Expr::Column { index, .. } => {
-            let name = table.columns().get(*index).map_or("?", |c| c.name.as_str());
+            let name = names.get(*index).map_or("?", String::as_str);
             Err(ExecError::new(
                 sqlstate::GROUPING_ERROR,
                 format!("column \"{name}\" must appear in the GROUP BY clause or be used in an aggregate function"),
             ))
         }
-        _ => expr.try_map_children(&mut |e| rewrite_over_groups(e, group_by, keys, table)),
+        _ => expr.try_map_children(&mut |e| rewrite_over_groups(e, group_by, keys, names)),
     }
 }
 

@@ -6,7 +6,7 @@
 //! BETWEEN, IN, IS NULL, IS [NOT] DISTINCT FROM, LIKE, boolean columns, AND/OR/NOT) feeding aggregates (also
 //! of expressions, DISTINCT ones and ones with FILTER), GROUP BY with one or two keys and HAVING, DISTINCT,
 //! projections of arithmetic, CASE, COALESCE, NULLIF, GREATEST/LEAST, abs, lower/upper/length, ORDER BY several
-//! keys with NULLS FIRST/LAST, LIMIT and OFFSET, and UNION ALL. Doubles compare with a relative tolerance
+//! keys with NULLS FIRST/LAST, LIMIT and OFFSET, UNION ALL, and subqueries in FROM. Doubles compare with a relative tolerance
 //! (summation order differs); everything else must be equal.
 //!
 //! `NUMADB_PYTHON` names a Python with `duckdb` installed (the project's test command sets up a virtual
@@ -184,7 +184,19 @@ fn aggregate(rng: &mut Rng) -> String {
 
 fn query(rng: &mut Rng) -> (String, bool) {
     let filter = if rng.chance(85) { format!(" WHERE {}", predicate(rng, 3)) } else { String::new() };
-    match rng.below(9) {
+    match rng.below(10) {
+        9 => {
+            // A subquery in FROM: aggregates over a filtered projection, or over another aggregation's groups.
+            if rng.chance(50) {
+                let inner = format!("SELECT {} AS x, k, s FROM t{filter}", numeric_expression(rng));
+                let outer_filter = if rng.chance(50) { " WHERE x > 0" } else { "" };
+                (format!("SELECT count(*), count(x), sum(x), min(s) FROM ({inner}) q{outer_filter}"), false)
+            } else {
+                let key = rng.pick(&["a", "s", "f", "k % 7"]);
+                let inner = format!("SELECT {key} AS g, count(*) AS n, sum(a) AS total FROM t{filter} GROUP BY {key}");
+                (format!("SELECT n, count(*), sum(total), max(g) FROM ({inner}) q GROUP BY n"), false)
+            }
+        }
         5 => {
             // Two grouping keys, HAVING.
             let keys = rng.pick(&["a, f", "s, f", "k % 5, s", "a, k % 3"]);
