@@ -41,6 +41,8 @@ pub mod sqlstate {
     pub const NUMERIC_VALUE_OUT_OF_RANGE: &str = "22003";
     /// `22012`
     pub const DIVISION_BY_ZERO: &str = "22012";
+    /// A scalar subquery returned more than one row.
+    pub const CARDINALITY_VIOLATION: &str = "21000";
     /// `22P02`
     pub const INVALID_TEXT_REPRESENTATION: &str = "22P02";
     /// `22023`

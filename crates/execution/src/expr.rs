@@ -186,6 +186,25 @@ pub enum Expr {
         /// Result type (every result has it).
         data_type: DataType,
     },
+    /// An uncorrelated subquery's result: a scalar subquery `(SELECT …)` or `EXISTS (SELECT …)`. The statement's
+    /// subqueries run before it (see `Plan::Subqueries`), and their results replace these expressions.
+    Subquery {
+        /// The subquery's position in the statement's list.
+        index: usize,
+        /// `EXISTS` rather than a scalar value.
+        exists: bool,
+        /// Result type.
+        data_type: DataType,
+    },
+    /// `e [NOT] IN (SELECT …)`, replaced by an IN list of the subquery's values before the statement runs.
+    InSubquery {
+        /// Operand.
+        expr: Box<Expr>,
+        /// The subquery's position in the statement's list.
+        index: usize,
+        /// `NOT IN`.
+        negated: bool,
+    },
     /// A scalar function call.
     Function {
         /// The function.
@@ -280,9 +299,13 @@ impl Expr {
             | Expr::Param { data_type, .. }
             | Expr::Binary { data_type, .. }
             | Expr::Negate { data_type, .. } => *data_type,
-            Expr::Not(_) | Expr::IsNull { .. } | Expr::Between { .. } | Expr::InList { .. } | Expr::Like { .. } => {
-                DataType::Boolean
-            }
+            Expr::Not(_)
+            | Expr::IsNull { .. }
+            | Expr::Between { .. }
+            | Expr::InList { .. }
+            | Expr::Like { .. }
+            | Expr::InSubquery { .. } => DataType::Boolean,
+            Expr::Subquery { data_type, .. } => *data_type,
             Expr::Cast { to, .. } => *to,
             Expr::Case { data_type, .. } | Expr::Function { data_type, .. } => *data_type,
         }
@@ -293,7 +316,10 @@ impl Expr {
     pub fn try_map_children<E>(&self, f: &mut impl FnMut(&Expr) -> Result<Expr, E>) -> Result<Expr, E> {
         let mut boxed = |e: &Expr| f(e).map(Box::new);
         Ok(match self {
-            Expr::Column { .. } | Expr::Literal { .. } | Expr::Param { .. } => self.clone(),
+            Expr::Column { .. } | Expr::Literal { .. } | Expr::Param { .. } | Expr::Subquery { .. } => self.clone(),
+            Expr::InSubquery { expr, index, negated } => {
+                Expr::InSubquery { expr: boxed(expr)?, index: *index, negated: *negated }
+            }
             Expr::Binary { op, left, right, data_type } => {
                 Expr::Binary { op: *op, left: boxed(left)?, right: boxed(right)?, data_type: *data_type }
             }
@@ -340,7 +366,8 @@ impl Expr {
                     out.push(*index);
                 }
             }
-            Expr::Literal { .. } | Expr::Param { .. } => {}
+            Expr::Literal { .. } | Expr::Param { .. } | Expr::Subquery { .. } => {}
+            Expr::InSubquery { expr, .. } => expr.columns(out),
             Expr::Binary { left, right, .. } => {
                 left.columns(out);
                 right.columns(out);
@@ -462,6 +489,38 @@ impl Expr {
                 otherwise.eval(row, params)
             }
             Expr::Function { function, args, data_type } => function.eval(args, *data_type, row, params),
+            Expr::Subquery { .. } | Expr::InSubquery { .. } => {
+                Err(ExecError::new(sqlstate::FEATURE_NOT_SUPPORTED, "a subquery is not supported here"))
+            }
+        }
+    }
+
+    /// The expression with the statement's subqueries replaced by their results (`results[i]` holds subquery
+    /// `i`'s rows): a scalar subquery by its one value (NULL for no row; more than one row is an error), EXISTS by
+    /// whether there is a row, IN (SELECT …) by an IN list of the values.
+    pub fn substitute_subqueries(&self, results: &[Vec<Vec<Value>>]) -> Result<Expr, ExecError> {
+        let rows = |index: usize| results.get(index).ok_or_else(|| ExecError::internal("a subquery ran out of order"));
+        match self {
+            Expr::Subquery { index, exists: true, .. } => {
+                Ok(Expr::literal(Value::Bool(!rows(*index)?.is_empty()), DataType::Boolean))
+            }
+            Expr::Subquery { index, exists: false, data_type } => match rows(*index)?.as_slice() {
+                [] => Ok(Expr::literal(Value::Null, *data_type)),
+                [row] => Ok(Expr::literal(row.first().cloned().unwrap_or(Value::Null), *data_type)),
+                _ => Err(ExecError::new(
+                    sqlstate::CARDINALITY_VIOLATION,
+                    "more than one row returned by a subquery used as an expression",
+                )),
+            },
+            Expr::InSubquery { expr, index, negated } => {
+                let data_type = expr.data_type();
+                let list = rows(*index)?
+                    .iter()
+                    .map(|row| Expr::literal(row.first().cloned().unwrap_or(Value::Null), data_type))
+                    .collect();
+                Ok(Expr::InList { expr: Box::new(expr.substitute_subqueries(results)?), list, negated: *negated })
+            }
+            _ => self.try_map_children(&mut |e| e.substitute_subqueries(results)),
         }
     }
 }

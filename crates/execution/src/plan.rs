@@ -6,6 +6,7 @@ use std::sync::Arc;
 use numadb_storage::{Table, Value};
 
 use crate::aggregate::AggregateCall;
+use crate::error::ExecError;
 use crate::expr::Expr;
 
 /// What a scan produces.
@@ -70,6 +71,15 @@ pub enum Plan {
     Values(Vec<Vec<Expr>>),
     /// `UNION ALL`: the inputs' rows one after another. Their scans run concurrently, in one task graph.
     UnionAll(Vec<Plan>),
+    /// A statement with uncorrelated subqueries in its expressions: they run first, in order (a later one may
+    /// use an earlier one's result), and their results replace [`Expr::Subquery`] and [`Expr::InSubquery`] in
+    /// `main` before it runs.
+    Subqueries {
+        /// The subqueries, each producing one column.
+        subqueries: Vec<Plan>,
+        /// The statement.
+        main: Box<Plan>,
+    },
     /// Hash aggregation of another plan's rows (a subquery in FROM): output rows are the group keys, then the
     /// aggregates, as a scan's aggregate output. A scan aggregates inside its tasks instead.
     Aggregate {
@@ -108,6 +118,7 @@ impl Plan {
             Plan::Lookup(_) | Plan::Values(_) => false,
             Plan::UnionAll(inputs) => inputs.iter().any(Plan::scans),
             Plan::Post { input, .. } | Plan::Aggregate { input, .. } => input.scans(),
+            Plan::Subqueries { subqueries, main } => main.scans() || subqueries.iter().any(Plan::scans),
         }
     }
 
@@ -118,8 +129,61 @@ impl Plan {
                 matches!(output, ScanOutput::Aggregate { .. })
             }
             Plan::Aggregate { .. } => true,
+            Plan::Subqueries { main, .. } => main.aggregates(),
             Plan::Values(_) | Plan::UnionAll(_) | Plan::Post { .. } => false,
         }
+    }
+
+    /// The plan with every expression replaced by `f` of it.
+    pub fn try_map_exprs(&self, f: &mut impl FnMut(&Expr) -> Result<Expr, ExecError>) -> Result<Plan, ExecError> {
+        let output = map_output;
+        Ok(match self {
+            Plan::Scan(scan) => Plan::Scan(ScanPlan {
+                table: Arc::clone(&scan.table),
+                filter: scan.filter.as_ref().map(&mut *f).transpose()?,
+                output: output(&scan.output, f)?,
+            }),
+            Plan::Lookup(lookup) => Plan::Lookup(LookupPlan {
+                table: Arc::clone(&lookup.table),
+                column: lookup.column,
+                key: f(&lookup.key)?,
+                residual: lookup.residual.as_ref().map(&mut *f).transpose()?,
+                output: output(&lookup.output, f)?,
+            }),
+            Plan::Values(rows) => Plan::Values(
+                rows.iter().map(|row| row.iter().map(&mut *f).collect::<Result<_, _>>()).collect::<Result<_, _>>()?,
+            ),
+            Plan::UnionAll(inputs) => {
+                Plan::UnionAll(inputs.iter().map(|p| p.try_map_exprs(f)).collect::<Result<_, _>>()?)
+            }
+            Plan::Subqueries { subqueries, main } => Plan::Subqueries {
+                subqueries: subqueries.iter().map(|p| p.try_map_exprs(f)).collect::<Result<_, _>>()?,
+                main: Box::new(main.try_map_exprs(f)?),
+            },
+            Plan::Aggregate { input, group_by, aggregates } => {
+                let aggregated = ScanOutput::Aggregate { group_by: group_by.clone(), aggregates: aggregates.clone() };
+                let ScanOutput::Aggregate { group_by, aggregates } = output(&aggregated, f)? else {
+                    unreachable!("an aggregate output maps to an aggregate output")
+                };
+                Plan::Aggregate { input: Box::new(input.try_map_exprs(f)?), group_by, aggregates }
+            }
+            Plan::Post { input, filter, projection, distinct, order_by, offset, limit } => Plan::Post {
+                input: Box::new(input.try_map_exprs(f)?),
+                filter: filter.as_ref().map(&mut *f).transpose()?,
+                projection: projection
+                    .as_ref()
+                    .map(|p| p.iter().map(&mut *f).collect::<Result<Vec<_>, _>>())
+                    .transpose()?,
+                distinct: *distinct,
+                order_by: order_by.iter().map(|k| Ok(SortKey { expr: f(&k.expr)?, ..k.clone() })).collect::<Result<
+                    _,
+                    ExecError,
+                >>(
+                )?,
+                offset: offset.as_ref().map(&mut *f).transpose()?,
+                limit: limit.as_ref().map(&mut *f).transpose()?,
+            },
+        })
     }
 
     /// An indented, human-readable description (the body of `EXPLAIN`).
@@ -175,6 +239,13 @@ impl Plan {
                     input.describe_into(out, depth + 1);
                 }
             }
+            Plan::Subqueries { subqueries, main } => {
+                for (i, subquery) in subqueries.iter().enumerate() {
+                    let _ = writeln!(out, "{indent}{arrow}Subquery {} (runs first)", i + 1);
+                    subquery.describe_into(out, depth + 1);
+                }
+                main.describe_into(out, depth);
+            }
             Plan::Aggregate { input, group_by, aggregates } => {
                 let kind = if group_by.is_empty() { "Aggregate" } else { "Hash Aggregate" };
                 let plural = if aggregates.len() == 1 { "" } else { "s" };
@@ -211,6 +282,29 @@ impl Plan {
             }
         }
     }
+}
+
+/// A scan's output with every expression replaced by `f` of it.
+fn map_output(
+    output: &ScanOutput,
+    f: &mut dyn FnMut(&Expr) -> Result<Expr, ExecError>,
+) -> Result<ScanOutput, ExecError> {
+    Ok(match output {
+        ScanOutput::Rows(exprs) => ScanOutput::Rows(exprs.iter().map(&mut *f).collect::<Result<_, _>>()?),
+        ScanOutput::Aggregate { group_by, aggregates } => ScanOutput::Aggregate {
+            group_by: group_by.iter().map(&mut *f).collect::<Result<_, _>>()?,
+            aggregates: aggregates
+                .iter()
+                .map(|a| {
+                    Ok(AggregateCall {
+                        argument: a.argument.as_ref().map(&mut *f).transpose()?,
+                        filter: a.filter.as_ref().map(&mut *f).transpose()?,
+                        ..a.clone()
+                    })
+                })
+                .collect::<Result<_, ExecError>>()?,
+        },
+    })
 }
 
 fn output_kind(output: &ScanOutput) -> &'static str {
@@ -307,6 +401,11 @@ pub fn show_expr(expr: &Expr, names: &[String]) -> String {
         }
         Expr::Function { function, args, .. } => {
             format!("{}({})", function.name(), args.iter().map(|e| show_expr(e, names)).collect::<Vec<_>>().join(", "))
+        }
+        Expr::Subquery { index, exists: true, .. } => format!("EXISTS (subquery {})", index + 1),
+        Expr::Subquery { index, .. } => format!("(subquery {})", index + 1),
+        Expr::InSubquery { expr, index, negated } => {
+            format!("({} {}IN (subquery {}))", show_expr(expr, names), if *negated { "NOT " } else { "" }, index + 1)
         }
     }
 }

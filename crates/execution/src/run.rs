@@ -155,6 +155,9 @@ enum Morsel {
 
 /// Runs a plan.
 pub fn execute(plan: &Plan, executor: &Executor<'_>) -> Result<ExecutionResult, ExecError> {
+    if let Plan::Subqueries { subqueries, main } = plan {
+        return execute_with_subqueries(subqueries, main, executor);
+    }
     let started = Instant::now();
     let mut graph = TaskGraph::new();
     let mut jobs: Vec<Arc<ScanJob>> = Vec::new();
@@ -207,6 +210,49 @@ pub fn execute(plan: &Plan, executor: &Executor<'_>) -> Result<ExecutionResult, 
     Ok(result)
 }
 
+/// Runs a statement's subqueries in order, each with the earlier ones' results substituted, then the statement
+/// with all of them; the counters of every part add up in the one result (`EXPLAIN ANALYZE` shows them all).
+fn execute_with_subqueries(
+    subqueries: &[Plan],
+    main: &Plan,
+    executor: &Executor<'_>,
+) -> Result<ExecutionResult, ExecError> {
+    let started = Instant::now();
+    let mut results: Vec<Vec<Vec<Value>>> = Vec::with_capacity(subqueries.len());
+    let mut parts = Vec::with_capacity(subqueries.len());
+    for subquery in subqueries {
+        let plan = subquery.try_map_exprs(&mut |e| e.substitute_subqueries(&results))?;
+        let mut part = execute(&plan, executor)?;
+        results.push(std::mem::take(&mut part.rows));
+        parts.push(part);
+    }
+    let plan = main.try_map_exprs(&mut |e| e.substitute_subqueries(&results))?;
+    let mut result = execute(&plan, executor)?;
+    // In plan order: the subqueries' scans and operators, then the statement's.
+    let (scans, operators) = (std::mem::take(&mut result.scans), std::mem::take(&mut result.operators));
+    for part in parts {
+        result.scans.extend(part.scans);
+        result.operators.extend(part.operators);
+        result.index_rows += part.index_rows;
+        result.post_time += part.post_time;
+        result.report = match (result.report.take(), part.report) {
+            (Some(mut total), Some(more)) => {
+                total.elapsed += more.elapsed;
+                total.tasks_skipped += more.tasks_skipped;
+                total.tasks_run.iter_mut().zip(&more.tasks_run).for_each(|(a, b)| *a += b);
+                total.tasks_stolen.iter_mut().zip(&more.tasks_stolen).for_each(|(a, b)| *a += b);
+                total.bytes_read.add(&more.bytes_read);
+                Some(total)
+            }
+            (total, more) => total.or(more),
+        };
+    }
+    result.scans.extend(scans);
+    result.operators.extend(operators);
+    result.elapsed = started.elapsed();
+    Ok(result)
+}
+
 /// Waits for the statement's tasks, cancelling them on timeout or when the cancel flag is raised.
 fn wait(query: numadb_scheduler::Query, executor: &Executor<'_>) -> Result<QueryReport, numadb_scheduler::QueryError> {
     let Some(cancel) = executor.cancel else {
@@ -230,6 +276,7 @@ fn scan_table_names(plan: &Plan, out: &mut Vec<String>) {
         Plan::Scan(scan) => out.push(scan.table.name().to_string()),
         Plan::UnionAll(inputs) => inputs.iter().for_each(|p| scan_table_names(p, out)),
         Plan::Post { input, .. } | Plan::Aggregate { input, .. } => scan_table_names(input, out),
+        Plan::Subqueries { main, .. } => scan_table_names(main, out),
         Plan::Lookup(_) | Plan::Values(_) => {}
     }
 }
@@ -250,6 +297,7 @@ fn collect_scans(
         Plan::UnionAll(inputs) => inputs.iter().try_for_each(|p| collect_scans(p, executor, params, graph, jobs)),
         Plan::Post { input, .. } | Plan::Aggregate { input, .. } => collect_scans(input, executor, params, graph, jobs),
         Plan::Lookup(_) | Plan::Values(_) => Ok(()),
+        Plan::Subqueries { .. } => Err(ExecError::internal("subqueries are only planned around a whole statement")),
     }
 }
 
@@ -796,6 +844,7 @@ fn finish(
             result.operator("Append", rows.len(), started);
             Ok(rows)
         }
+        Plan::Subqueries { .. } => Err(ExecError::internal("subqueries are only planned around a whole statement")),
         Plan::Aggregate { input, group_by, aggregates } => {
             let rows = finish(input, executor, jobs, next_job, result)?;
             let started = Instant::now();

@@ -148,12 +148,26 @@ pub struct Binder<'a> {
     aggregates: RefCell<Option<Vec<AggregateCall>>>,
     /// Whether `$n` may appear (prepared statements), or is an error (a plain statement has no parameters).
     params_allowed: bool,
+    /// The statement's subqueries in expressions, in the order they must run (an inner one before its outer).
+    subqueries: RefCell<Vec<Plan>>,
+    /// The tables they read.
+    subquery_tables: RefCell<Vec<Arc<Table>>>,
+    /// The SELECTs being bound, outermost first: qualifier and column names (to recognise a correlated name).
+    scopes: RefCell<Vec<(Option<String>, Vec<String>)>>,
 }
 
 impl<'a> Binder<'a> {
     /// A binder for a statement with parameters, with the types the client declared (`None`: to be inferred).
     pub fn new(source: &'a dyn TableSource, declared: &[Option<DataType>]) -> Self {
-        Binder { source, params: RefCell::new(declared.to_vec()), aggregates: RefCell::new(None), params_allowed: true }
+        Binder {
+            source,
+            params: RefCell::new(declared.to_vec()),
+            aggregates: RefCell::new(None),
+            params_allowed: true,
+            subqueries: RefCell::new(Vec::new()),
+            subquery_tables: RefCell::new(Vec::new()),
+            scopes: RefCell::new(Vec::new()),
+        }
     }
 
     /// A binder for a statement without parameters: `$n` is an error.
@@ -231,10 +245,14 @@ impl<'a> Binder<'a> {
     fn bind_expr(&self, expr: &ast::Expr, scope: &Scope<'_>) -> Result<Expr, ExecError> {
         use ast::Expr as E;
         match expr {
-            E::Identifier(ident) => scope.column(None, &fold(ident)),
+            E::Identifier(ident) => {
+                scope.column(None, &fold(ident)).map_err(|e| self.unless_correlated(e, None, &fold(ident)))
+            }
             E::CompoundIdentifier(parts) => match parts.as_slice() {
-                [table, column] => scope.column(Some(&fold(table)), &fold(column)),
-                [_, table, column] => scope.column(Some(&fold(table)), &fold(column)),
+                [table, column] | [_, table, column] => {
+                    let (table, column) = (fold(table), fold(column));
+                    scope.column(Some(&table), &column).map_err(|e| self.unless_correlated(e, Some(&table), &column))
+                }
                 _ => Err(unsupported(&format!("the name {expr}"))),
             },
             E::Value(value) => self.bind_value(&value.value),
@@ -371,7 +389,23 @@ impl<'a> Binder<'a> {
                 }
             }
             E::Function(function) => self.bind_function(function, scope),
-            E::InSubquery { .. } | E::Subquery(_) | E::Exists { .. } => Err(unsupported("subqueries")),
+            // Uncorrelated subqueries: planned now, run before the statement, their results put in their place.
+            E::Subquery(query) => {
+                let (index, data_type) = self.plan_subquery(query, true)?;
+                Ok(Expr::Subquery { index, exists: false, data_type })
+            }
+            E::Exists { subquery, negated } => {
+                let (index, _) = self.plan_subquery(subquery, false)?;
+                let exists = Expr::Subquery { index, exists: true, data_type: DataType::Boolean };
+                Ok(if *negated { Expr::Not(Box::new(exists)) } else { exists })
+            }
+            E::InSubquery { expr: inner, subquery, negated } => {
+                let inner = self.bind_expr(inner, scope)?;
+                let (index, data_type) = self.plan_subquery(subquery, true)?;
+                let values = Expr::Subquery { index, exists: false, data_type };
+                let (inner, _) = self.unify_comparison(inner, values)?;
+                Ok(Expr::InSubquery { expr: Box::new(inner), index, negated: *negated })
+            }
             E::Case { operand, conditions, else_result, .. } => {
                 self.bind_case(operand.as_deref(), conditions, else_result.as_deref(), scope)
             }
@@ -864,8 +898,52 @@ impl<'a> Binder<'a> {
     // ----------------------------------------------------------------------------------------------------
     // Queries.
 
-    /// Plans a query.
+    /// Plans a query: a whole statement, with its subqueries in expressions run first.
     pub fn plan_query(&self, query: &Query) -> Result<BoundQuery, ExecError> {
+        let mut bound = self.plan_query_inner(query)?;
+        let subqueries = std::mem::take(&mut *self.subqueries.borrow_mut());
+        if !subqueries.is_empty() {
+            bound.plan = Plan::Subqueries { subqueries, main: Box::new(bound.plan) };
+            bound.tables.append(&mut self.subquery_tables.borrow_mut());
+        }
+        Ok(bound)
+    }
+
+    /// A name not found inside a subquery may be an enclosing query's: then the error is that correlated
+    /// subqueries are not supported, not that the name does not exist.
+    fn unless_correlated(&self, error: ExecError, qualifier: Option<&str>, name: &str) -> ExecError {
+        let scopes = self.scopes.borrow();
+        let enclosing = &scopes[..scopes.len().saturating_sub(1)];
+        let found = enclosing.iter().any(|(q, names)| {
+            qualifier.is_none_or(|wanted| q.as_deref() == Some(wanted)) && names.iter().any(|n| n == name)
+        });
+        if found {
+            return unsupported("correlated subqueries (referring to an enclosing query's columns)")
+                .with_hint("Rewrite with IN (SELECT …) over the inner table, or a subquery in FROM.");
+        }
+        error
+    }
+
+    /// Plans an uncorrelated subquery of an expression; returns its position in the statement's list and the
+    /// type of its one column (`one_column` false: EXISTS, any columns).
+    fn plan_subquery(&self, query: &Query, one_column: bool) -> Result<(usize, DataType), ExecError> {
+        // The subquery's SELECT collects its own aggregates: the enclosing SELECT's are set aside meanwhile.
+        let saved = self.aggregates.borrow_mut().take();
+        let bound = self.plan_query_inner(query);
+        *self.aggregates.borrow_mut() = saved;
+        let bound = bound?;
+        if one_column && bound.columns.len() != 1 {
+            return Err(ExecError::new(sqlstate::SYNTAX_ERROR, "subquery must return only one column"));
+        }
+        let data_type = bound.columns.first().map_or(DataType::Boolean, |c| c.data_type);
+        self.subquery_tables.borrow_mut().extend(bound.tables);
+        let mut subqueries = self.subqueries.borrow_mut();
+        subqueries.push(bound.plan);
+        Ok((subqueries.len() - 1, data_type))
+    }
+
+    /// Plans a query that is part of a statement (a set operation's side, a subquery).
+    fn plan_query_inner(&self, query: &Query) -> Result<BoundQuery, ExecError> {
         if query.with.is_some() {
             return Err(unsupported("WITH"));
         }
@@ -972,7 +1050,7 @@ impl<'a> Binder<'a> {
     fn plan_set_expr(&self, body: &SetExpr) -> Result<BoundQuery, ExecError> {
         match body {
             SetExpr::Select(select) => self.plan_select(select, &[], None, None),
-            SetExpr::Query(query) => self.plan_query(query),
+            SetExpr::Query(query) => self.plan_query_inner(query),
             SetExpr::SetOperation { left, op: SetOperator::Union, set_quantifier, right } => {
                 let left = self.plan_set_expr(left)?;
                 let right = self.plan_set_expr(right)?;
@@ -1077,6 +1155,24 @@ impl<'a> Binder<'a> {
     /// Binds the clauses of a SELECT over `scope` (a table, a subquery's rows, or nothing): WHERE, the select
     /// list (`*` is `wildcard`), GROUP BY, HAVING, ORDER BY, DISTINCT; aggregates are collected on the way.
     fn bind_select_clauses<'q>(
+        &self,
+        select: &Select,
+        scope: &Scope<'_>,
+        order_by: &[&'q ast::OrderByExpr],
+        wildcard: Option<Vec<(Expr, String)>>,
+    ) -> Result<SelectClauses<'q>, ExecError> {
+        let names = match (scope.table, scope.derived) {
+            (Some(table), _) => table.columns().iter().map(|c| c.name.clone()).collect(),
+            (None, Some(columns)) => columns.iter().map(|c| c.name.clone()).collect(),
+            (None, None) => Vec::new(),
+        };
+        self.scopes.borrow_mut().push((scope.qualifier.clone(), names));
+        let clauses = self.bind_select_clauses_in_scope(select, scope, order_by, wildcard);
+        self.scopes.borrow_mut().pop();
+        clauses
+    }
+
+    fn bind_select_clauses_in_scope<'q>(
         &self,
         select: &Select,
         scope: &Scope<'_>,
@@ -1243,7 +1339,7 @@ impl<'a> Binder<'a> {
                 if alias.as_ref().is_some_and(|alias| !alias.columns.is_empty()) {
                     return Err(unsupported("a column alias list in FROM"));
                 }
-                let inner = self.plan_query(subquery)?;
+                let inner = self.plan_query_inner(subquery)?;
                 let qualifier = alias.as_ref().map(|a| fold(&a.name));
                 return self.plan_select_over(select, inner, qualifier, order_by, limit, offset);
             }

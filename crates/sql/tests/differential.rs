@@ -6,7 +6,7 @@
 //! BETWEEN, IN, IS NULL, IS [NOT] DISTINCT FROM, LIKE, boolean columns, AND/OR/NOT) feeding aggregates (also
 //! of expressions, DISTINCT ones and ones with FILTER), GROUP BY with one or two keys and HAVING, DISTINCT,
 //! projections of arithmetic, CASE, COALESCE, NULLIF, GREATEST/LEAST, abs, lower/upper/length, ORDER BY several
-//! keys with NULLS FIRST/LAST, LIMIT and OFFSET, UNION ALL, and subqueries in FROM. Doubles compare with a relative tolerance
+//! keys with NULLS FIRST/LAST, LIMIT and OFFSET, UNION ALL, subqueries in FROM and uncorrelated ones in WHERE. Doubles compare with a relative tolerance
 //! (summation order differs); everything else must be equal.
 //!
 //! `NUMADB_PYTHON` names a Python with `duckdb` installed (the project's test command sets up a virtual
@@ -79,7 +79,19 @@ fn predicate(rng: &mut Rng, depth: u32) -> String {
         };
     }
     let (column, _) = *rng.pick(&COLUMNS);
-    match rng.below(16) {
+    match rng.below(17) {
+        16 => {
+            // Uncorrelated subqueries: an IN list, or a scalar, computed from the same table.
+            let inner = format!("FROM t WHERE k {} {}", rng.pick(&["<", ">"]), rng.below(1200));
+            match rng.below(3) {
+                0 => format!("{column} {}IN (SELECT {column} {inner})", if rng.chance(30) { "NOT " } else { "" }),
+                1 if column != "f" => {
+                    let op = rng.pick(&["=", "<", ">="]);
+                    format!("{column} {op} (SELECT {}({column}) {inner})", rng.pick(&["min", "max"]))
+                }
+                _ => format!("{}EXISTS (SELECT 1 {inner})", if rng.chance(50) { "NOT " } else { "" }),
+            }
+        }
         0 => format!("{column} IS {}NULL", if rng.chance(50) { "NOT " } else { "" }),
         14 => {
             format!("{column} IS {}DISTINCT FROM {}", if rng.chance(50) { "NOT " } else { "" }, value_sql(rng, column))
