@@ -633,57 +633,35 @@ fn aggregate_block(
     row: &mut [Value],
     params: &[Value],
 ) -> Result<(), ExecError> {
-    if call.filter.is_some() {
-        // Row by row: the filter decides which rows count.
-        let mut columns = Vec::new();
-        call.columns(&mut columns);
-        let first_row = block * BLOCK_ROWS;
-        let mut error = None;
-        for_each_set(mask, |i| {
-            if error.is_some() {
-                return;
-            }
-            cache.fill_row(partition, &columns, first_row + i, row);
-            let value = call.admits(row, params).and_then(|admitted| match (&call.argument, admitted) {
-                (_, false) => Ok(None),
-                (None, true) => Ok(Some((Value::Null, true))),
-                (Some(argument), true) => argument.eval(row, params).map(|v| Some((v, false))),
+    if call.filter.is_none() {
+        if call.function == AggregateFunction::CountStar {
+            accumulator.add_ints(i64::from(selected), 0, 0, 0);
+            return Ok(());
+        }
+        if let Some(Expr::Column { index, .. }) = &call.argument
+            && !call.distinct
+            && let Some(values) = cache.ints(partition, *index, block)
+        {
+            let nulls = partition.column(*index).null_mask(block);
+            let valid: BlockMask = match nulls {
+                Some(n) => std::array::from_fn(|i| mask[i] & !n[i]),
+                None => *mask,
+            };
+            let (mut count, mut sum, mut min, mut max) = (0i64, 0i128, i64::MAX, i64::MIN);
+            for_each_set(&valid, |i| {
+                let v = values[i];
+                count += 1;
+                sum += i128::from(v);
+                min = min.min(v);
+                max = max.max(v);
             });
-            match value {
-                Ok(Some((value, count_star))) => accumulator.add(&value, count_star),
-                Ok(None) => {}
-                Err(e) => error = Some(e),
-            }
-        });
-        return error.map_or(Ok(()), Err);
+            accumulator.add_ints(count, sum, min, max);
+            return Ok(());
+        }
     }
-    if call.function == AggregateFunction::CountStar {
-        accumulator.add_ints(i64::from(selected), 0, 0, 0);
-        return Ok(());
-    }
-    let Some(argument) = &call.argument else { return Ok(()) };
-    if let Expr::Column { index, .. } = argument
-        && !call.distinct
-        && let Some(values) = cache.ints(partition, *index, block)
-    {
-        let nulls = partition.column(*index).null_mask(block);
-        let valid: BlockMask = match nulls {
-            Some(n) => std::array::from_fn(|i| mask[i] & !n[i]),
-            None => *mask,
-        };
-        let (mut count, mut sum, mut min, mut max) = (0i64, 0i128, i64::MAX, i64::MIN);
-        for_each_set(&valid, |i| {
-            let v = values[i];
-            count += 1;
-            sum += i128::from(v);
-            min = min.min(v);
-            max = max.max(v);
-        });
-        accumulator.add_ints(count, sum, min, max);
-        return Ok(());
-    }
+    // Row by row: an argument that is an expression, or a FILTER deciding which rows count.
     let mut columns = Vec::new();
-    argument.columns(&mut columns);
+    call.columns(&mut columns);
     let first_row = block * BLOCK_ROWS;
     let mut error = None;
     for_each_set(mask, |i| {
@@ -691,8 +669,14 @@ fn aggregate_block(
             return;
         }
         cache.fill_row(partition, &columns, first_row + i, row);
-        match argument.eval(row, params) {
-            Ok(value) => accumulator.add(&value, false),
+        let value = call.admits(row, params).and_then(|admitted| match (&call.argument, admitted) {
+            (_, false) => Ok(None),
+            (None, true) => Ok(Some((Value::Null, true))),
+            (Some(argument), true) => argument.eval(row, params).map(|v| Some((v, false))),
+        });
+        match value {
+            Ok(Some((value, count_star))) => accumulator.add(&value, count_star),
+            Ok(None) => {}
             Err(e) => error = Some(e),
         }
     });

@@ -1167,72 +1167,66 @@ impl<'a> Binder<'a> {
             (None, None) => Vec::new(),
         };
         self.scopes.borrow_mut().push((scope.qualifier.clone(), names));
-        let clauses = self.bind_select_clauses_in_scope(select, scope, order_by, wildcard);
+        let clauses = (|| -> Result<SelectClauses<'q>, ExecError> {
+            // WHERE (no aggregates allowed).
+            let filter = match &select.selection {
+                Some(selection) => {
+                    let bound = self.bind_expr(selection, scope)?;
+                    Some(self.expect_boolean(bound, "WHERE")?)
+                }
+                None => None,
+            };
+
+            // The select list, expanded, with aggregates collected.
+            *self.aggregates.borrow_mut() = Some(Vec::new());
+            let mut items: Vec<(Expr, String)> = Vec::new();
+            for item in &select.projection {
+                match item {
+                    SelectItem::UnnamedExpr(expr) => items.push((self.bind_expr(expr, scope)?, column_name(expr))),
+                    SelectItem::ExprWithAlias { expr, alias } => {
+                        items.push((self.bind_expr(expr, scope)?, fold(alias)))
+                    }
+                    SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => {
+                        let columns = wildcard.as_ref().ok_or_else(|| {
+                            ExecError::new(sqlstate::SYNTAX_ERROR, "SELECT * with no tables specified is not valid")
+                        })?;
+                        items.extend(columns.iter().cloned());
+                    }
+                    SelectItem::ExprWithAliases { .. } => return Err(unsupported("multiple aliases")),
+                }
+            }
+            let group_by: Vec<Expr> = match &select.group_by {
+                GroupByExpr::Expressions(exprs, modifiers) if modifiers.is_empty() => {
+                    exprs.iter().map(|e| self.group_item(e, scope, &items)).collect::<Result<_, _>>()?
+                }
+                GroupByExpr::Expressions(..) | GroupByExpr::All(_) => return Err(unsupported("this GROUP BY form")),
+            };
+            let having = match &select.having {
+                Some(having) => {
+                    let bound = self.bind_expr(having, scope)?;
+                    Some(self.expect_boolean(bound, "HAVING")?)
+                }
+                None => None,
+            };
+            let mut sort_exprs = Vec::new();
+            for item in order_by {
+                sort_exprs.push((self.order_item(&item.expr, scope, &items)?, &item.options));
+            }
+            let aggregates = self.aggregates.borrow_mut().take().unwrap_or_default();
+            if let Some(filter) = &filter
+                && uses_aggregates(filter)
+            {
+                return Err(ExecError::new(sqlstate::GROUPING_ERROR, "aggregate functions are not allowed in WHERE"));
+            }
+            let distinct = match &select.distinct {
+                None | Some(Distinct::All) => false,
+                Some(Distinct::Distinct) => true,
+                Some(Distinct::On(_)) => return Err(unsupported("DISTINCT ON")),
+            };
+            Ok(SelectClauses { filter, items, group_by, having, sort_exprs, aggregates, distinct })
+        })();
         self.scopes.borrow_mut().pop();
         clauses
-    }
-
-    fn bind_select_clauses_in_scope<'q>(
-        &self,
-        select: &Select,
-        scope: &Scope<'_>,
-        order_by: &[&'q ast::OrderByExpr],
-        wildcard: Option<Vec<(Expr, String)>>,
-    ) -> Result<SelectClauses<'q>, ExecError> {
-        // WHERE (no aggregates allowed).
-        let filter = match &select.selection {
-            Some(selection) => {
-                let bound = self.bind_expr(selection, scope)?;
-                Some(self.expect_boolean(bound, "WHERE")?)
-            }
-            None => None,
-        };
-
-        // The select list, expanded, with aggregates collected.
-        *self.aggregates.borrow_mut() = Some(Vec::new());
-        let mut items: Vec<(Expr, String)> = Vec::new();
-        for item in &select.projection {
-            match item {
-                SelectItem::UnnamedExpr(expr) => items.push((self.bind_expr(expr, scope)?, column_name(expr))),
-                SelectItem::ExprWithAlias { expr, alias } => items.push((self.bind_expr(expr, scope)?, fold(alias))),
-                SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => {
-                    let columns = wildcard.as_ref().ok_or_else(|| {
-                        ExecError::new(sqlstate::SYNTAX_ERROR, "SELECT * with no tables specified is not valid")
-                    })?;
-                    items.extend(columns.iter().cloned());
-                }
-                SelectItem::ExprWithAliases { .. } => return Err(unsupported("multiple aliases")),
-            }
-        }
-        let group_by: Vec<Expr> = match &select.group_by {
-            GroupByExpr::Expressions(exprs, modifiers) if modifiers.is_empty() => {
-                exprs.iter().map(|e| self.group_item(e, scope, &items)).collect::<Result<_, _>>()?
-            }
-            GroupByExpr::Expressions(..) | GroupByExpr::All(_) => return Err(unsupported("this GROUP BY form")),
-        };
-        let having = match &select.having {
-            Some(having) => {
-                let bound = self.bind_expr(having, scope)?;
-                Some(self.expect_boolean(bound, "HAVING")?)
-            }
-            None => None,
-        };
-        let mut sort_exprs = Vec::new();
-        for item in order_by {
-            sort_exprs.push((self.order_item(&item.expr, scope, &items)?, &item.options));
-        }
-        let aggregates = self.aggregates.borrow_mut().take().unwrap_or_default();
-        if let Some(filter) = &filter
-            && uses_aggregates(filter)
-        {
-            return Err(ExecError::new(sqlstate::GROUPING_ERROR, "aggregate functions are not allowed in WHERE"));
-        }
-        let distinct = match &select.distinct {
-            None | Some(Distinct::All) => false,
-            Some(Distinct::Distinct) => true,
-            Some(Distinct::On(_)) => return Err(unsupported("DISTINCT ON")),
-        };
-        Ok(SelectClauses { filter, items, group_by, having, sort_exprs, aggregates, distinct })
     }
 
     /// A SELECT over a subquery's rows (`FROM (SELECT …) AS s`): the same clauses as over a table, run on the
