@@ -114,7 +114,7 @@ fn migration_to_node_3_moves_every_page_and_keeps_the_data() {
     let mut buffer = NumaBuffer::from_slice(&values, Policy::Node(0), HugePages::Never).unwrap();
     assert!(buffer.region().page_locations().unwrap().all_on(0));
     let report = buffer.region_mut().migrate(Policy::Node(target)).unwrap();
-    assert!(report.before.all_on(0));
+    assert!(report.before.all_on(0), "bound to node 0 before the migration: {report:?}");
     assert!(report.after.all_on(target), "{report:?}");
     assert_eq!(&buffer[..], &values[..], "data changed during migration");
 }
@@ -127,7 +127,7 @@ fn migration_from_one_node_to_interleaved_spreads_every_page_and_keeps_the_data(
     for huge_pages in [HugePages::Never, HugePages::Transparent] {
         let mut buffer = NumaBuffer::from_slice(&values, Policy::Node(0), huge_pages).unwrap();
         let report = buffer.region_mut().migrate(Policy::Interleave(nodes.clone())).unwrap();
-        assert!(report.before.all_on(0));
+        assert!(report.before.all_on(0), "{huge_pages:?}: bound to node 0 before the migration: {report:?}");
         let after = report.after;
         assert_eq!(after.known(), after.pages, "{huge_pages:?}: {after:?}");
         // Even to one 2 MiB unit (512 base pages) with huge pages, to one page without.
