@@ -202,6 +202,8 @@ pub enum Expr {
         expr: Box<Expr>,
         /// The subquery's position in the statement's list.
         index: usize,
+        /// The type of the subquery's column (comparable with the operand's: both numeric, or the same).
+        values_type: DataType,
         /// `NOT IN`.
         negated: bool,
     },
@@ -317,8 +319,8 @@ impl Expr {
         let mut boxed = |e: &Expr| f(e).map(Box::new);
         Ok(match self {
             Expr::Column { .. } | Expr::Literal { .. } | Expr::Param { .. } | Expr::Subquery { .. } => self.clone(),
-            Expr::InSubquery { expr, index, negated } => {
-                Expr::InSubquery { expr: boxed(expr)?, index: *index, negated: *negated }
+            Expr::InSubquery { expr, index, values_type, negated } => {
+                Expr::InSubquery { expr: boxed(expr)?, index: *index, values_type: *values_type, negated: *negated }
             }
             Expr::Binary { op, left, right, data_type } => {
                 Expr::Binary { op: *op, left: boxed(left)?, right: boxed(right)?, data_type: *data_type }
@@ -512,11 +514,10 @@ impl Expr {
                     "more than one row returned by a subquery used as an expression",
                 )),
             },
-            Expr::InSubquery { expr, index, negated } => {
-                let data_type = expr.data_type();
+            Expr::InSubquery { expr, index, values_type, negated } => {
                 let list = rows(*index)?
                     .iter()
-                    .map(|row| Expr::literal(row.first().cloned().unwrap_or(Value::Null), data_type))
+                    .map(|row| Expr::literal(row.first().cloned().unwrap_or(Value::Null), *values_type))
                     .collect();
                 Ok(Expr::InList { expr: Box::new(expr.substitute_subqueries(results)?), list, negated: *negated })
             }

@@ -136,19 +136,18 @@ impl Plan {
 
     /// The plan with every expression replaced by `f` of it.
     pub fn try_map_exprs(&self, f: &mut impl FnMut(&Expr) -> Result<Expr, ExecError>) -> Result<Plan, ExecError> {
-        let output = map_output;
         Ok(match self {
             Plan::Scan(scan) => Plan::Scan(ScanPlan {
                 table: Arc::clone(&scan.table),
                 filter: scan.filter.as_ref().map(&mut *f).transpose()?,
-                output: output(&scan.output, f)?,
+                output: map_output(&scan.output, f)?,
             }),
             Plan::Lookup(lookup) => Plan::Lookup(LookupPlan {
                 table: Arc::clone(&lookup.table),
                 column: lookup.column,
                 key: f(&lookup.key)?,
                 residual: lookup.residual.as_ref().map(&mut *f).transpose()?,
-                output: output(&lookup.output, f)?,
+                output: map_output(&lookup.output, f)?,
             }),
             Plan::Values(rows) => Plan::Values(
                 rows.iter().map(|row| row.iter().map(&mut *f).collect::<Result<_, _>>()).collect::<Result<_, _>>()?,
@@ -161,10 +160,7 @@ impl Plan {
                 main: Box::new(main.try_map_exprs(f)?),
             },
             Plan::Aggregate { input, group_by, aggregates } => {
-                let aggregated = ScanOutput::Aggregate { group_by: group_by.clone(), aggregates: aggregates.clone() };
-                let ScanOutput::Aggregate { group_by, aggregates } = output(&aggregated, f)? else {
-                    unreachable!("an aggregate output maps to an aggregate output")
-                };
+                let (group_by, aggregates) = map_aggregation(group_by, aggregates, f)?;
                 Plan::Aggregate { input: Box::new(input.try_map_exprs(f)?), group_by, aggregates }
             }
             Plan::Post { input, filter, projection, distinct, order_by, offset, limit } => Plan::Post {
@@ -175,11 +171,10 @@ impl Plan {
                     .map(|p| p.iter().map(&mut *f).collect::<Result<Vec<_>, _>>())
                     .transpose()?,
                 distinct: *distinct,
-                order_by: order_by.iter().map(|k| Ok(SortKey { expr: f(&k.expr)?, ..k.clone() })).collect::<Result<
-                    _,
-                    ExecError,
-                >>(
-                )?,
+                order_by: order_by
+                    .iter()
+                    .map(|key| Ok(SortKey { expr: f(&key.expr)?, ..key.clone() }))
+                    .collect::<Result<_, ExecError>>()?,
                 offset: offset.as_ref().map(&mut *f).transpose()?,
                 limit: limit.as_ref().map(&mut *f).transpose()?,
             },
@@ -291,20 +286,31 @@ fn map_output(
 ) -> Result<ScanOutput, ExecError> {
     Ok(match output {
         ScanOutput::Rows(exprs) => ScanOutput::Rows(exprs.iter().map(&mut *f).collect::<Result<_, _>>()?),
-        ScanOutput::Aggregate { group_by, aggregates } => ScanOutput::Aggregate {
-            group_by: group_by.iter().map(&mut *f).collect::<Result<_, _>>()?,
-            aggregates: aggregates
-                .iter()
-                .map(|a| {
-                    Ok(AggregateCall {
-                        argument: a.argument.as_ref().map(&mut *f).transpose()?,
-                        filter: a.filter.as_ref().map(&mut *f).transpose()?,
-                        ..a.clone()
-                    })
-                })
-                .collect::<Result<_, ExecError>>()?,
-        },
+        ScanOutput::Aggregate { group_by, aggregates } => {
+            let (group_by, aggregates) = map_aggregation(group_by, aggregates, f)?;
+            ScanOutput::Aggregate { group_by, aggregates }
+        }
     })
+}
+
+/// Group keys and aggregates (arguments and filters) with every expression replaced by `f` of it.
+fn map_aggregation(
+    group_by: &[Expr],
+    aggregates: &[AggregateCall],
+    f: &mut dyn FnMut(&Expr) -> Result<Expr, ExecError>,
+) -> Result<(Vec<Expr>, Vec<AggregateCall>), ExecError> {
+    let group_by = group_by.iter().map(&mut *f).collect::<Result<_, _>>()?;
+    let aggregates = aggregates
+        .iter()
+        .map(|a| {
+            Ok(AggregateCall {
+                argument: a.argument.as_ref().map(&mut *f).transpose()?,
+                filter: a.filter.as_ref().map(&mut *f).transpose()?,
+                ..a.clone()
+            })
+        })
+        .collect::<Result<_, ExecError>>()?;
+    Ok((group_by, aggregates))
 }
 
 fn output_kind(output: &ScanOutput) -> &'static str {
@@ -404,7 +410,7 @@ pub fn show_expr(expr: &Expr, names: &[String]) -> String {
         }
         Expr::Subquery { index, exists: true, .. } => format!("EXISTS (subquery {})", index + 1),
         Expr::Subquery { index, .. } => format!("(subquery {})", index + 1),
-        Expr::InSubquery { expr, index, negated } => {
+        Expr::InSubquery { expr, index, negated, .. } => {
             format!("({} {}IN (subquery {}))", show_expr(expr, names), if *negated { "NOT " } else { "" }, index + 1)
         }
     }

@@ -237,11 +237,7 @@ fn execute_with_subqueries(
         result.post_time += part.post_time;
         result.report = match (result.report.take(), part.report) {
             (Some(mut total), Some(more)) => {
-                total.elapsed += more.elapsed;
-                total.tasks_skipped += more.tasks_skipped;
-                total.tasks_run.iter_mut().zip(&more.tasks_run).for_each(|(a, b)| *a += b);
-                total.tasks_stolen.iter_mut().zip(&more.tasks_stolen).for_each(|(a, b)| *a += b);
-                total.bytes_read.add(&more.bytes_read);
+                total.add(&more);
                 Some(total)
             }
             (total, more) => total.or(more),

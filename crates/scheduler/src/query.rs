@@ -306,6 +306,18 @@ pub struct QueryReport {
     pub bytes_read: ByteMatrix,
 }
 
+impl QueryReport {
+    /// Adds the counters of another query run by the same scheduler (a statement's subqueries and the statement
+    /// itself report as one): times, tasks per domain, skipped tasks, bytes per (domain, node).
+    pub fn add(&mut self, other: &QueryReport) {
+        self.elapsed += other.elapsed;
+        self.tasks_skipped += other.tasks_skipped;
+        self.tasks_run.iter_mut().zip(&other.tasks_run).for_each(|(a, b)| *a += b);
+        self.tasks_stolen.iter_mut().zip(&other.tasks_stolen).for_each(|(a, b)| *a += b);
+        self.bytes_read.add(&other.bytes_read);
+    }
+}
+
 /// A submitted query: wait for it, or cancel it.
 pub struct Query {
     pub(crate) state: Arc<QueryState>,

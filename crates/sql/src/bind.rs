@@ -404,7 +404,7 @@ impl<'a> Binder<'a> {
                 let (index, data_type) = self.plan_subquery(subquery, true)?;
                 let values = Expr::Subquery { index, exists: false, data_type };
                 let (inner, _) = self.unify_comparison(inner, values)?;
-                Ok(Expr::InSubquery { expr: Box::new(inner), index, negated: *negated })
+                Ok(Expr::InSubquery { expr: Box::new(inner), index, values_type: data_type, negated: *negated })
             }
             E::Case { operand, conditions, else_result, .. } => {
                 self.bind_case(operand.as_deref(), conditions, else_result.as_deref(), scope)
@@ -581,13 +581,7 @@ impl<'a> Binder<'a> {
             common = Some(match common {
                 None => t,
                 Some(c) if c == t => c,
-                Some(c) if c.is_numeric() && t.is_numeric() => {
-                    if c == DataType::Double || t == DataType::Double {
-                        DataType::Double
-                    } else {
-                        DataType::BigInt
-                    }
-                }
+                Some(c) if c.is_numeric() && t.is_numeric() => wider_numeric(c, t),
                 Some(c) => {
                     return Err(ExecError::new(
                         sqlstate::DATATYPE_MISMATCH,
@@ -850,10 +844,7 @@ impl<'a> Binder<'a> {
             }
             [FunctionArgExpr::Expr(arg)] => {
                 // An aggregate's argument is bound without aggregates allowed (no nesting).
-                let saved = self.aggregates.borrow_mut().take();
-                let bound = self.bind_expr(arg, scope);
-                *self.aggregates.borrow_mut() = saved;
-                let bound = bound?;
+                let bound = self.without_aggregates(|| self.bind_expr(arg, scope))?;
                 if matches!(aggregate, AggregateFunction::Sum | AggregateFunction::Avg)
                     && !bound.data_type().is_numeric()
                 {
@@ -875,10 +866,8 @@ impl<'a> Binder<'a> {
         let filter = match &function.filter {
             None => None,
             Some(condition) => {
-                let saved = self.aggregates.borrow_mut().take();
-                let bound = self.bind_expr(condition, scope);
-                *self.aggregates.borrow_mut() = saved;
-                Some(self.expect_boolean(bound?, "FILTER")?)
+                let bound = self.without_aggregates(|| self.bind_expr(condition, scope))?;
+                Some(self.expect_boolean(bound, "FILTER")?)
             }
         };
         let data_type = aggregate.result_type(argument.as_ref().map(Expr::data_type));
@@ -928,10 +917,7 @@ impl<'a> Binder<'a> {
     /// type of its one column (`one_column` false: EXISTS, any columns).
     fn plan_subquery(&self, query: &Query, one_column: bool) -> Result<(usize, DataType), ExecError> {
         // The subquery's SELECT collects its own aggregates: the enclosing SELECT's are set aside meanwhile.
-        let saved = self.aggregates.borrow_mut().take();
-        let bound = self.plan_query_inner(query);
-        *self.aggregates.borrow_mut() = saved;
-        let bound = bound?;
+        let bound = self.without_aggregates(|| self.plan_query_inner(query))?;
         if one_column && bound.columns.len() != 1 {
             return Err(ExecError::new(sqlstate::SYNTAX_ERROR, "subquery must return only one column"));
         }
@@ -1251,10 +1237,8 @@ impl<'a> Binder<'a> {
             self.bind_select_clauses(select, &scope, order_by, Some(wildcard))?;
         let columns: Vec<OutputColumn> =
             items.iter().map(|(e, name)| OutputColumn { name: name.clone(), data_type: e.data_type() }).collect();
-        let mut plan = inner.plan;
-        if filter.is_some() {
-            plan = post(plan, filter, None, false, Vec::new(), None, None);
-        }
+        // The outer WHERE filters the subquery's rows before anything else.
+        let plan = post(inner.plan, filter, None, false, Vec::new(), None, None);
         let plan = if !aggregates.is_empty() || !group_by.is_empty() {
             let names: Vec<String> = inner.columns.iter().map(|c| c.name.clone()).collect();
             let (projection, having, keys) = over_groups(&items, having.as_ref(), &sort_exprs, &group_by, &names)?;
@@ -1439,8 +1423,14 @@ impl<'a> Binder<'a> {
             }
             return Ok(item);
         }
+        self.without_aggregates(|| self.bind_expr(expr, scope))
+    }
+
+    /// Runs `bind` with the current SELECT's aggregates set aside (aggregates are not allowed there, or belong to
+    /// another SELECT), then puts them back.
+    fn without_aggregates<T>(&self, bind: impl FnOnce() -> T) -> T {
         let saved = self.aggregates.borrow_mut().take();
-        let bound = self.bind_expr(expr, scope);
+        let bound = bind();
         *self.aggregates.borrow_mut() = saved;
         bound
     }
