@@ -1038,13 +1038,28 @@ impl<'a> Binder<'a> {
             SetExpr::Select(select) => self.plan_select(select, &[], None, None),
             SetExpr::Query(query) => self.plan_query_inner(query),
             SetExpr::SetOperation { left, op: SetOperator::Union, set_quantifier, right } => {
-                let left = self.plan_set_expr(left)?;
-                let right = self.plan_set_expr(right)?;
+                let mut left = self.plan_set_expr(left)?;
+                let mut right = self.plan_set_expr(right)?;
                 if left.columns.len() != right.columns.len() {
                     return Err(ExecError::new(
                         sqlstate::SYNTAX_ERROR,
                         "each UNION query must have the same number of columns",
                     ));
+                }
+                // As in PostgreSQL, a column that is only untyped literals (`SELECT NULL UNION ALL SELECT 1`)
+                // takes the other side's type.
+                for index in 0..left.columns.len() {
+                    let (mine, theirs) = (left.columns[index].data_type, right.columns[index].data_type);
+                    if mine == theirs {
+                        continue;
+                    }
+                    if untyped_output(&left.plan, index) {
+                        self.type_untyped_output(&mut left.plan, index, theirs)?;
+                        left.columns[index].data_type = theirs;
+                    } else if untyped_output(&right.plan, index) {
+                        self.type_untyped_output(&mut right.plan, index, mine)?;
+                        right.columns[index].data_type = mine;
+                    }
                 }
                 let mut columns = left.columns.clone();
                 for (mine, theirs) in columns.iter_mut().zip(&right.columns) {
@@ -1135,6 +1150,33 @@ impl<'a> Binder<'a> {
                 Ok(BoundQuery { plan: Plan::Values(rows), columns, tables: Vec::new() })
             }
             other => Err(unsupported(&format!("{other}"))),
+        }
+    }
+
+    /// Gives output column `index` of `plan`, which [`untyped_output`] accepted, the type `target`: every literal
+    /// behind it is coerced (a quoted string that is not a valid `target` is 22P02, as in PostgreSQL).
+    fn type_untyped_output(&self, plan: &mut Plan, index: usize, target: DataType) -> Result<(), ExecError> {
+        let coerce = |expr: &mut Expr| -> Result<(), ExecError> {
+            let untyped = std::mem::replace(expr, Expr::literal(Value::Null, target));
+            *expr = self.coerce_to(untyped, target)?;
+            Ok(())
+        };
+        match plan {
+            Plan::Values(rows) => rows.iter_mut().try_for_each(|row| coerce(&mut row[index])),
+            Plan::Scan(ScanPlan { output: ScanOutput::Rows(exprs), .. })
+            | Plan::Lookup(LookupPlan { output: ScanOutput::Rows(exprs), .. }) => coerce(&mut exprs[index]),
+            Plan::UnionAll(inputs) => inputs.iter_mut().try_for_each(|p| self.type_untyped_output(p, index, target)),
+            Plan::Subqueries { main, .. } => self.type_untyped_output(main, index, target),
+            Plan::Post { input, projection: None, .. } => self.type_untyped_output(input, index, target),
+            Plan::Post { input, projection: Some(projection), .. } => match &mut projection[index] {
+                Expr::Column { index: inner, data_type } => {
+                    *data_type = target;
+                    let inner = *inner;
+                    self.type_untyped_output(input, inner, target)
+                }
+                expr => coerce(expr),
+            },
+            Plan::Aggregate { .. } | Plan::Scan(_) | Plan::Lookup(_) => Ok(()),
         }
     }
 
@@ -1697,5 +1739,27 @@ fn remap_columns(expr: &Expr, columns: &[usize]) -> Expr {
             Ok(mapped) => mapped,
             Err(never) => match never {},
         },
+    }
+}
+
+/// Whether output column `index` of `plan` is nothing but untyped literals (NULL or quoted strings), traced through
+/// projections and UNION ALL inputs to the rows that produce it. Sorting, filtering or DISTINCT on the way make it
+/// typed (they have compared the values as text already).
+fn untyped_output(plan: &Plan, index: usize) -> bool {
+    let literal = |expr: &Expr| matches!(expr, Expr::Literal { value: Value::Null | Value::Text(_), .. });
+    match plan {
+        Plan::Values(rows) => rows.iter().all(|row| literal(&row[index])),
+        Plan::Scan(ScanPlan { output: ScanOutput::Rows(exprs), .. })
+        | Plan::Lookup(LookupPlan { output: ScanOutput::Rows(exprs), .. }) => literal(&exprs[index]),
+        Plan::UnionAll(inputs) => inputs.iter().all(|p| untyped_output(p, index)),
+        Plan::Subqueries { main, .. } => untyped_output(main, index),
+        Plan::Post { input, filter: None, projection, distinct: false, order_by, .. } if order_by.is_empty() => {
+            match projection.as_ref().map(|p| &p[index]) {
+                None => untyped_output(input, index),
+                Some(Expr::Column { index: inner, .. }) => untyped_output(input, *inner),
+                Some(expr) => literal(expr),
+            }
+        }
+        Plan::Post { .. } | Plan::Aggregate { .. } | Plan::Scan(_) | Plan::Lookup(_) => false,
     }
 }
