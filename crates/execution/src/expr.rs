@@ -196,16 +196,19 @@ pub enum Expr {
         /// Result type.
         data_type: DataType,
     },
-    /// `e [NOT] IN (SELECT …)`, replaced by an IN list of the subquery's values before the statement runs.
-    InSubquery {
+    /// `e op ANY (SELECT …)` or `e op ALL (SELECT …)` (`IN` is `= ANY`, `NOT IN` is `<> ALL`), replaced by
+    /// comparisons with the subquery's values before the statement runs.
+    QuantifiedSubquery {
         /// Operand.
         expr: Box<Expr>,
+        /// The comparison.
+        op: BinaryOp,
+        /// `ALL` (every value must compare true) rather than `ANY` (one must).
+        all: bool,
         /// The subquery's position in the statement's list.
         index: usize,
         /// The type of the subquery's column (comparable with the operand's: both numeric, or the same).
         values_type: DataType,
-        /// `NOT IN`.
-        negated: bool,
     },
     /// A scalar function call.
     Function {
@@ -306,7 +309,7 @@ impl Expr {
             | Expr::Between { .. }
             | Expr::InList { .. }
             | Expr::Like { .. }
-            | Expr::InSubquery { .. } => DataType::Boolean,
+            | Expr::QuantifiedSubquery { .. } => DataType::Boolean,
             Expr::Subquery { data_type, .. } => *data_type,
             Expr::Cast { to, .. } => *to,
             Expr::Case { data_type, .. } | Expr::Function { data_type, .. } => *data_type,
@@ -319,9 +322,13 @@ impl Expr {
         let mut boxed = |e: &Expr| f(e).map(Box::new);
         Ok(match self {
             Expr::Column { .. } | Expr::Literal { .. } | Expr::Param { .. } | Expr::Subquery { .. } => self.clone(),
-            Expr::InSubquery { expr, index, values_type, negated } => {
-                Expr::InSubquery { expr: boxed(expr)?, index: *index, values_type: *values_type, negated: *negated }
-            }
+            Expr::QuantifiedSubquery { expr, op, all, index, values_type } => Expr::QuantifiedSubquery {
+                expr: boxed(expr)?,
+                op: *op,
+                all: *all,
+                index: *index,
+                values_type: *values_type,
+            },
             Expr::Binary { op, left, right, data_type } => {
                 Expr::Binary { op: *op, left: boxed(left)?, right: boxed(right)?, data_type: *data_type }
             }
@@ -369,7 +376,7 @@ impl Expr {
                 }
             }
             Expr::Literal { .. } | Expr::Param { .. } | Expr::Subquery { .. } => {}
-            Expr::InSubquery { expr, .. } => expr.columns(out),
+            Expr::QuantifiedSubquery { expr, .. } => expr.columns(out),
             Expr::Binary { left, right, .. } => {
                 left.columns(out);
                 right.columns(out);
@@ -491,7 +498,7 @@ impl Expr {
                 otherwise.eval(row, params)
             }
             Expr::Function { function, args, data_type } => function.eval(args, *data_type, row, params),
-            Expr::Subquery { .. } | Expr::InSubquery { .. } => {
+            Expr::Subquery { .. } | Expr::QuantifiedSubquery { .. } => {
                 Err(ExecError::new(sqlstate::FEATURE_NOT_SUPPORTED, "a subquery is not supported here"))
             }
         }
@@ -499,7 +506,7 @@ impl Expr {
 
     /// The expression with the statement's subqueries replaced by their results (`results[i]` holds subquery
     /// `i`'s rows): a scalar subquery by its one value (NULL for no row; more than one row is an error), EXISTS by
-    /// whether there is a row, IN (SELECT …) by an IN list of the values.
+    /// whether there is a row, `op ANY/ALL (SELECT …)` by comparisons with the values (see [`quantified`]).
     pub fn substitute_subqueries(&self, results: &[Vec<Vec<Value>>]) -> Result<Expr, ExecError> {
         let rows = |index: usize| results.get(index).ok_or_else(|| ExecError::internal("a subquery ran out of order"));
         match self {
@@ -514,16 +521,74 @@ impl Expr {
                     "more than one row returned by a subquery used as an expression",
                 )),
             },
-            Expr::InSubquery { expr, index, values_type, negated } => {
-                let list = rows(*index)?
-                    .iter()
-                    .map(|row| Expr::literal(row.first().cloned().unwrap_or(Value::Null), *values_type))
-                    .collect();
-                Ok(Expr::InList { expr: Box::new(expr.substitute_subqueries(results)?), list, negated: *negated })
+            Expr::QuantifiedSubquery { expr, op, all, index, values_type } => {
+                let values = rows(*index)?.iter().map(|row| row.first().cloned().unwrap_or(Value::Null)).collect();
+                Ok(quantified(expr.substitute_subqueries(results)?, *op, *all, values, *values_type))
             }
             _ => self.try_map_children(&mut |e| e.substitute_subqueries(results)),
         }
     }
+}
+
+/// `expr op ANY (values)` (`all` false) or `expr op ALL (values)` as an expression over literals, with SQL's
+/// rules: over no values ANY is false and ALL is true (even for a NULL operand); otherwise it is the OR (ANY) or
+/// AND (ALL) of the comparisons with every value, NULLs included. `= ANY` and `<> ALL` become an IN list (the scan
+/// kernels' fast path); for the others the values that decide are kept: the largest or smallest for an ordering
+/// (`x < ANY (S)` is `x < max(S)`), two distinct values for `= ALL` and `<> ANY` (two differing values already
+/// decide them for any non-NULL operand), and one NULL comparison if the values hold a NULL.
+pub fn quantified(expr: Expr, op: BinaryOp, all: bool, values: Vec<Value>, values_type: DataType) -> Expr {
+    let literal = |value: Value| Expr::literal(value, values_type);
+    if values.is_empty() {
+        return Expr::literal(Value::Bool(all), DataType::Boolean);
+    }
+    if matches!((op, all), (BinaryOp::Eq, false) | (BinaryOp::NotEq, true)) {
+        let list = values.into_iter().map(literal).collect();
+        return Expr::InList { expr: Box::new(expr), list, negated: all };
+    }
+    let has_null = values.iter().any(Value::is_null);
+    let mut deciding: Vec<Value> = Vec::new();
+    for value in values.into_iter().filter(|v| !v.is_null()) {
+        match op {
+            BinaryOp::Eq | BinaryOp::NotEq => {
+                if deciding.len() < 2 && !deciding.contains(&value) {
+                    deciding.push(value);
+                }
+            }
+            _ => {
+                // ANY with < or <= (and ALL with > or >=) is decided by the largest value; the others by the
+                // smallest.
+                let by_largest = matches!(op, BinaryOp::Lt | BinaryOp::LtEq) != all;
+                let keep_new = match deciding.first() {
+                    None => true,
+                    Some(kept) => {
+                        let toward = if by_largest { BinaryOp::Gt } else { BinaryOp::Lt };
+                        compare(toward, &value, kept) == Value::Bool(true)
+                    }
+                };
+                if keep_new {
+                    deciding = vec![value];
+                }
+            }
+        }
+    }
+    if has_null {
+        deciding.push(Value::Null);
+    }
+    let comparisons = deciding.into_iter().map(|value| Expr::Binary {
+        op,
+        left: Box::new(expr.clone()),
+        right: Box::new(literal(value)),
+        data_type: DataType::Boolean,
+    });
+    let combine = if all { BinaryOp::And } else { BinaryOp::Or };
+    comparisons
+        .reduce(|left, right| Expr::Binary {
+            op: combine,
+            left: Box::new(left),
+            right: Box::new(right),
+            data_type: DataType::Boolean,
+        })
+        .expect("a non-empty list of values keeps at least one")
 }
 
 /// One element of a LIKE pattern.
@@ -687,6 +752,15 @@ fn checked_double(value: f64, inputs_finite: bool) -> Result<Value, ExecError> {
     Ok(Value::Double(value))
 }
 
+/// A value cast to text. Unlike the output format (`t`/`f`), PostgreSQL's cast of a boolean to text spells it
+/// out: `true::text` is `true`.
+fn cast_text(value: &Value) -> String {
+    match value {
+        Value::Bool(b) => b.to_string(),
+        other => other.to_pg_text().unwrap_or_default(),
+    }
+}
+
 fn division_by_zero() -> ExecError {
     ExecError::new(sqlstate::DIVISION_BY_ZERO, "division by zero")
 }
@@ -699,7 +773,7 @@ fn binary(op: BinaryOp, left: &Value, right: &Value, data_type: DataType) -> Res
         return Ok(Value::Null);
     }
     match op {
-        BinaryOp::Concat => Ok(Value::Text(Arc::from(format!("{left}{right}")))),
+        BinaryOp::Concat => Ok(Value::Text(Arc::from(format!("{}{}", cast_text(left), cast_text(right))))),
         _ if data_type == DataType::Double => {
             let as_double = |v: &Value| match v {
                 Value::Int(i) => *i as f64,
@@ -764,7 +838,7 @@ pub fn cast(value: Value, to: DataType) -> Result<Value, ExecError> {
         (Value::Text(text), t) => {
             Value::parse(&text, t).map_err(|m| ExecError::new(sqlstate::INVALID_TEXT_REPRESENTATION, m))
         }
-        (value, DataType::Text) => Ok(Value::Text(Arc::from(value.to_pg_text().unwrap_or_default()))),
+        (value, DataType::Text) => Ok(Value::Text(Arc::from(cast_text(&value)))),
         (value, to) => Err(ExecError::new(
             sqlstate::CANNOT_COERCE,
             format!("cannot cast {} to {to}", value.to_pg_text().unwrap_or_default()),

@@ -7,7 +7,7 @@ use numadb_storage::{Table, Value};
 
 use crate::aggregate::AggregateCall;
 use crate::error::ExecError;
-use crate::expr::Expr;
+use crate::expr::{BinaryOp, Expr};
 
 /// What a scan produces.
 #[derive(Debug, Clone)]
@@ -72,7 +72,7 @@ pub enum Plan {
     /// `UNION ALL`: the inputs' rows one after another. Their scans run concurrently, in one task graph.
     UnionAll(Vec<Plan>),
     /// A statement with uncorrelated subqueries in its expressions: they run first, in order (a later one may
-    /// use an earlier one's result), and their results replace [`Expr::Subquery`] and [`Expr::InSubquery`] in
+    /// use an earlier one's result), and their results replace [`Expr::Subquery`] and [`Expr::QuantifiedSubquery`] in
     /// `main` before it runs.
     Subqueries {
         /// The subqueries, each producing one column.
@@ -410,8 +410,18 @@ pub fn show_expr(expr: &Expr, names: &[String]) -> String {
         }
         Expr::Subquery { index, exists: true, .. } => format!("EXISTS (subquery {})", index + 1),
         Expr::Subquery { index, .. } => format!("(subquery {})", index + 1),
-        Expr::InSubquery { expr, index, negated, .. } => {
-            format!("({} {}IN (subquery {}))", show_expr(expr, names), if *negated { "NOT " } else { "" }, index + 1)
+        Expr::QuantifiedSubquery { expr, op: BinaryOp::Eq, all: false, index, .. } => {
+            format!("({} IN (subquery {}))", show_expr(expr, names), index + 1)
         }
+        Expr::QuantifiedSubquery { expr, op: BinaryOp::NotEq, all: true, index, .. } => {
+            format!("({} NOT IN (subquery {}))", show_expr(expr, names), index + 1)
+        }
+        Expr::QuantifiedSubquery { expr, op, all, index, .. } => format!(
+            "({} {} {} (subquery {}))",
+            show_expr(expr, names),
+            op.symbol(),
+            if *all { "ALL" } else { "ANY" },
+            index + 1
+        ),
     }
 }

@@ -273,16 +273,14 @@ impl<'a> Binder<'a> {
                 }
                 Ok(fold_boolean(pairs, combine))
             }
-            // `x op ANY (ARRAY[…])` is an OR of the comparisons (`= ANY` is IN), `x op ALL (ARRAY[…])` an AND.
+            // `x op ANY (ARRAY[…])` is an OR of the comparisons (`= ANY` is IN), `x op ALL (ARRAY[…])` an AND; over a
+            // subquery, the comparisons are made once its values are known.
             E::AnyOp { left, compare_op, right, .. } | E::AllOp { left, compare_op, right } => {
                 let (any, name) = if matches!(expr, E::AnyOp { .. }) { (true, "ANY") } else { (false, "ALL") };
                 let mut list = right.as_ref();
                 while let E::Nested(inner) = list {
                     list = inner;
                 }
-                let E::Array(array) = list else {
-                    return Err(unsupported(&format!("{name} over anything but an ARRAY[…] list")));
-                };
                 if !matches!(
                     compare_op,
                     BinaryOperator::Eq
@@ -294,6 +292,25 @@ impl<'a> Binder<'a> {
                 ) {
                     return Err(unsupported(&format!("the operator {compare_op} with {name}")));
                 }
+                if let E::Subquery(subquery) = list {
+                    let left = self.bind_expr(left, scope)?;
+                    let (index, data_type) = self.plan_subquery(subquery, true)?;
+                    let values = Expr::Subquery { index, exists: false, data_type };
+                    let (left, _) = self.unify_comparison(left, values)?;
+                    let op = match compare_op {
+                        BinaryOperator::Eq => BinaryOp::Eq,
+                        BinaryOperator::NotEq => BinaryOp::NotEq,
+                        BinaryOperator::Lt => BinaryOp::Lt,
+                        BinaryOperator::LtEq => BinaryOp::LtEq,
+                        BinaryOperator::Gt => BinaryOp::Gt,
+                        _ => BinaryOp::GtEq,
+                    };
+                    let expr = Box::new(left);
+                    return Ok(Expr::QuantifiedSubquery { expr, op, all: !any, index, values_type: data_type });
+                }
+                let E::Array(array) = list else {
+                    return Err(unsupported(&format!("{name} over anything but an ARRAY[…] list or a subquery")));
+                };
                 if array.elem.is_empty() {
                     return Err(ExecError::new(
                         sqlstate::INDETERMINATE_DATATYPE,
@@ -404,7 +421,8 @@ impl<'a> Binder<'a> {
                 let (index, data_type) = self.plan_subquery(subquery, true)?;
                 let values = Expr::Subquery { index, exists: false, data_type };
                 let (inner, _) = self.unify_comparison(inner, values)?;
-                Ok(Expr::InSubquery { expr: Box::new(inner), index, values_type: data_type, negated: *negated })
+                let op = if *negated { BinaryOp::NotEq } else { BinaryOp::Eq };
+                Ok(Expr::QuantifiedSubquery { expr: Box::new(inner), op, all: *negated, index, values_type: data_type })
             }
             E::Case { operand, conditions, else_result, .. } => {
                 self.bind_case(operand.as_deref(), conditions, else_result.as_deref(), scope)

@@ -6,8 +6,9 @@
 //! BETWEEN, IN, IS NULL, IS [NOT] DISTINCT FROM, LIKE, boolean columns, AND/OR/NOT) feeding aggregates (also
 //! of expressions, DISTINCT ones and ones with FILTER), GROUP BY with one or two keys and HAVING, DISTINCT,
 //! projections of arithmetic, CASE, COALESCE, NULLIF, GREATEST/LEAST, abs, lower/upper/length, ORDER BY several
-//! keys with NULLS FIRST/LAST, LIMIT and OFFSET, UNION ALL, subqueries in FROM and uncorrelated ones in WHERE. Doubles compare with a relative tolerance
-//! (summation order differs); everything else must be equal.
+//! keys with NULLS FIRST/LAST, LIMIT and OFFSET, UNION ALL, subqueries in FROM and uncorrelated ones in WHERE
+//! (scalar, IN, op ANY/ALL, EXISTS). Doubles compare with a relative tolerance (summation order differs);
+//! everything else must be equal.
 //!
 //! `NUMADB_PYTHON` names a Python with `duckdb` installed (the project's test command sets up a virtual
 //! environment); without one the test says so and passes, unless `NUMADB_REQUIRE_TOOLS=1`.
@@ -81,10 +82,16 @@ fn predicate(rng: &mut Rng, depth: u32) -> String {
     let (column, _) = *rng.pick(&COLUMNS);
     match rng.below(17) {
         16 => {
-            // Uncorrelated subqueries: an IN list, or a scalar, computed from the same table.
+            // Uncorrelated subqueries: an IN list, a quantified comparison, or a scalar, computed from the same
+            // table.
             let inner = format!("FROM t WHERE k {} {}", rng.pick(&["<", ">"]), rng.below(1200));
-            match rng.below(3) {
+            match rng.below(4) {
                 0 => format!("{column} {}IN (SELECT {column} {inner})", if rng.chance(30) { "NOT " } else { "" }),
+                2 => {
+                    let op = rng.pick(&["=", "<>", "<", "<=", ">", ">="]);
+                    let quantifier = rng.pick(&["ANY", "ALL"]);
+                    format!("{column} {op} {quantifier} (SELECT {column} {inner})")
+                }
                 1 if column != "f" => {
                     let op = rng.pick(&["=", "<", ">="]);
                     format!("{column} {op} (SELECT {}({column}) {inner})", rng.pick(&["min", "max"]))
