@@ -1171,6 +1171,28 @@ impl<'a> Binder<'a> {
         }
     }
 
+    /// Checks that a query's rows can be stored in columns of these names and types (PostgreSQL's assignment
+    /// rules: the same type, numeric into numeric with a cast when stored, or untyped literals, which take the
+    /// column's type).
+    pub fn assign_types(&self, query: &mut BoundQuery, targets: &[(String, DataType)]) -> Result<(), ExecError> {
+        for (index, (name, target)) in targets.iter().enumerate() {
+            let source = query.columns[index].data_type;
+            if source == *target || (source.is_numeric() && target.is_numeric()) {
+                continue;
+            }
+            if !untyped_output(&query.plan, index) {
+                return Err(ExecError::new(
+                    sqlstate::DATATYPE_MISMATCH,
+                    format!("column \"{name}\" is of type {target} but expression is of type {source}"),
+                )
+                .with_hint("You will need to rewrite or cast the expression."));
+            }
+            self.type_untyped_output(&mut query.plan, index, *target)?;
+            query.columns[index].data_type = *target;
+        }
+        Ok(())
+    }
+
     /// Gives output column `index` of `plan`, which [`untyped_output`] accepted, the type `target`: every literal
     /// behind it is coerced (a quoted string that is not a valid `target` is 22P02, as in PostgreSQL).
     fn type_untyped_output(&self, plan: &mut Plan, index: usize, target: DataType) -> Result<(), ExecError> {

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use numadb_execution::expr::cast;
 use numadb_execution::plan::Plan;
 use numadb_execution::{ExecError, ExecutionResult, Executor, execute, sqlstate};
 use numadb_scheduler::{ByteMatrix, Scheduler, SchedulerConfig};
@@ -51,6 +52,14 @@ pub struct Database {
     query_log: Mutex<VecDeque<QueryLogEntry>>,
     next_session: AtomicU64,
     next_statement: AtomicU64,
+}
+
+/// What an INSERT adds.
+enum InsertSource {
+    /// `VALUES` rows (or `DEFAULT VALUES`), every column an expression of its type.
+    Rows(Vec<Vec<numadb_execution::Expr>>),
+    /// `INSERT … SELECT`: the query, and the table column each of its output columns goes to.
+    Query(BoundQuery, Vec<usize>),
 }
 
 /// A statement's result.
@@ -535,10 +544,27 @@ impl Session {
             Statement::Explain { analyze, statement, .. } => self.explain(statement, *analyze, params, declared, sql),
             Statement::Insert(insert) => {
                 let binder = binder_for(self.db.as_ref(), declared);
-                let (table, rows) = self.bind_insert(insert, &binder)?;
-                let mut evaluated = Vec::with_capacity(rows.len());
-                for row in rows {
-                    evaluated.push(row.iter().map(|e| e.eval(&[], params)).collect::<Result<Vec<_>, _>>()?);
+                let (table, source) = self.bind_insert(insert, &binder)?;
+                let mut evaluated = Vec::new();
+                match source {
+                    InsertSource::Rows(rows) => {
+                        for row in rows {
+                            evaluated.push(row.iter().map(|e| e.eval(&[], params)).collect::<Result<Vec<_>, _>>()?);
+                        }
+                    }
+                    InsertSource::Query(query, targets) => {
+                        // The query runs to its end before a row is added, so `INSERT INTO t SELECT … FROM t`
+                        // reads the table as it was.
+                        let output = self.run_query(&query, params, sql)?;
+                        evaluated.reserve(output.rows.len());
+                        for row in output.rows {
+                            let mut full = vec![Value::Null; table.columns().len()];
+                            for (value, &column) in row.into_iter().zip(&targets) {
+                                full[column] = cast(value, table.columns()[column].data_type)?;
+                            }
+                            evaluated.push(full);
+                        }
+                    }
                 }
                 let inserted = table.insert(evaluated)?;
                 Ok(QueryOutput::command(&format!("INSERT 0 {inserted}")))
@@ -652,15 +678,17 @@ impl Session {
         }
     }
 
-    /// The target table and the rows (as expressions of the columns' types) an INSERT adds.
-    fn bind_insert(
-        &self,
-        insert: &ast::Insert,
-        binder: &Binder<'_>,
-    ) -> Result<(Arc<Table>, Vec<Vec<numadb_execution::Expr>>), ExecError> {
+    /// The target table and what an INSERT adds to it.
+    fn bind_insert(&self, insert: &ast::Insert, binder: &Binder<'_>) -> Result<(Arc<Table>, InsertSource), ExecError> {
         let ast::TableObject::TableName(name) = &insert.table else {
             return Err(unsupported("INSERT into a table function"));
         };
+        if insert.on.is_some() {
+            return Err(unsupported("INSERT … ON CONFLICT"));
+        }
+        if insert.returning.is_some() {
+            return Err(unsupported("INSERT … RETURNING"));
+        }
         let table = self.db.catalog.table(&table_name(name)?).ok_or_else(|| undefined_table(&name.to_string()))?;
         let columns: Vec<usize> = if insert.columns.is_empty() {
             (0..table.columns().len()).collect()
@@ -679,21 +707,35 @@ impl Session {
                 })
                 .collect::<Result<_, _>>()?
         };
-        let Some(source) = &insert.source else { return Err(unsupported("INSERT without VALUES")) };
+        let width_error = |width: usize| {
+            ExecError::new(
+                sqlstate::SYNTAX_ERROR,
+                if width > columns.len() {
+                    "INSERT has more expressions than target columns"
+                } else {
+                    "INSERT has more target columns than expressions"
+                },
+            )
+        };
+        // `DEFAULT VALUES`: one row of the columns' defaults, which are all NULL.
+        let Some(source) = &insert.source else {
+            let nulls = table.columns().iter().map(|c| numadb_execution::Expr::literal(Value::Null, c.data_type));
+            return Ok((table.clone(), InsertSource::Rows(vec![nulls.collect()])));
+        };
         let ast::SetExpr::Values(values) = source.body.as_ref() else {
-            return Err(unsupported("INSERT … SELECT"));
+            let mut query = binder.plan_query(source)?;
+            if query.columns.len() != columns.len() {
+                return Err(width_error(query.columns.len()));
+            }
+            let targets: Vec<(String, DataType)> =
+                columns.iter().map(|&c| (table.columns()[c].name.clone(), table.columns()[c].data_type)).collect();
+            binder.assign_types(&mut query, &targets)?;
+            return Ok((table, InsertSource::Query(query, columns)));
         };
         let mut rows = Vec::with_capacity(values.rows.len());
         for row in &values.rows {
             if row.len() != columns.len() {
-                return Err(ExecError::new(
-                    sqlstate::SYNTAX_ERROR,
-                    if row.len() > columns.len() {
-                        "INSERT has more expressions than target columns"
-                    } else {
-                        "INSERT has more target columns than expressions"
-                    },
-                ));
+                return Err(width_error(row.len()));
             }
             let mut full: Vec<numadb_execution::Expr> =
                 table.columns().iter().map(|c| numadb_execution::Expr::literal(Value::Null, c.data_type)).collect();
@@ -703,7 +745,7 @@ impl Session {
             }
             rows.push(full);
         }
-        Ok((table, rows))
+        Ok((table, InsertSource::Rows(rows)))
     }
 
     fn create_table(&mut self, create: &ast::CreateTable) -> Result<QueryOutput, ExecError> {
