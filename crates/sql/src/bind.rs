@@ -1321,15 +1321,13 @@ impl<'a> Binder<'a> {
             items.iter().map(|(e, name)| OutputColumn { name: name.clone(), data_type: e.data_type() }).collect();
         // The outer WHERE filters the subquery's rows before anything else.
         let plan = post(inner.plan, filter, None, false, Vec::new(), None, None);
-        let plan = if !aggregates.is_empty() || !group_by.is_empty() {
+        // HAVING alone also makes the query grouped: one group of every row, as in PostgreSQL.
+        let plan = if !aggregates.is_empty() || !group_by.is_empty() || having.is_some() {
             let names: Vec<String> = inner.columns.iter().map(|c| c.name.clone()).collect();
             let (projection, having, keys) = over_groups(&items, having.as_ref(), &sort_exprs, &group_by, &names)?;
             let input = Plan::Aggregate { input: Box::new(plan), group_by, aggregates };
             post(input, having, Some(projection), distinct, keys, offset, limit)
         } else {
-            if having.is_some() {
-                return Err(ExecError::new(sqlstate::GROUPING_ERROR, "HAVING needs GROUP BY or an aggregate"));
-            }
             let projection: Vec<Expr> = items.into_iter().map(|(e, _)| e).collect();
             if distinct && sort_exprs.iter().any(|(e, _)| !projection.contains(e)) {
                 return Err(distinct_order_error());
@@ -1405,10 +1403,13 @@ impl<'a> Binder<'a> {
             }
             Some(_) => return Err(unsupported("this FROM item")),
         };
-        let scope = Scope { table: table.as_deref(), derived: None, qualifier };
-        if select.having.is_some() && table.is_none() {
-            return Err(unsupported("HAVING without FROM"));
+        if table.is_none() {
+            // No FROM: the clauses run over one row of no columns, as in PostgreSQL (`SELECT 1 WHERE false` has no
+            // row, `SELECT count(*)` counts the one).
+            let one_row = BoundQuery { plan: Plan::Values(vec![Vec::new()]), columns: Vec::new(), tables: Vec::new() };
+            return self.plan_select_over(select, one_row, None, order_by, limit, offset);
         }
+        let scope = Scope { table: table.as_deref(), derived: None, qualifier };
 
         let wildcard = table.as_deref().map(|t| {
             t.columns()
@@ -1423,25 +1424,10 @@ impl<'a> Binder<'a> {
         let tables: Vec<Arc<Table>> = table.iter().cloned().collect();
 
         let Some(table) = table else {
-            if !aggregates.is_empty() {
-                return Err(unsupported("aggregates without FROM"));
-            }
-            let row: Vec<Expr> = items.into_iter().map(|(e, _)| e).collect();
-            let keys = sort_exprs.into_iter().map(|(e, options)| sort_key(e, options)).collect::<Vec<_>>();
-            let plan = post(Plan::Values(vec![row.clone()]), None, None, distinct, keys, offset, limit);
-            let plan = match plan {
-                Plan::Post { input, filter, distinct, order_by, offset, limit, .. } => {
-                    let width = row.len();
-                    let projection =
-                        (0..width).map(|i| Expr::Column { index: i, data_type: columns[i].data_type }).collect();
-                    Plan::Post { input, filter, projection: Some(projection), distinct, order_by, offset, limit }
-                }
-                other => other,
-            };
-            return Ok(BoundQuery { plan, columns, tables });
+            return Err(ExecError::internal("a SELECT without FROM is planned over one empty row"));
         };
 
-        if !aggregates.is_empty() || !group_by.is_empty() {
+        if !aggregates.is_empty() || !group_by.is_empty() || having.is_some() {
             // Rewrite everything above the aggregation over its output row: group keys, then aggregates.
             let names: Vec<String> = table.columns().iter().map(|c| c.name.clone()).collect();
             let (projection, having, keys) = over_groups(&items, having.as_ref(), &sort_exprs, &group_by, &names)?;
@@ -1458,10 +1444,6 @@ impl<'a> Binder<'a> {
             };
             return Ok(BoundQuery { plan, columns, tables });
         }
-        if having.is_some() {
-            return Err(ExecError::new(sqlstate::GROUPING_ERROR, "HAVING needs GROUP BY or an aggregate"));
-        }
-
         let projection: Vec<Expr> = items.into_iter().map(|(e, _)| e).collect();
         if sort_exprs.is_empty() && !distinct {
             let input = self.scan_or_lookup(&table, filter, ScanOutput::Rows(projection));
@@ -1496,7 +1478,7 @@ impl<'a> Binder<'a> {
 
     /// A GROUP BY item: an ordinal or alias of the select list, or an expression.
     fn group_item(&self, expr: &ast::Expr, scope: &Scope<'_>, items: &[(Expr, String)]) -> Result<Expr, ExecError> {
-        if let Some(item) = self.select_list_reference(expr, scope, items)? {
+        if let Some(item) = self.select_list_reference(expr, scope, items, false)? {
             if uses_aggregates(&item) {
                 return Err(ExecError::new(
                     sqlstate::GROUPING_ERROR,
@@ -1518,18 +1500,21 @@ impl<'a> Binder<'a> {
     }
 
     fn order_item(&self, expr: &ast::Expr, scope: &Scope<'_>, items: &[(Expr, String)]) -> Result<Expr, ExecError> {
-        match self.select_list_reference(expr, scope, items)? {
+        match self.select_list_reference(expr, scope, items, true)? {
             Some(item) => Ok(item),
             None => self.bind_expr(expr, scope),
         }
     }
 
-    /// `ORDER BY 2` or `ORDER BY alias`: the select-list expression referred to.
+    /// `ORDER BY 2` or `ORDER BY alias`: the select-list expression referred to. A bare name that is both an
+    /// output column and an input column means the output column in ORDER BY (`for_order_by`) and the input
+    /// column in GROUP BY, as in PostgreSQL.
     fn select_list_reference(
         &self,
         expr: &ast::Expr,
         scope: &Scope<'_>,
         items: &[(Expr, String)],
+        for_order_by: bool,
     ) -> Result<Option<Expr>, ExecError> {
         match expr {
             ast::Expr::Value(v) => {
@@ -1547,11 +1532,18 @@ impl<'a> Binder<'a> {
             }
             ast::Expr::Identifier(ident) => {
                 let name = fold(ident);
-                let is_column = scope.table.is_some_and(|t| t.column_index(&name).is_some());
-                if !is_column && let Some((item, _)) = items.iter().find(|(_, n)| *n == name) {
-                    return Ok(Some(item.clone()));
+                let is_input_column = scope.table.is_some_and(|t| t.column_index(&name).is_some())
+                    || scope.derived.is_some_and(|columns| columns.iter().any(|c| c.name == name));
+                if is_input_column && !for_order_by {
+                    return Ok(None);
                 }
-                Ok(None)
+                let mut named = items.iter().filter(|(_, n)| *n == name).map(|(item, _)| item);
+                match (named.next(), for_order_by) {
+                    (Some(item), true) if named.any(|other| other != item) => {
+                        Err(ExecError::new(sqlstate::AMBIGUOUS_COLUMN, format!("ORDER BY \"{name}\" is ambiguous")))
+                    }
+                    (item, _) => Ok(item.cloned()),
+                }
             }
             _ => Ok(None),
         }

@@ -59,7 +59,7 @@ enum InsertSource {
     /// `VALUES` rows (or `DEFAULT VALUES`), every column an expression of its type.
     Rows(Vec<Vec<numadb_execution::Expr>>),
     /// `INSERT … SELECT`: the query, and the table column each of its output columns goes to.
-    Query(BoundQuery, Vec<usize>),
+    Query(Box<BoundQuery>, Vec<usize>),
 }
 
 /// A statement's result.
@@ -730,7 +730,7 @@ impl Session {
             let targets: Vec<(String, DataType)> =
                 columns.iter().map(|&c| (table.columns()[c].name.clone(), table.columns()[c].data_type)).collect();
             binder.assign_types(&mut query, &targets)?;
-            return Ok((table, InsertSource::Query(query, columns)));
+            return Ok((table, InsertSource::Query(Box::new(query), columns)));
         };
         let mut rows = Vec::with_capacity(values.rows.len());
         for row in &values.rows {

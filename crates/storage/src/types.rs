@@ -93,9 +93,9 @@ impl Value {
             (Value::Null, _) => Ordering::Greater,
             (_, Value::Null) => Ordering::Less,
             (Value::Int(a), Value::Int(b)) => a.cmp(b),
-            (Value::Int(a), Value::Double(b)) => (*a as f64).total_cmp(b),
-            (Value::Double(a), Value::Int(b)) => a.total_cmp(&(*b as f64)),
-            (Value::Double(a), Value::Double(b)) => a.total_cmp(b),
+            (Value::Int(a), Value::Double(b)) => double_cmp(*a as f64, *b),
+            (Value::Double(a), Value::Int(b)) => double_cmp(*a, *b as f64),
+            (Value::Double(a), Value::Double(b)) => double_cmp(*a, *b),
             (Value::Text(a), Value::Text(b)) => a.as_bytes().cmp(b.as_bytes()),
             (Value::Bool(a), Value::Bool(b)) => a.cmp(b),
             // Mixed kinds never meet in a well-typed plan; order them by kind to stay total.
@@ -181,9 +181,20 @@ pub fn format_double(value: f64) -> String {
     }
 }
 
+/// PostgreSQL's order of doubles: -0 equals 0, every NaN (whatever its sign and payload) equals every other and
+/// sorts above all numbers, Infinity included.
+fn double_cmp(a: f64, b: f64) -> Ordering {
+    match (a.is_nan(), b.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        (false, false) => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
+    }
+}
+
 impl PartialEq for Value {
-    /// SQL-agnostic structural equality used by tests and grouping: NULL equals NULL here, and doubles compare by
-    /// bits-aware total order (so NaN groups with NaN, as in PostgreSQL's GROUP BY).
+    /// SQL-agnostic structural equality used by tests and grouping: NULL equals NULL here, and doubles compare as
+    /// PostgreSQL orders them (so NaN groups with NaN and -0 with 0, as in PostgreSQL's GROUP BY).
     fn eq(&self, other: &Value) -> bool {
         self.sort_cmp(other) == Ordering::Equal
     }
@@ -198,7 +209,11 @@ impl std::hash::Hash for Value {
             // Integers and integral doubles must hash alike because they compare equal.
             Value::Int(v) => (*v as f64).to_bits().hash(state),
             Value::Double(v) => {
-                let normalised = if *v == 0.0 { 0.0f64 } else { *v };
+                let normalised = match *v {
+                    v if v.is_nan() => f64::NAN,
+                    0.0 => 0.0f64,
+                    v => v,
+                };
                 normalised.to_bits().hash(state)
             }
             Value::Text(v) => v.hash(state),
