@@ -87,8 +87,14 @@ pub enum Accumulator {
     Count(i64),
     /// Integer sum (exact; checked against BIGINT when finished), or `None` before the first value.
     IntSum(Option<i128>),
-    /// Double sum.
-    DoubleSum(Option<f64>),
+    /// Double sum, or `None` before the first value; `overflowed` once finite values summed to an infinity
+    /// (PostgreSQL's error, raised when finished).
+    DoubleSum {
+        /// The sum.
+        sum: Option<f64>,
+        /// Whether finite values overflowed.
+        overflowed: bool,
+    },
     /// Smallest value so far.
     Min(Option<Value>),
     /// Largest value so far.
@@ -99,6 +105,8 @@ pub enum Accumulator {
         sum: f64,
         /// Values.
         count: i64,
+        /// Whether finite values overflowed.
+        overflowed: bool,
     },
     /// A DISTINCT aggregate: the distinct non-NULL values seen (partials merge by union), aggregated by `empty`
     /// (the function's empty state) when finished.
@@ -108,6 +116,15 @@ pub enum Accumulator {
         /// The aggregate's empty state.
         empty: Box<Accumulator>,
     },
+}
+
+/// `sum + v`, noting in `overflowed` when two finite doubles add up to an infinity.
+fn add_checked(sum: f64, v: f64, overflowed: &mut bool) -> f64 {
+    let total = sum + v;
+    if total.is_infinite() && sum.is_finite() && v.is_finite() {
+        *overflowed = true;
+    }
+    total
 }
 
 impl Accumulator {
@@ -121,11 +138,13 @@ impl Accumulator {
         }
         match call.function {
             AggregateFunction::CountStar | AggregateFunction::Count => Accumulator::Count(0),
-            AggregateFunction::Sum if input == Some(DataType::Double) => Accumulator::DoubleSum(None),
+            AggregateFunction::Sum if input == Some(DataType::Double) => {
+                Accumulator::DoubleSum { sum: None, overflowed: false }
+            }
             AggregateFunction::Sum => Accumulator::IntSum(None),
             AggregateFunction::Min => Accumulator::Min(None),
             AggregateFunction::Max => Accumulator::Max(None),
-            AggregateFunction::Avg => Accumulator::Avg { sum: 0.0, count: 0 },
+            AggregateFunction::Avg => Accumulator::Avg { sum: 0.0, count: 0, overflowed: false },
         }
     }
 
@@ -148,13 +167,13 @@ impl Accumulator {
                     *sum = Some(sum.unwrap_or(0) + i128::from(*v));
                 }
             }
-            Accumulator::DoubleSum(sum) => {
+            Accumulator::DoubleSum { sum, overflowed } => {
                 let v = match value {
                     Value::Double(d) => *d,
                     Value::Int(i) => *i as f64,
                     _ => return,
                 };
-                *sum = Some(sum.unwrap_or(0.0) + v);
+                *sum = Some(add_checked(sum.unwrap_or(0.0), v, overflowed));
             }
             Accumulator::Min(current) => {
                 if current.as_ref().is_none_or(|c| value.sort_cmp(c).is_lt()) {
@@ -166,13 +185,13 @@ impl Accumulator {
                     *current = Some(value.clone());
                 }
             }
-            Accumulator::Avg { sum, count } => {
+            Accumulator::Avg { sum, count, overflowed } => {
                 let v = match value {
                     Value::Double(d) => *d,
                     Value::Int(i) => *i as f64,
                     _ => return,
                 };
-                *sum += v;
+                *sum = add_checked(*sum, v, overflowed);
                 *count += 1;
             }
             Accumulator::Distinct { values, .. } => {
@@ -192,7 +211,9 @@ impl Accumulator {
         match self {
             Accumulator::Count(n) => *n += count,
             Accumulator::IntSum(s) => *s = Some(s.unwrap_or(0) + sum),
-            Accumulator::DoubleSum(s) => *s = Some(s.unwrap_or(0.0) + sum as f64),
+            Accumulator::DoubleSum { sum: s, overflowed } => {
+                *s = Some(add_checked(s.unwrap_or(0.0), sum as f64, overflowed))
+            }
             Accumulator::Min(current) => {
                 if current.as_ref().is_none_or(|c| Value::Int(min).sort_cmp(c).is_lt()) {
                     *current = Some(Value::Int(min));
@@ -203,8 +224,8 @@ impl Accumulator {
                     *current = Some(Value::Int(max));
                 }
             }
-            Accumulator::Avg { sum: s, count: c } => {
-                *s += sum as f64;
+            Accumulator::Avg { sum: s, count: c, overflowed } => {
+                *s = add_checked(*s, sum as f64, overflowed);
                 *c += count;
             }
             Accumulator::Distinct { .. } => unreachable!("DISTINCT aggregates take no fast path (they need values)"),
@@ -216,15 +237,24 @@ impl Accumulator {
         match (self, other) {
             (Accumulator::Count(a), Accumulator::Count(b)) => *a += b,
             (Accumulator::IntSum(a), Accumulator::IntSum(Some(b))) => *a = Some(a.unwrap_or(0) + b),
-            (Accumulator::DoubleSum(a), Accumulator::DoubleSum(Some(b))) => *a = Some(a.unwrap_or(0.0) + b),
+            (Accumulator::DoubleSum { sum: a, overflowed }, Accumulator::DoubleSum { sum: b, overflowed: theirs }) => {
+                *overflowed |= *theirs;
+                if let Some(b) = b {
+                    *a = Some(add_checked(a.unwrap_or(0.0), *b, overflowed));
+                }
+            }
             (Accumulator::Min(a), Accumulator::Min(Some(b))) if a.as_ref().is_none_or(|c| b.sort_cmp(c).is_lt()) => {
                 *a = Some(b.clone())
             }
             (Accumulator::Max(a), Accumulator::Max(Some(b))) if a.as_ref().is_none_or(|c| b.sort_cmp(c).is_gt()) => {
                 *a = Some(b.clone())
             }
-            (Accumulator::Avg { sum: a, count: n }, Accumulator::Avg { sum: b, count: m }) => {
-                *a += b;
+            (
+                Accumulator::Avg { sum: a, count: n, overflowed },
+                Accumulator::Avg { sum: b, count: m, overflowed: theirs },
+            ) => {
+                *overflowed |= *theirs;
+                *a = add_checked(*a, *b, overflowed);
                 *n += m;
             }
             (Accumulator::Distinct { values: a, .. }, Accumulator::Distinct { values: b, .. }) => {
@@ -238,15 +268,18 @@ impl Accumulator {
     pub fn finish(&self) -> Result<Value, ExecError> {
         Ok(match self {
             Accumulator::Count(n) => Value::Int(*n),
-            Accumulator::IntSum(None) | Accumulator::DoubleSum(None) => Value::Null,
+            Accumulator::DoubleSum { overflowed: true, .. } | Accumulator::Avg { overflowed: true, .. } => {
+                return Err(ExecError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "value out of range: overflow"));
+            }
+            Accumulator::IntSum(None) | Accumulator::DoubleSum { sum: None, .. } => Value::Null,
             Accumulator::IntSum(Some(sum)) => Value::Int(
                 i64::try_from(*sum)
                     .map_err(|_| ExecError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "bigint out of range"))?,
             ),
-            Accumulator::DoubleSum(Some(sum)) => Value::Double(*sum),
+            Accumulator::DoubleSum { sum: Some(sum), .. } => Value::Double(*sum),
             Accumulator::Min(value) | Accumulator::Max(value) => value.clone().unwrap_or(Value::Null),
             Accumulator::Avg { count: 0, .. } => Value::Null,
-            Accumulator::Avg { sum, count } => Value::Double(sum / *count as f64),
+            Accumulator::Avg { sum, count, .. } => Value::Double(sum / *count as f64),
             Accumulator::Distinct { values, empty } => {
                 let mut accumulator = (**empty).clone();
                 values.iter().for_each(|v| accumulator.add(v, false));

@@ -283,9 +283,11 @@ impl ScalarFunction {
             },
             ScalarFunction::Lower | ScalarFunction::Upper | ScalarFunction::Length => {
                 match args.first().map(|a| a.eval(row, params)).transpose()? {
+                    // Case maps ASCII letters only, as PostgreSQL in the C locale whose byte order numadb's
+                    // text comparisons follow (`upper('ß')` stays `ß`).
                     Some(Value::Text(text)) => Ok(match self {
-                        ScalarFunction::Lower => Value::Text(Arc::from(text.to_lowercase())),
-                        ScalarFunction::Upper => Value::Text(Arc::from(text.to_uppercase())),
+                        ScalarFunction::Lower => Value::Text(Arc::from(text.to_ascii_lowercase())),
+                        ScalarFunction::Upper => Value::Text(Arc::from(text.to_ascii_uppercase())),
                         _ => Value::Int(text.chars().count() as i64),
                     }),
                     _ => Ok(Value::Null),
@@ -605,7 +607,7 @@ enum LikeToken {
 /// Whether `text` matches the LIKE `pattern` (PostgreSQL's rules: the whole text must match; a pattern ending in
 /// the escape character is an error).
 pub fn like(text: &str, pattern: &str, escape: Option<char>, case_insensitive: bool) -> Result<bool, ExecError> {
-    let fold = |s: &str| if case_insensitive { s.to_lowercase() } else { s.to_string() };
+    let fold = |s: &str| if case_insensitive { s.to_ascii_lowercase() } else { s.to_string() };
     let (text, pattern) = (fold(text), fold(pattern));
     let mut tokens = Vec::with_capacity(pattern.len());
     let mut chars = pattern.chars();
@@ -665,9 +667,7 @@ fn type_error(message: &str) -> ExecError {
 pub fn coerce_param(value: Value, data_type: DataType) -> Result<Value, ExecError> {
     match (&value, data_type) {
         (Value::Null, _) => Ok(Value::Null),
-        (Value::Text(text), t) if t != DataType::Text => {
-            Value::parse(text, t).map_err(|m| ExecError::new(sqlstate::INVALID_TEXT_REPRESENTATION, m))
-        }
+        (Value::Text(text), t) if t != DataType::Text => parse_value(text, t),
         (Value::Int(v), DataType::Integer) if i32::try_from(*v).is_err() => {
             Err(ExecError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "integer out of range"))
         }
@@ -752,6 +752,19 @@ fn checked_double(value: f64, inputs_finite: bool) -> Result<Value, ExecError> {
     Ok(Value::Double(value))
 }
 
+/// The text form of a value of `data_type` parsed (a literal, a parameter, a COPY field), with PostgreSQL's
+/// SQLSTATE: 22003 for a number out of the type's range, 22P02 for anything else that is not a value of it.
+pub fn parse_value(text: &str, data_type: DataType) -> Result<Value, ExecError> {
+    Value::parse(text, data_type).map_err(|message| {
+        let code = if message.contains("out of range") {
+            sqlstate::NUMERIC_VALUE_OUT_OF_RANGE
+        } else {
+            sqlstate::INVALID_TEXT_REPRESENTATION
+        };
+        ExecError::new(code, message)
+    })
+}
+
 /// A value cast to text. Unlike the output format (`t`/`f`), PostgreSQL's cast of a boolean to text spells it
 /// out: `true::text` is `true`.
 fn cast_text(value: &Value) -> String {
@@ -759,6 +772,10 @@ fn cast_text(value: &Value) -> String {
         Value::Bool(b) => b.to_string(),
         other => other.to_pg_text().unwrap_or_default(),
     }
+}
+
+fn float_underflow() -> ExecError {
+    ExecError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "value out of range: underflow")
 }
 
 fn division_by_zero() -> ExecError {
@@ -785,8 +802,11 @@ fn binary(op: BinaryOp, left: &Value, right: &Value, data_type: DataType) -> Res
             match op {
                 BinaryOp::Add => checked_double(a + b, finite),
                 BinaryOp::Sub => checked_double(a - b, finite),
+                BinaryOp::Mul if a * b == 0.0 && a != 0.0 && b != 0.0 => Err(float_underflow()),
                 BinaryOp::Mul => checked_double(a * b, finite),
-                BinaryOp::Div if b == 0.0 => Err(division_by_zero()),
+                // NaN / 0 is NaN, as in PostgreSQL.
+                BinaryOp::Div if b == 0.0 && !a.is_nan() => Err(division_by_zero()),
+                BinaryOp::Div if a / b == 0.0 && a != 0.0 && !b.is_infinite() => Err(float_underflow()),
                 BinaryOp::Div => checked_double(a / b, finite),
                 BinaryOp::Mod if b == 0.0 => Err(division_by_zero()),
                 BinaryOp::Mod => Ok(Value::Double(a % b)),
@@ -827,7 +847,8 @@ pub fn cast(value: Value, to: DataType) -> Result<Value, ExecError> {
         (Value::Double(v), t @ (DataType::Integer | DataType::BigInt)) => {
             let rounded = v.round_ties_even();
             let (min, max) = t.integer_range().expect("integer type");
-            if !rounded.is_finite() || rounded < min as f64 || rounded > max as f64 {
+            // `max as f64 + 1.0` is exact (2^31, 2^63) where `max as f64` may round up to it.
+            if !rounded.is_finite() || rounded < min as f64 || rounded >= max as f64 + 1.0 {
                 return Err(out_of_range(t.sql_name()));
             }
             Ok(Value::Int(rounded as i64))
@@ -835,9 +856,7 @@ pub fn cast(value: Value, to: DataType) -> Result<Value, ExecError> {
         (Value::Bool(b), DataType::Boolean) => Ok(Value::Bool(b)),
         (Value::Bool(b), DataType::Integer) => Ok(Value::Int(i64::from(b))),
         (Value::Text(text), DataType::Text) => Ok(Value::Text(text)),
-        (Value::Text(text), t) => {
-            Value::parse(&text, t).map_err(|m| ExecError::new(sqlstate::INVALID_TEXT_REPRESENTATION, m))
-        }
+        (Value::Text(text), t) => parse_value(&text, t),
         (value, DataType::Text) => Ok(Value::Text(Arc::from(cast_text(&value)))),
         (value, to) => Err(ExecError::new(
             sqlstate::CANNOT_COERCE,

@@ -134,6 +134,25 @@ fn column_of(expr: &Expr) -> Option<(usize, DataType)> {
     }
 }
 
+/// The smallest integer whose conversion to a double is at least `d` (`strictly`: above `d`), if any. The
+/// conversion rounds but never goes down as the integer goes up, so a binary search finds it.
+fn first_converting_above(d: f64, strictly: bool) -> Option<i64> {
+    let passes = |v: i64| if strictly { v as f64 > d } else { v as f64 >= d };
+    if !passes(i64::MAX) {
+        return None;
+    }
+    let (mut failing, mut passing) = (i128::from(i64::MIN) - 1, i128::from(i64::MAX));
+    while passing - failing > 1 {
+        let middle = failing + (passing - failing) / 2;
+        if passes(middle as i64) {
+            passing = middle;
+        } else {
+            failing = middle;
+        }
+    }
+    Some(passing as i64)
+}
+
 /// The integer range `column op value` selects, or `None` when the comparison is not of that shape.
 fn int_range(op: BinaryOp, value: &Value) -> Option<(i64, i64, bool)> {
     // Returns (low, high, negate).
@@ -158,14 +177,28 @@ fn int_range(op: BinaryOp, value: &Value) -> Option<(i64, i64, bool)> {
                     _ => Some((1, 0, false)),
                 };
             }
-            let clamp = |x: f64| x.clamp(i64::MIN as f64, i64::MAX as f64) as i64;
+            // The row-by-row comparison converts the integer to a double (as PostgreSQL compares bigint with
+            // double precision), so the range is the integers whose conversion compares so: beyond 2^53 several
+            // integers convert to one double, and the bounds must be found, not computed from `d`.
+            let empty = (1, 0);
+            let at_least = first_converting_above(d, false);
+            let above = first_converting_above(d, true);
+            let below = |first: Option<i64>| match first {
+                None => (i64::MIN, i64::MAX),
+                Some(i64::MIN) => empty,
+                Some(first) => (i64::MIN, first - 1),
+            };
             match op {
-                BinaryOp::Eq | BinaryOp::NotEq if d.fract() != 0.0 || d.abs() >= 9.2e18 => (1, 0),
-                BinaryOp::Eq | BinaryOp::NotEq => (d as i64, d as i64),
-                BinaryOp::Lt => (i64::MIN, clamp(d.ceil() - 1.0)),
-                BinaryOp::LtEq => (i64::MIN, clamp(d.floor())),
-                BinaryOp::Gt => (clamp(d.floor() + 1.0), i64::MAX),
-                BinaryOp::GtEq => (clamp(d.ceil()), i64::MAX),
+                BinaryOp::Eq | BinaryOp::NotEq => match (at_least, above) {
+                    (None, _) => empty,
+                    (Some(low), None) => (low, i64::MAX),
+                    (Some(low), Some(high)) if high > low => (low, high - 1),
+                    _ => empty,
+                },
+                BinaryOp::Lt => below(at_least),
+                BinaryOp::LtEq => below(above),
+                BinaryOp::Gt => above.map_or(empty, |low| (low, i64::MAX)),
+                BinaryOp::GtEq => at_least.map_or(empty, |low| (low, i64::MAX)),
                 _ => return None,
             }
         }
@@ -613,6 +646,7 @@ pub fn tail_mask(rows: usize, block: usize) -> BlockMask {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::expr::compare;
     use numadb_placement::Policy;
     use numadb_storage::{ColumnDef, ColumnInput};
 
@@ -766,5 +800,29 @@ mod tests {
         let last = tail_mask(3000, 2);
         assert_eq!(last.iter().map(|w| w.count_ones()).sum::<u32>(), 3000 - 2048);
         assert_eq!(tail_mask(3000, 3), NONE);
+    }
+
+    /// The integer range of `column op double` holds exactly the integers the row-by-row comparison (integer
+    /// converted to double) selects, also where doubles are sparser than integers (beyond 2^53) and at the ends.
+    #[test]
+    fn int_ranges_agree_with_the_comparison_of_converted_integers() {
+        let two_53 = 1i64 << 53;
+        let mut integers = vec![i64::MIN, i64::MIN + 1, i64::MIN + 1024, i64::MIN + 1025, -1, 0, 1, i64::MAX];
+        for base in [two_53, -two_53, 9_200_000_000_000_000_000, i64::MAX - 2048, -9_007_199_254_740_993] {
+            integers.extend((-3..=3).map(|delta| base.saturating_add(delta)));
+        }
+        let mut doubles: Vec<f64> = integers.iter().map(|&v| v as f64).collect();
+        doubles.extend([0.5, -0.5, 2.5e18, 9.2e18, 9.3e18, -9.3e18, f64::INFINITY, f64::NEG_INFINITY, 1e300]);
+        doubles.extend(doubles.clone().iter().map(|d| d.next_up()));
+        for op in [BinaryOp::Eq, BinaryOp::NotEq, BinaryOp::Lt, BinaryOp::LtEq, BinaryOp::Gt, BinaryOp::GtEq] {
+            for &d in &doubles {
+                let (low, high, negate) = int_range(op, &Value::Double(d)).unwrap();
+                for &v in &integers {
+                    let in_range = (low..=high).contains(&v) != negate;
+                    let expected = compare(op, &Value::Int(v), &Value::Double(d)) == Value::Bool(true);
+                    assert_eq!(in_range, expected, "{v} {} {d:e}", op.symbol());
+                }
+            }
+        }
     }
 }

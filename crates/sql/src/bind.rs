@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use numadb_execution::expr::{Expr, ScalarFunction, cast};
+use numadb_execution::expr::{Expr, ScalarFunction, cast, parse_value};
 use numadb_execution::plan::{LookupPlan, Plan, ScanOutput, ScanPlan, SortKey};
 use numadb_execution::{AggregateCall, AggregateFunction, BinaryOp, ExecError, sqlstate};
 use numadb_storage::{DataType, Table, Value};
@@ -219,8 +219,7 @@ impl<'a> Binder<'a> {
             }
             Expr::Literal { value: Value::Null, .. } => Ok(Expr::literal(Value::Null, target)),
             Expr::Literal { value: Value::Text(text), .. } => {
-                let value =
-                    Value::parse(text, target).map_err(|m| ExecError::new(sqlstate::INVALID_TEXT_REPRESENTATION, m))?;
+                let value = parse_value(text, target)?;
                 Ok(Expr::literal(value, target))
             }
             Expr::Literal { value, .. } if target.is_numeric() && expr.data_type().is_numeric() => {
@@ -331,16 +330,34 @@ impl<'a> Binder<'a> {
                 let right = self.bind_expr(right, scope)?;
                 self.bind_binary(op, left, right)
             }
+            E::UnaryOp { op: UnaryOperator::Minus, expr: inner } if matches!(inner.as_ref(), E::Value(v) if matches!(v.value, ast::Value::Number(..))) =>
+            {
+                // A negative number is one literal, typed as PostgreSQL types it: an integer if its digits fit
+                // one, else a bigint if the negative value fits one (`-9223372036854775808`), else a double.
+                let E::Value(v) = inner.as_ref() else { unreachable!("matched above") };
+                let ast::Value::Number(digits, _) = &v.value else { unreachable!("matched above") };
+                match (digits.parse::<i32>(), format!("-{digits}").parse::<i64>()) {
+                    (Ok(v), _) => Ok(Expr::literal(Value::Int(-i64::from(v)), DataType::Integer)),
+                    (_, Ok(v)) => Ok(Expr::literal(Value::Int(v), DataType::BigInt)),
+                    _ => match self.bind_value(&v.value)? {
+                        Expr::Literal { value: Value::Double(d), .. } => {
+                            Ok(Expr::literal(Value::Double(-d), DataType::Double))
+                        }
+                        other => Err(ExecError::internal(format!("a number bound to {other:?}"))),
+                    },
+                }
+            }
             E::UnaryOp { op, expr: inner } => {
                 let inner = self.bind_expr(inner, scope)?;
                 match op {
                     UnaryOperator::Not => Ok(Expr::Not(Box::new(self.expect_boolean(inner, "NOT")?))),
                     UnaryOperator::Minus => {
-                        if let Expr::Literal { value: Value::Int(v), data_type } = &inner {
-                            // `-2147483648` is a literal, not the negation of an out-of-range one.
-                            let negated = -(*v);
-                            let data_type = if i32::try_from(negated).is_ok() { DataType::Integer } else { *data_type };
-                            return Ok(Expr::literal(Value::Int(negated), data_type));
+                        // The negation of a constant integer is folded while it fits its type.
+                        if let Expr::Literal { value: Value::Int(v), data_type } = &inner
+                            && let Some(negated) = v.checked_neg()
+                            && (*data_type == DataType::BigInt || i32::try_from(negated).is_ok())
+                        {
+                            return Ok(Expr::literal(Value::Int(negated), *data_type));
                         }
                         let inner = self.numeric_operand(inner, "-")?;
                         let data_type = inner.data_type();
@@ -659,8 +676,11 @@ impl<'a> Binder<'a> {
                 let [left, right] = arguments else {
                     return Err(ExecError::new(sqlstate::UNDEFINED_FUNCTION, "function nullif takes two arguments"));
                 };
+                // The result is the first operand of the implied `=`, after both took a common type
+                // (`nullif(NULL, 1)` is an integer, as in PostgreSQL).
                 let left = self.bind_expr(left, scope)?;
                 let right = self.bind_expr(right, scope)?;
+                let (left, right) = self.unify_comparison(left, right)?;
                 let equal = self.bind_binary(&BinaryOperator::Eq, left.clone(), right)?;
                 let data_type = left.data_type();
                 return Ok(Some(Expr::Case {
@@ -1155,16 +1175,16 @@ impl<'a> Binder<'a> {
                 if rows.iter().any(|r| r.len() != width) {
                     return Err(ExecError::new(sqlstate::SYNTAX_ERROR, "VALUES lists must all be the same length"));
                 }
-                let columns = (0..width)
-                    .map(|i| OutputColumn {
-                        name: format!("column{}", i + 1),
-                        data_type: rows
-                            .iter()
-                            .map(|r| r[i].data_type())
-                            .find(|t| *t != DataType::Text)
-                            .unwrap_or(DataType::Text),
-                    })
-                    .collect();
+                // Each column takes the common type of its values (untyped literals follow the others).
+                let mut columns = Vec::with_capacity(width);
+                for i in 0..width {
+                    let values = rows
+                        .iter_mut()
+                        .map(|r| std::mem::replace(&mut r[i], Expr::literal(Value::Null, DataType::Text)));
+                    let (values, data_type) = self.unify_results(values.collect(), "VALUES")?;
+                    rows.iter_mut().zip(values).for_each(|(row, value)| row[i] = value);
+                    columns.push(OutputColumn { name: format!("column{}", i + 1), data_type });
+                }
                 Ok(BoundQuery { plan: Plan::Values(rows), columns, tables: Vec::new() })
             }
             other => Err(unsupported(&format!("{other}"))),

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use numadb_execution::expr::parse_value;
 use numadb_execution::{ExecError, sqlstate};
 use numadb_storage::{Table, Value};
 use sqlparser::ast::{CopyLegacyOption, CopyOption, CopySource, CopyTarget};
@@ -281,16 +282,8 @@ impl CopyLoader {
         for (field, &column) in record.into_iter().zip(&self.columns) {
             if let Some(text) = field {
                 let definition = &self.table.columns()[column];
-                row[column] = Value::parse(&text, definition.data_type).map_err(|message| {
-                    ExecError::new(
-                        if message.contains("out of range") {
-                            sqlstate::NUMERIC_VALUE_OUT_OF_RANGE
-                        } else {
-                            sqlstate::INVALID_TEXT_REPRESENTATION
-                        },
-                        message,
-                    )
-                    .with_detail(format!(
+                row[column] = parse_value(&text, definition.data_type).map_err(|error| {
+                    error.with_detail(format!(
                         "COPY {}, line {}, column {}",
                         self.table.name(),
                         self.line,

@@ -130,18 +130,35 @@ impl Value {
                     "nan" => f64::NAN,
                     "infinity" | "inf" | "+infinity" => f64::INFINITY,
                     "-infinity" | "-inf" => f64::NEG_INFINITY,
-                    _ => trimmed
-                        .parse::<f64>()
-                        .map_err(|_| format!("invalid input syntax for type double precision: \"{text}\""))?,
+                    _ => {
+                        let value = trimmed
+                            .parse::<f64>()
+                            .map_err(|_| format!("invalid input syntax for type double precision: \"{text}\""))?;
+                        // Digits beyond the range of a double (`1e400`, `1e-400`) are an error, not an infinity or
+                        // a zero.
+                        let mantissa = trimmed.split(['e', 'E']).next().unwrap_or_default();
+                        let lost = value == 0.0 && mantissa.contains(|c: char| ('1'..='9').contains(&c));
+                        if value.is_infinite() || lost {
+                            return Err(format!("\"{text}\" is out of range for type double precision"));
+                        }
+                        value
+                    }
                 };
                 Ok(Value::Double(value))
             }
             DataType::Text => Ok(Value::text(text)),
-            DataType::Boolean => match trimmed.to_ascii_lowercase().as_str() {
-                "t" | "true" | "yes" | "y" | "on" | "1" => Ok(Value::Bool(true)),
-                "f" | "false" | "no" | "n" | "off" | "0" => Ok(Value::Bool(false)),
-                _ => Err(format!("invalid input syntax for type boolean: \"{text}\"")),
-            },
+            DataType::Boolean => {
+                // PostgreSQL's words, or any prefix of them that is not ambiguous (`tr`, `of`, but not `o`).
+                let word = trimmed.to_ascii_lowercase();
+                let prefix_of = |full: &str, shortest: usize| word.len() >= shortest && full.starts_with(&word);
+                if word == "1" || prefix_of("true", 1) || prefix_of("yes", 1) || prefix_of("on", 2) {
+                    Ok(Value::Bool(true))
+                } else if word == "0" || prefix_of("false", 1) || prefix_of("no", 1) || prefix_of("off", 2) {
+                    Ok(Value::Bool(false))
+                } else {
+                    Err(format!("invalid input syntax for type boolean: \"{text}\""))
+                }
+            }
         }
     }
 

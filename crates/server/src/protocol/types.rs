@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use bytes::{BufMut, BytesMut};
+use numadb_execution::expr::parse_value;
 use numadb_execution::{ExecError, sqlstate};
 use numadb_storage::{DataType, Value};
 
@@ -296,15 +297,6 @@ fn bad_binary(parameter: usize) -> ExecError {
     ExecError::new("22P03", format!("incorrect binary data format in bind parameter {}", parameter + 1))
 }
 
-fn parse_error(message: String) -> ExecError {
-    let sqlstate = if message.contains("out of range") {
-        sqlstate::NUMERIC_VALUE_OUT_OF_RANGE
-    } else {
-        sqlstate::INVALID_TEXT_REPRESENTATION
-    };
-    ExecError::new(sqlstate, message)
-}
-
 /// Decodes parameter `index` (0-based) sent in `format` by a client that declared `declared` (if it did) for a
 /// parameter numadb typed `target`. Integers arrive as int2, int4 or int8 whatever the parameter's width, so
 /// binary integers are read by their length; the engine then checks the value fits the parameter.
@@ -327,7 +319,7 @@ pub fn decode_param(
             if declared == Some(PgType::Numeric) && target.is_integer() {
                 return parse_numeric_text(text, target);
             }
-            Value::parse(text, target).map_err(parse_error)
+            parse_value(text, target)
         }
         Format::Binary => {
             let wire = declared.unwrap_or(PgType::of(target));
@@ -359,7 +351,7 @@ fn conform(value: Value, target: DataType) -> Option<Value> {
 fn parse_numeric_text(text: &str, target: DataType) -> Result<Value, ExecError> {
     let trimmed = text.trim();
     let integral = trimmed.strip_suffix(".0").unwrap_or(trimmed);
-    Value::parse(integral, target).map_err(parse_error)
+    parse_value(integral, target)
 }
 
 fn decode_binary(bytes: &[u8], wire: PgType, target: DataType) -> Option<Value> {
