@@ -35,6 +35,10 @@ pub mod sqlstate {
     pub const INDETERMINATE_DATATYPE: &str = "42P18";
     /// `42702`
     pub const AMBIGUOUS_COLUMN: &str = "42702";
+    /// `55000`
+    pub const OBJECT_NOT_IN_PREREQUISITE_STATE: &str = "55000";
+    /// `54011`
+    pub const TOO_MANY_COLUMNS: &str = "54011";
     /// `42P10`
     pub const INVALID_COLUMN_REFERENCE: &str = "42P10";
     /// `22003`

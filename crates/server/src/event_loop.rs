@@ -34,6 +34,8 @@ const WAKER: Token = Token(usize::MAX);
 /// Messages answered for one session per wakeup before the session goes back to its thread (a client that
 /// pipelines thousands of statements must not hold the loop from the others).
 const MESSAGES_PER_WAKE_MAX: usize = 512;
+/// Bytes read ahead of the messages answered, at most (a little more: one read's worth).
+const READ_AHEAD_BYTES_MAX: usize = 1 << 20;
 /// How often an idle loop looks whether the server is shutting down.
 const POLL_TIMEOUT: Duration = Duration::from_millis(200);
 
@@ -191,16 +193,30 @@ fn serve(conn: &mut Conn) -> Outcome {
     if shared.is_shutting_down() {
         return Outcome::Back;
     }
+    // Reads stop at end of input, at an empty socket, or once READ_AHEAD_BYTES_MAX are waiting: a client that
+    // streams faster than it is answered must not grow the buffer without bound or hold the loop.
+    let mut read_everything = false;
     loop {
+        if conn.io.pending().len() >= READ_AHEAD_BYTES_MAX {
+            break;
+        }
         match conn.io.fill() {
             Ok(true) => {}
-            Ok(false) => return Outcome::Close,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            // End of input: what the client sent before closing is still answered, by its thread (which then
+            // reads the end itself and closes).
+            Ok(false) if conn.io.pending().is_empty() => return Outcome::Close,
+            Ok(false) => return Outcome::Back,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                read_everything = true;
+                break;
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => return Outcome::Close,
         }
     }
-    let mut outcome = Outcome::Stay;
+    // The loop's readiness is edge-triggered: a socket not read to its end wakes it no more, so the session's
+    // thread takes over.
+    let mut outcome = if read_everything { Outcome::Stay } else { Outcome::Back };
     let Conn { io, out, handler, .. } = conn;
     let body_bytes_max = shared.config.message_bytes_max;
     let mut answered = 0;

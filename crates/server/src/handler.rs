@@ -367,13 +367,7 @@ impl Handler {
                 Ok(Flow::Continue)
             }
             Frontend::Sync => {
-                self.mode = Mode::Ready;
-                if self.transaction == Transaction::Idle {
-                    // The implicit transaction ends: PostgreSQL drops every portal here.
-                    self.portals.clear();
-                    self.unnamed_portal = None;
-                }
-                self.ready(out);
+                self.sync(out);
                 Ok(Flow::Continue)
             }
             Frontend::Flush => Ok(Flow::Flush),
@@ -423,16 +417,28 @@ impl Handler {
             self.abort_copy(error, out);
             return Flow::Continue;
         }
-        if matches!(self.mode, Mode::SkipToSync) {
+        if matches!(self.mode, Mode::SkipToSync) && tag != b'S' {
             return Flow::Continue;
         }
         self.fail(error, out);
-        if tag == b'Q' {
-            self.ready(out);
-        } else {
-            self.mode = Mode::SkipToSync;
+        // A malformed Query or Sync still ends its cycle: the client waits for ReadyForQuery.
+        match tag {
+            b'Q' => self.ready(out),
+            b'S' => self.sync(out),
+            _ => self.mode = Mode::SkipToSync,
         }
         Flow::Continue
+    }
+
+    /// `Sync`: the end of an extended-protocol cycle.
+    fn sync(&mut self, out: &mut Output) {
+        self.mode = Mode::Ready;
+        if self.transaction == Transaction::Idle {
+            // The implicit transaction ends: PostgreSQL drops every portal here.
+            self.portals.clear();
+            self.unnamed_portal = None;
+        }
+        self.ready(out);
     }
 
     /// Ends a COPY in progress with an error.
@@ -912,6 +918,15 @@ impl Handler {
         let Some(mut portal) = self.take_portal(name) else {
             return Ok(Err(error(sqlstate::INVALID_CURSOR_NAME, format!("portal \"{name}\" does not exist"))));
         };
+        // A finished portal of a statement without rows cannot run again (one with rows yields no more of them).
+        if matches!(portal.state, PortalState::Done)
+            && portal.statement.columns.is_empty()
+            && !matches!(portal.statement.kind, StatementKind::Empty)
+        {
+            self.put_portal(name, portal);
+            let message = format!("portal \"{name}\" cannot be run");
+            return Ok(Err(error(sqlstate::OBJECT_NOT_IN_PREREQUISITE_STATE, message)));
+        }
         let result = self.execute_portal(&mut portal, max_rows, out, sink);
         // Portals survive their execution (a suspended one resumes) until closed or the transaction ends.
         if !matches!(self.mode, Mode::CopyIn(_)) {

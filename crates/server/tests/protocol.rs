@@ -435,3 +435,71 @@ fn event_loops_answer_like_threads() {
         }
     }
 }
+
+#[test]
+fn a_finished_portal_without_rows_cannot_run_again() {
+    let server = server();
+    let (mut client, _) = RawClient::connect(server.address(), "u");
+    client.send(vec![
+        parse("", "INSERT INTO t VALUES (9, 9, 9, 'nine', true)", &[]),
+        bind("", "", &[], &[], &[]),
+        execute("", 0),
+        execute("", 0),
+        sync(),
+    ]);
+    let replies = client.until_ready();
+    assert!(replies.contains(&Reply::CommandComplete("INSERT 0 1".into())), "{replies:?}");
+    assert_eq!(errors(&replies).len(), 1, "{replies:?}");
+    assert_eq!(errors(&replies)[0].sqlstate(), "55000");
+    assert_eq!(replies.last(), Some(&Reply::ReadyForQuery(b'I')));
+    assert_eq!(rows(&client.simple("SELECT count(*) FROM t WHERE k = 9")), vec![vec![Some("1".into())]]);
+}
+
+#[test]
+fn a_malformed_sync_is_an_error_that_still_ends_the_cycle() {
+    let server = server();
+    let (mut client, _) = RawClient::connect(server.address(), "u");
+    // Sync has no body; this one has two bytes.
+    client.send_bytes(&[b'S', 0, 0, 0, 6, 1, 2]);
+    let replies = client.until_ready();
+    assert_eq!(errors(&replies)[0].sqlstate(), "08P01");
+    assert_eq!(replies.last(), Some(&Reply::ReadyForQuery(b'I')));
+    assert_eq!(rows(&client.simple("SELECT 1")), vec![vec![Some("1".into())]]);
+}
+
+#[test]
+fn counts_beyond_what_the_protocol_can_carry_are_refused() {
+    let server = server();
+    let (mut client, _) = RawClient::connect(server.address(), "u");
+    let wide = format!("SELECT {}", vec!["1"; 40_000].join(", "));
+    assert_eq!(client.simple(&wide)[0].sqlstate(), "54011");
+    client.send(vec![parse("", "SELECT $70000", &[]), sync()]);
+    assert_eq!(client.until_ready()[0].sqlstate(), "54011");
+    assert_eq!(rows(&client.simple("SELECT 1")), vec![vec![Some("1".into())]]);
+}
+
+#[test]
+fn a_parked_session_that_sends_and_closes_still_has_its_statements_run() {
+    // Every session parks in an event loop after a few round trips of fast messages.
+    let server = start(ServerConfig { event_loop_sessions: 0, ..ServerConfig::default() }, |session| {
+        for result in session.execute(SETUP) {
+            result.unwrap();
+        }
+    });
+    for key in 100..120 {
+        let (mut client, _) = RawClient::connect(server.address(), "u");
+        for _ in 0..10 {
+            client.send(vec![sync()]);
+            client.until_ready();
+        }
+        let insert = format!("INSERT INTO t VALUES ({key}, 0, 0, 'fire and forget', false)");
+        let mut bytes = packet(vec![query(&insert)]);
+        bytes.extend_from_slice(&[b'X', 0, 0, 0, 4]);
+        client.send_bytes(&bytes);
+        client.close_write();
+        client.until_closed();
+    }
+    let (mut client, _) = RawClient::connect(server.address(), "u");
+    let replies = client.simple("SELECT count(*) FROM t WHERE s = 'fire and forget'");
+    assert_eq!(rows(&replies), vec![vec![Some("20".into())]]);
+}

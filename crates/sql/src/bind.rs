@@ -520,6 +520,13 @@ impl<'a> Binder<'a> {
                     .and_then(|n| n.parse().ok())
                     .filter(|&n: &usize| n >= 1)
                     .ok_or_else(|| ExecError::new(sqlstate::SYNTAX_ERROR, format!("invalid parameter {text}")))?;
+                // The protocol counts parameters in 16 bits.
+                if index > PARAMS_MAX {
+                    return Err(ExecError::new(
+                        sqlstate::TOO_MANY_COLUMNS,
+                        format!("there can be at most {PARAMS_MAX} parameters, not {text}"),
+                    ));
+                }
                 if !self.params_allowed {
                     return Err(ExecError::new(sqlstate::UNDEFINED_PARAMETER, format!("there is no parameter {text}")));
                 }
@@ -1175,6 +1182,12 @@ impl<'a> Binder<'a> {
                 if rows.iter().any(|r| r.len() != width) {
                     return Err(ExecError::new(sqlstate::SYNTAX_ERROR, "VALUES lists must all be the same length"));
                 }
+                if width > OUTPUT_COLUMNS_MAX {
+                    return Err(ExecError::new(
+                        sqlstate::TOO_MANY_COLUMNS,
+                        format!("VALUES lists can have at most {OUTPUT_COLUMNS_MAX} entries"),
+                    ));
+                }
                 // Each column takes the common type of its values (untyped literals follow the others).
                 let mut columns = Vec::with_capacity(width);
                 for i in 0..width {
@@ -1282,6 +1295,12 @@ impl<'a> Binder<'a> {
                     }
                     SelectItem::ExprWithAliases { .. } => return Err(unsupported("multiple aliases")),
                 }
+            }
+            if items.len() > OUTPUT_COLUMNS_MAX {
+                return Err(ExecError::new(
+                    sqlstate::TOO_MANY_COLUMNS,
+                    format!("target lists can have at most {OUTPUT_COLUMNS_MAX} entries"),
+                ));
             }
             let group_by: Vec<Expr> = match &select.group_by {
                 GroupByExpr::Expressions(exprs, modifiers) if modifiers.is_empty() => {
@@ -1793,6 +1812,11 @@ fn remap_columns(expr: &Expr, columns: &[usize]) -> Expr {
         },
     }
 }
+
+/// Output columns of a SELECT, at most (PostgreSQL's limit; the protocol counts them in 16 bits).
+const OUTPUT_COLUMNS_MAX: usize = 1664;
+/// Parameters of a statement, at most (the protocol counts them in 16 bits).
+const PARAMS_MAX: usize = 65535;
 
 /// Whether output column `index` of `plan` is nothing but untyped literals (NULL or quoted strings), traced through
 /// projections and UNION ALL inputs to the rows that produce it. Sorting, filtering or DISTINCT on the way make it

@@ -54,6 +54,9 @@ pub struct Database {
     next_statement: AtomicU64,
 }
 
+/// Columns of a table, at most (PostgreSQL's limit).
+const TABLE_COLUMNS_MAX: usize = 1600;
+
 /// What an INSERT adds.
 enum InsertSource {
     /// `VALUES` rows (or `DEFAULT VALUES`), every column an expression of its type.
@@ -755,6 +758,12 @@ impl Session {
                 return Ok(QueryOutput::command("CREATE TABLE"));
             }
             return Err(ExecError::new(sqlstate::DUPLICATE_TABLE, format!("relation \"{name}\" already exists")));
+        }
+        if create.columns.len() > TABLE_COLUMNS_MAX {
+            return Err(ExecError::new(
+                sqlstate::TOO_MANY_COLUMNS,
+                format!("tables can have at most {TABLE_COLUMNS_MAX} columns"),
+            ));
         }
         let mut columns = Vec::new();
         let mut primary_key = None;

@@ -268,6 +268,11 @@ impl RawClient {
         self.stream.write_all(bytes).expect("send");
     }
 
+    /// Closes the client's side for writing (what it sent stays in flight; replies can still be read).
+    pub fn close_write(&mut self) {
+        self.stream.shutdown(std::net::Shutdown::Write).expect("shutdown");
+    }
+
     /// Sends messages in one packet.
     pub fn send(&mut self, messages: Vec<PgWireFrontendMessage>) {
         let bytes = packet(messages);
