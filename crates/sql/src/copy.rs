@@ -1,5 +1,8 @@
 //! `COPY … FROM`: CSV and PostgreSQL text format, fed in chunks (the wire protocol's CopyData messages or a
-//! file), checked and inserted in batches.
+//! file), checked as they come and added when the input ends, all or nothing (as in PostgreSQL, a COPY that
+//! fails at its last line, is cancelled or loses its client leaves the table as it was). Rows wait as values up
+//! to a partition's worth, then are encoded into a partition set aside, so a large load waits in its compressed
+//! form; the partitions join the table in one step at the end.
 //!
 //! The CSV reader is hand-written rather than taken from the `csv` crate because PostgreSQL's CSV distinguishes
 //! an unquoted empty field (NULL) from a quoted one (`""`, the empty string), which that crate does not report.
@@ -8,14 +11,12 @@ use std::sync::Arc;
 
 use numadb_execution::expr::parse_value;
 use numadb_execution::{ExecError, sqlstate};
-use numadb_storage::{Table, Value};
+use numadb_storage::{ColumnInput, Partition, Table, Value};
 use sqlparser::ast::{CopyLegacyOption, CopyOption, CopySource, CopyTarget};
 
 use crate::bind::{fold, object_name};
 use crate::database::{QueryOutput, Session};
 
-/// Rows inserted per batch.
-const COPY_BATCH_ROWS: usize = 16_384;
 /// Loads at least this large are sealed into a partition at the end (encoded and placed).
 const SEAL_AFTER_ROWS: u64 = 65_536;
 
@@ -206,7 +207,10 @@ pub struct CopyLoader {
     columns: Vec<usize>,
     format: CopyFormat,
     buffer: Vec<u8>,
+    /// Rows not yet encoded, a vector of values per table column.
     pending: Vec<Vec<Value>>,
+    /// Partitions encoded from earlier rows, to be appended when the input ends.
+    staged: Vec<Partition>,
     loaded: u64,
     line: u64,
     header_pending: bool,
@@ -217,12 +221,14 @@ impl CopyLoader {
     pub fn new(table: Arc<Table>, columns: Vec<usize>, format: CopyFormat) -> Self {
         let columns = if columns.is_empty() { (0..table.columns().len()).collect() } else { columns };
         let header_pending = format.header;
+        let width = table.columns().len();
         CopyLoader {
             table,
             columns,
             format,
             buffer: Vec::new(),
-            pending: Vec::new(),
+            pending: vec![Vec::new(); width],
+            staged: Vec::new(),
             loaded: 0,
             line: 0,
             header_pending,
@@ -254,9 +260,25 @@ impl CopyLoader {
             }
             self.add_record(record)?;
         }
-        if self.pending.len() >= COPY_BATCH_ROWS {
-            self.flush()?;
+        if self.pending_rows() >= self.table.partition_rows() {
+            self.stage()?;
         }
+        Ok(())
+    }
+
+    fn pending_rows(&self) -> usize {
+        self.pending.first().map_or(0, Vec::len)
+    }
+
+    /// Encodes the pending rows into a partition set aside, placed for the slot it will most likely take.
+    fn stage(&mut self) -> Result<(), ExecError> {
+        if self.pending_rows() == 0 {
+            return Ok(());
+        }
+        let index = self.table.next_staged_slot() + self.staged.len();
+        let policies = self.table.policies_for_partition(index);
+        let columns = self.pending.iter_mut().map(|c| ColumnInput::Values(std::mem::take(c))).collect();
+        self.staged.push(Partition::build(index, 0, self.table.columns(), columns, &policies)?);
         Ok(())
     }
 
@@ -292,25 +314,45 @@ impl CopyLoader {
                 })?;
             }
         }
-        self.pending.push(row);
-        Ok(())
-    }
-
-    fn flush(&mut self) -> Result<(), ExecError> {
-        if self.pending.is_empty() {
-            return Ok(());
+        // NOT NULL is checked now, to name the line (uniqueness is checked when the rows join the table).
+        if let Some(definition) =
+            row.iter().zip(self.table.columns()).find_map(|(v, d)| (v.is_null() && !d.nullable).then_some(d))
+        {
+            return Err(ExecError::new(
+                sqlstate::NOT_NULL_VIOLATION,
+                format!(
+                    "null value in column \"{}\" of relation \"{}\" violates not-null constraint",
+                    definition.name,
+                    self.table.name()
+                ),
+            )
+            .with_detail(format!("COPY {}, line {}", self.table.name(), self.line)));
         }
-        let rows = std::mem::take(&mut self.pending);
-        self.loaded += self.table.insert(rows)?;
+        for (column, value) in self.pending.iter_mut().zip(row) {
+            column.push(value);
+        }
+        self.loaded += 1;
         Ok(())
     }
 
-    /// Ends the input; returns the number of rows loaded.
+    /// Ends the input and adds every row to the table (or none, on an error); returns the number of rows.
     pub fn finish(mut self) -> Result<u64, ExecError> {
         self.process(true)?;
-        self.flush()?;
-        if self.loaded >= SEAL_AFTER_ROWS {
-            self.table.seal()?;
+        if self.staged.is_empty() {
+            // Less than a partition: inserted as rows, into the table's delta.
+            let count = self.pending_rows();
+            let pending = std::mem::take(&mut self.pending);
+            let mut rows: Vec<Vec<Value>> = (0..count).map(|_| Vec::with_capacity(pending.len())).collect();
+            for column in pending {
+                rows.iter_mut().zip(column).for_each(|(row, value)| row.push(value));
+            }
+            self.table.insert(rows)?;
+            if self.loaded >= SEAL_AFTER_ROWS {
+                self.table.seal()?;
+            }
+        } else {
+            self.stage()?;
+            self.table.append_staged(std::mem::take(&mut self.staged))?;
         }
         Ok(self.loaded)
     }
@@ -453,5 +495,39 @@ mod tests {
         // The next statement starts from nothing again.
         session.execute_one("SELECT COUNT(*) FROM t").unwrap();
         assert_eq!(progress.get(), (0, 0));
+    }
+
+    /// A COPY is all or nothing, also when its rows span several partitions built aside: an error on the last
+    /// line (or a duplicate key against rows already there) leaves the table as it was; a good one adds every
+    /// row, with its keys indexed, after the rows that were there.
+    #[test]
+    fn copy_adds_all_its_rows_or_none() {
+        let db = crate::Database::new().unwrap();
+        let mut session = db.session();
+        session.execute_one("CREATE TABLE t (k INTEGER PRIMARY KEY, b TEXT) WITH (partition_rows = 1024)").unwrap();
+        session.execute_one("INSERT INTO t VALUES (-1, 'before'), (-2, 'before')").unwrap();
+        let count =
+            |session: &mut crate::Session| session.execute_one("SELECT count(*) FROM t").unwrap().rows[0][0].clone();
+        let copy = |session: &mut crate::Session, text: &str| {
+            let file = tempfile::NamedTempFile::new().unwrap();
+            std::fs::write(file.path(), text).unwrap();
+            session.execute_one(&format!("COPY t FROM '{}' WITH (FORMAT csv)", file.path().display()))
+        };
+        let good: String = (0..100_000).map(|i| format!("{i},row {i}\n")).collect();
+        let error = copy(&mut session, &format!("{good}oops,last\n")).unwrap_err();
+        assert_eq!(error.sqlstate, sqlstate::INVALID_TEXT_REPRESENTATION);
+        assert_eq!(count(&mut session), Value::Int(2));
+        let error = copy(&mut session, &format!("{good}-1,duplicate of a row already there\n")).unwrap_err();
+        assert_eq!(error.sqlstate, sqlstate::UNIQUE_VIOLATION);
+        assert_eq!(count(&mut session), Value::Int(2));
+        assert_eq!(copy(&mut session, &good).unwrap().tag, "COPY 100000");
+        assert_eq!(count(&mut session), Value::Int(100_002));
+        let row = session.execute_one("SELECT b FROM t WHERE k = 4321").unwrap().rows;
+        assert_eq!(row, vec![vec![Value::text("row 4321")]]);
+        let explain = session.execute_one("EXPLAIN SELECT b FROM t WHERE k = 4321").unwrap();
+        assert!(format!("{:?}", explain.rows).contains("Index"), "{:?}", explain.rows);
+        let before = session.execute_one("SELECT k FROM t WHERE b = 'before' ORDER BY k").unwrap().rows;
+        assert_eq!(before, vec![vec![Value::Int(-2)], vec![Value::Int(-1)]]);
+        assert_eq!(copy(&mut session, &good).unwrap_err().sqlstate, sqlstate::UNIQUE_VIOLATION);
     }
 }

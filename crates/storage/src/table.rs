@@ -494,6 +494,37 @@ impl Table {
     /// unique indexes. When the table was empty, indexes are rebuilt from the data in one pass.
     pub fn append_partitions(&self, partitions: Vec<Partition>) -> Result<u64, StorageError> {
         let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        self.append_locked(partitions)
+    }
+
+    /// Appends partitions built aside (a COPY's, staged until its input ended), at whatever slots come next:
+    /// the delta is sealed first and the partitions take the following positions and row ids. All or nothing,
+    /// as [`Table::append_partitions`]. The partitions were placed for the slots expected when they were built;
+    /// if other writers took those meanwhile, round-robin placement is off by as many partitions.
+    pub fn append_staged(&self, mut partitions: Vec<Partition>) -> Result<u64, StorageError> {
+        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let (mut next_index, mut next_row) = {
+            let mut state = self.write();
+            let rows = state.delta.rows();
+            self.seal_locked(&mut state, rows)?;
+            (state.partitions.len(), state.delta.first_row)
+        };
+        for partition in &mut partitions {
+            partition.index = next_index;
+            partition.first_row = next_row;
+            next_index += 1;
+            next_row += partition.rows as u64;
+        }
+        self.append_locked(partitions)
+    }
+
+    /// The slot the next partition built aside will most likely take (the delta, if any, is sealed first).
+    pub fn next_staged_slot(&self) -> usize {
+        let state = self.read();
+        state.partitions.len() + usize::from(state.delta.rows() > 0)
+    }
+
+    fn append_locked(&self, partitions: Vec<Partition>) -> Result<u64, StorageError> {
         let (mut next_index, mut next_row, indexes, was_empty) = {
             let state = self.read();
             (state.partitions.len(), state.delta.first_row, state.indexes.clone(), state.delta.first_row == 0)
