@@ -39,14 +39,17 @@ pub struct Executor<'a> {
     pub scheduler: Option<&'a Scheduler>,
     /// Parameter values (`$1` first).
     pub params: &'a [Value],
-    /// `statement_timeout`.
-    pub timeout: Option<Duration>,
+    /// When `statement_timeout` runs out, counted from the statement's start: its subqueries, scans and the
+    /// operators after them all stop there.
+    pub deadline: Option<Instant>,
     /// Blocks per morsel.
     pub morsel_blocks: usize,
     /// Set by another thread to cancel the statement (PostgreSQL's cancel request).
     pub cancel: Option<&'a std::sync::atomic::AtomicBool>,
 }
 
+/// Rows an operator on the session's thread handles between looks at the cancel flag and the deadline.
+const INTERRUPT_CHECK_ROWS: usize = 1 << 16;
 /// How often a waiting statement looks at its cancel flag.
 const CANCEL_POLL: Duration = Duration::from_millis(10);
 
@@ -155,6 +158,7 @@ enum Morsel {
 
 /// Runs a plan.
 pub fn execute(plan: &Plan, executor: &Executor<'_>) -> Result<ExecutionResult, ExecError> {
+    check_interrupts(executor)?;
     if let Plan::Subqueries { subqueries, main } = plan {
         return execute_with_subqueries(subqueries, main, executor);
     }
@@ -177,9 +181,9 @@ pub fn execute(plan: &Plan, executor: &Executor<'_>) -> Result<ExecutionResult, 
         match outcome {
             Ok(report) => Some(report),
             Err(numadb_scheduler::QueryError::Cancelled)
-                if executor.cancel.is_none_or(|c| !c.load(Ordering::Relaxed)) && executor.timeout.is_some() =>
+                if executor.cancel.is_none_or(|c| !c.load(Ordering::Relaxed)) && executor.deadline.is_some() =>
             {
-                return Err(ExecError::new(sqlstate::QUERY_CANCELED, "canceling statement due to statement timeout"));
+                return Err(timed_out());
             }
             Err(error) => return Err(error.into()),
         }
@@ -249,15 +253,31 @@ fn execute_with_subqueries(
     Ok(result)
 }
 
+fn timed_out() -> ExecError {
+    ExecError::new(sqlstate::QUERY_CANCELED, "canceling statement due to statement timeout")
+}
+
+/// An error if the statement was cancelled or ran out of time: checked between operators on the session's
+/// thread (the scans' tasks are stopped by [`wait`]).
+fn check_interrupts(executor: &Executor<'_>) -> Result<(), ExecError> {
+    if executor.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+        return Err(numadb_scheduler::QueryError::Cancelled.into());
+    }
+    if executor.deadline.is_some_and(|d| Instant::now() >= d) {
+        return Err(timed_out());
+    }
+    Ok(())
+}
+
 /// Waits for the statement's tasks, cancelling them on timeout or when the cancel flag is raised.
 fn wait(query: numadb_scheduler::Query, executor: &Executor<'_>) -> Result<QueryReport, numadb_scheduler::QueryError> {
+    let deadline = executor.deadline;
     let Some(cancel) = executor.cancel else {
-        return match executor.timeout {
-            Some(timeout) => query.wait_timeout(timeout),
+        return match deadline {
+            Some(deadline) => query.wait_timeout(deadline.saturating_duration_since(Instant::now())),
             None => query.wait(),
         };
     };
-    let deadline = executor.timeout.map(|t| Instant::now() + t);
     while !query.wait_for(CANCEL_POLL) {
         if cancel.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
             query.cancel();
@@ -792,6 +812,7 @@ fn finish(
     next_job: &mut usize,
     result: &mut ExecutionResult,
 ) -> Result<Vec<Vec<Value>>, ExecError> {
+    check_interrupts(executor)?;
     match plan {
         Plan::Scan(scan) => {
             let job = &jobs[*next_job];
@@ -829,7 +850,10 @@ fn finish(
             let rows = finish(input, executor, jobs, next_job, result)?;
             let started = Instant::now();
             let mut partial = PartialAggregate::default();
-            for row in &rows {
+            for (position, row) in rows.iter().enumerate() {
+                if position % INTERRUPT_CHECK_ROWS == 0 {
+                    check_interrupts(executor)?;
+                }
                 group_row(group_by, aggregates, &mut partial, row, executor.params)?;
             }
             let rows = partial.finish(aggregates, !group_by.is_empty())?;
@@ -838,7 +862,7 @@ fn finish(
         }
         Plan::Post { input, filter, projection, distinct, order_by, offset, limit } => {
             let rows = finish(input, executor, jobs, next_job, result)?;
-            post_process(
+            let rows = post_process(
                 rows,
                 filter.as_ref(),
                 projection.as_deref(),
@@ -848,7 +872,10 @@ fn finish(
                 limit.as_ref(),
                 executor.params,
                 result,
-            )
+            )?;
+            // A sort is not interrupted; what follows it is.
+            check_interrupts(executor)?;
+            Ok(rows)
         }
     }
 }

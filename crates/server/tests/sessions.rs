@@ -89,6 +89,23 @@ fn statement_timeout_cancels_long_statements_set_or_given_at_startup() {
 }
 
 #[test]
+fn statement_timeout_bounds_the_whole_statement_not_each_subquery() {
+    let server = thesis(ServerConfig::default(), 500_000);
+    let (mut client, _) = RawClient::connect(server.address(), "t");
+    // 400 scalar subqueries, each far shorter than the timeout (every block read, by the kernels), together far
+    // longer.
+    let subqueries: Vec<String> =
+        (0..400).map(|i| format!("(SELECT COUNT(*) FROM \"TBL_0\" WHERE \"C1\" < {})", 250_000 + i)).collect();
+    let sql = format!("SET statement_timeout = '10ms'; SELECT {}", subqueries.join(", "));
+    let replies = client.simple(&sql);
+    let error = errors(&replies).first().map(|e| (*e).clone());
+    assert!(
+        matches!(&error, Some(Reply::Error(_, code, m)) if code == "57014" && m.contains("statement timeout")),
+        "{error:?}"
+    );
+}
+
+#[test]
 fn a_client_that_stops_reading_blocks_nobody_else() {
     let server = thesis(ServerConfig::default(), 300_000);
     // Ask for every row and never read the answer (megabytes: the socket buffers fill and the session's writes

@@ -485,7 +485,7 @@ impl Session {
         let executor = Executor {
             scheduler: scheduler.as_deref(),
             params,
-            timeout: self.settings.statement_timeout(),
+            deadline: self.settings.statement_timeout().map(|timeout| std::time::Instant::now() + timeout),
             morsel_blocks: self.settings.morsel_blocks(),
             cancel: Some(&self.cancel),
         };
