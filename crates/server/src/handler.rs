@@ -433,11 +433,6 @@ impl Handler {
     /// `Sync`: the end of an extended-protocol cycle.
     fn sync(&mut self, out: &mut Output) {
         self.mode = Mode::Ready;
-        if self.transaction == Transaction::Idle {
-            // The implicit transaction ends: PostgreSQL drops every portal here.
-            self.portals.clear();
-            self.unnamed_portal = None;
-        }
         self.ready(out);
     }
 
@@ -452,8 +447,13 @@ impl Handler {
         }
     }
 
-    /// Sends `ReadyForQuery`.
+    /// Sends `ReadyForQuery`. Outside a transaction block this ends the implicit transaction of what ran since
+    /// the last one (a Sync's messages, a simple query): PostgreSQL drops every portal here.
     fn ready(&mut self, out: &mut Output) {
+        if self.transaction == Transaction::Idle {
+            self.portals.clear();
+            self.unnamed_portal = None;
+        }
         out.ready_for_query(self.transaction.status());
         self.shared.registry.counters.ready_for_query.fetch_add(1, Ordering::Relaxed);
     }
@@ -496,7 +496,12 @@ impl Handler {
         self.shared.registry.counters.statements.fetch_add(1, Ordering::Relaxed);
         match tag {
             "BEGIN" => self.transaction = Transaction::Block,
-            "COMMIT" | "ROLLBACK" => self.transaction = Transaction::Idle,
+            "COMMIT" | "ROLLBACK" => {
+                // The block's portals end with it.
+                self.transaction = Transaction::Idle;
+                self.portals.clear();
+                self.unnamed_portal = None;
+            }
             "SET" | "RESET" => self.report_changes(out),
             "DISCARD ALL" => {
                 self.statements.clear();
@@ -942,10 +947,11 @@ impl Handler {
         out: &mut Output,
         sink: &mut dyn Sink,
     ) -> io::Result<Result<(), ExecError>> {
+        // In a failed block nothing runs but what ends it (a suspended portal yields no more rows either).
+        if self.transaction == Transaction::Failed && !matches!(portal.statement.kind, StatementKind::Text(_)) {
+            return Ok(Err(aborted()));
+        }
         if let PortalState::Ready = portal.state {
-            if self.transaction == Transaction::Failed && !matches!(portal.statement.kind, StatementKind::Text(_)) {
-                return Ok(Err(aborted()));
-            }
             let statement = Arc::clone(&portal.statement);
             let result = match &statement.kind {
                 StatementKind::Engine => {

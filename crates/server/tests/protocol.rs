@@ -503,3 +503,34 @@ fn a_parked_session_that_sends_and_closes_still_has_its_statements_run() {
     let replies = client.simple("SELECT count(*) FROM t WHERE s = 'fire and forget'");
     assert_eq!(rows(&replies), vec![vec![Some("20".into())]]);
 }
+
+#[test]
+fn portals_end_with_their_transaction_and_run_nothing_in_a_failed_block() {
+    let server = server();
+    let (mut client, _) = RawClient::connect(server.address(), "u");
+    let open_portal = |client: &mut RawClient| {
+        client.send(vec![parse("", "SELECT k FROM t ORDER BY k", &[]), bind("p", "", &[], &[], &[]), execute("p", 1)]);
+        client.send(vec![sync()]);
+        client.until_ready()
+    };
+    // In a block: suspended, then the block fails, then the portal yields nothing more.
+    client.simple("BEGIN");
+    assert!(open_portal(&mut client).contains(&Reply::PortalSuspended));
+    assert_eq!(errors(&client.simple("SELECT 1 / 0"))[0].sqlstate(), "22012");
+    client.send(vec![execute("p", 1), sync()]);
+    let replies = client.until_ready();
+    assert_eq!(errors(&replies)[0].sqlstate(), "25P02");
+    assert!(rows(&replies).is_empty(), "{replies:?}");
+    client.simple("ROLLBACK");
+    // COMMIT ends the block's portals.
+    client.simple("BEGIN");
+    assert!(open_portal(&mut client).contains(&Reply::PortalSuspended));
+    client.simple("COMMIT");
+    client.send(vec![execute("p", 1), sync()]);
+    assert_eq!(client.until_ready()[0].sqlstate(), "34000");
+    // Outside a block, a simple query ends the implicit transaction, and the portals with it.
+    client.send(vec![parse("", "SELECT k FROM t ORDER BY k", &[]), bind("q", "", &[], &[], &[]), execute("q", 1)]);
+    client.simple("SELECT 7");
+    client.send(vec![execute("q", 1), sync()]);
+    assert_eq!(client.until_ready()[0].sqlstate(), "34000");
+}
