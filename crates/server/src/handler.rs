@@ -509,7 +509,8 @@ impl Handler {
                 self.unnamed_portal = None;
                 self.report_changes(out);
             }
-            "DEALLOCATE" | "DEALLOCATE ALL" => {
+            "DEALLOCATE ALL" => self.statements.clear(),
+            "DEALLOCATE" => {
                 let session = &self.session;
                 self.statements
                     .retain(|name, s| !matches!(s.kind, StatementKind::Engine) || session.prepared(name).is_ok());
@@ -578,6 +579,18 @@ impl Handler {
         }
         if words.first().is_some_and(|w| w == "copy") {
             return Ok(self.copy_loader(sql).map(Some));
+        }
+        // Statements numadb answers without the engine (`SELECT version()`, COPY, empty ones) are prepared only
+        // here: DEALLOCATE of one is done here too.
+        if let Some(name) = match words.as_slice() {
+            [deallocate, name] | [deallocate, _, name] if deallocate == "deallocate" => Some(name),
+            _ => None,
+        } && words.get(1).is_some_and(|w| words.len() == 2 || w == "prepare")
+            && self.statements.get(name.as_str()).is_some_and(|s| !matches!(s.kind, StatementKind::Engine))
+        {
+            self.statements.remove(name.as_str());
+            out.command_complete("DEALLOCATE".into());
+            return Ok(Ok(None));
         }
         if let Err(e) = sql_text::check_complexity(sql) {
             return Ok(Err(e));

@@ -251,6 +251,14 @@ fn sql_prepare_and_protocol_statements_share_names() {
     client.simple("DEALLOCATE q");
     client.send(vec![bind("", "q", &[], &[Some(b"1")], &[]), sync()]);
     assert_eq!(client.until_ready()[0].sqlstate(), "26000");
+    // Statements numadb answers itself (here `SELECT version()` and an empty one) deallocate like the others.
+    client.send(vec![parse("v", "SELECT version()", &[]), parse("e", "", &[]), parse("w", "SELECT 1", &[]), sync()]);
+    client.until_ready();
+    assert_eq!(client.simple("DEALLOCATE v")[0], Reply::CommandComplete("DEALLOCATE".into()));
+    assert_eq!(client.simple("DEALLOCATE ALL")[0], Reply::CommandComplete("DEALLOCATE ALL".into()));
+    client.send(vec![parse("v", "SELECT 2", &[]), parse("e", "SELECT 3", &[]), parse("w", "SELECT 4", &[]), sync()]);
+    let replies = client.until_ready();
+    assert!(errors(&replies).is_empty(), "{replies:?}");
 }
 
 #[test]

@@ -660,6 +660,7 @@ impl Session {
                 let name = fold(name);
                 if name == "all" {
                     self.prepared.clear();
+                    return Ok(QueryOutput::command("DEALLOCATE ALL"));
                 } else if !self.close_prepared(&name) {
                     return Err(ExecError::new(
                         sqlstate::INVALID_SQL_STATEMENT_NAME,
