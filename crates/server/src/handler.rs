@@ -497,10 +497,11 @@ impl Handler {
         match tag {
             "BEGIN" => self.transaction = Transaction::Block,
             "COMMIT" | "ROLLBACK" => {
-                // The block's portals end with it.
+                // The block's portals end with it, and its settings (SET LOCAL, or every SET on ROLLBACK).
                 self.transaction = Transaction::Idle;
                 self.portals.clear();
                 self.unnamed_portal = None;
+                self.report_changes(out);
             }
             "SET" | "RESET" => self.report_changes(out),
             "DISCARD ALL" => {
@@ -571,8 +572,9 @@ impl Handler {
         let words = sql_text::words(sql, 4);
         if self.transaction == Transaction::Failed {
             if ends_transaction(&words) {
-                self.transaction = Transaction::Idle;
+                self.session.end_block(false);
                 out.command_complete("ROLLBACK".into());
+                self.after_statement("ROLLBACK", out);
                 return Ok(Ok(None));
             }
             return Ok(Err(aborted()));
@@ -988,6 +990,7 @@ impl Handler {
                 }
                 StatementKind::Text(sql) => {
                     if self.transaction == Transaction::Failed {
+                        self.session.end_block(false);
                         self.transaction = Transaction::Idle;
                         Ok(ResultSet { columns: Arc::from([]), rows: Vec::new(), tag: "ROLLBACK".into() })
                     } else {

@@ -542,3 +542,15 @@ fn portals_end_with_their_transaction_and_run_nothing_in_a_failed_block() {
     client.send(vec![execute("q", 1), sync()]);
     assert_eq!(client.until_ready()[0].sqlstate(), "34000");
 }
+
+#[test]
+fn a_failed_block_rolled_back_undoes_its_settings_and_says_so() {
+    let server = server();
+    let (mut client, _) = RawClient::connect(server.address(), "u");
+    client.simple("SET application_name = 'before'");
+    let replies = client.simple("BEGIN; SET application_name = 'inside'; SELECT 1 / 0");
+    assert!(replies.contains(&Reply::ParameterStatus("application_name".into(), "inside".into())), "{replies:?}");
+    let replies = client.simple("ROLLBACK");
+    assert!(replies.contains(&Reply::ParameterStatus("application_name".into(), "before".into())), "{replies:?}");
+    assert_eq!(rows(&client.simple("SHOW application_name")), vec![vec![Some("before".into())]]);
+}

@@ -57,6 +57,14 @@ pub struct Database {
 /// Columns of a table, at most (PostgreSQL's limit).
 const TABLE_COLUMNS_MAX: usize = 1600;
 
+/// A `BEGIN` block's settings to return to.
+struct BlockSettings {
+    /// As they were at `BEGIN` (for ROLLBACK).
+    at_begin: Settings,
+    /// As session-level `SET`s in the block left them (for COMMIT).
+    session: Settings,
+}
+
 /// What an INSERT adds.
 enum InsertSource {
     /// `VALUES` rows (or `DEFAULT VALUES`), every column an expression of its type.
@@ -122,6 +130,7 @@ impl Database {
             db: Arc::clone(self),
             id: self.next_session.fetch_add(1, Ordering::Relaxed),
             settings: Settings::default(),
+            block: None,
             prepared: HashMap::new(),
             cancel: Arc::new(AtomicBool::new(false)),
             progress: Arc::default(),
@@ -254,6 +263,9 @@ pub struct Session {
     db: Arc<Database>,
     id: u64,
     settings: Settings,
+    /// Inside `BEGIN`: the settings to return to (numadb has no transactions, but settings follow PostgreSQL's:
+    /// `SET LOCAL` lasts until the block ends, and a rolled-back block's `SET`s are undone).
+    block: Option<BlockSettings>,
     /// Shared so that an execution holds its statement without copying the statement's syntax tree.
     prepared: HashMap<String, Arc<Prepared>>,
     cancel: Arc<AtomicBool>,
@@ -634,9 +646,21 @@ impl Session {
                 }
                 Ok(QueryOutput::command("RESET"))
             }
-            Statement::StartTransaction { .. } => Ok(QueryOutput::command("BEGIN")),
-            Statement::Commit { .. } => Ok(QueryOutput::command("COMMIT")),
-            Statement::Rollback { .. } => Ok(QueryOutput::command("ROLLBACK")),
+            Statement::StartTransaction { .. } => {
+                if self.block.is_none() {
+                    self.block =
+                        Some(BlockSettings { at_begin: self.settings.clone(), session: self.settings.clone() });
+                }
+                Ok(QueryOutput::command("BEGIN"))
+            }
+            Statement::Commit { .. } => {
+                self.end_block(true);
+                Ok(QueryOutput::command("COMMIT"))
+            }
+            Statement::Rollback { .. } => {
+                self.end_block(false);
+                Ok(QueryOutput::command("ROLLBACK"))
+            }
             Statement::Prepare { name, data_types, statement } => {
                 let declared: Vec<Option<DataType>> =
                     data_types.iter().map(|t| data_type(t).map(Some)).collect::<Result<_, _>>()?;
@@ -924,15 +948,34 @@ impl Session {
         Ok(QueryOutput::command("ALTER TABLE"))
     }
 
+    /// Ends a `BEGIN` block's settings: COMMIT keeps its session-level `SET`s and drops its `SET LOCAL`s,
+    /// ROLLBACK returns to the settings at `BEGIN`. Outside a block, nothing.
+    pub fn end_block(&mut self, committed: bool) {
+        if let Some(block) = self.block.take() {
+            self.settings = if committed { block.session } else { block.at_begin };
+        }
+    }
+
     fn set(&mut self, set: &ast::Set) -> Result<QueryOutput, ExecError> {
         match set {
-            ast::Set::SingleAssignment { variable, values, .. } => {
+            ast::Set::SingleAssignment { variable, values, scope, .. } => {
                 let name = object_name(variable).join(".");
                 let value = values.iter().map(option_text).collect::<Vec<_>>().join(", ");
-                if value.eq_ignore_ascii_case("default") {
-                    self.settings.reset(Some(&name));
-                } else {
-                    self.settings.set(&name, &value)?;
+                let local = matches!(scope, Some(ast::ContextModifier::Local));
+                // SET LOCAL outside a block changes nothing (PostgreSQL warns and does the same).
+                if local && self.block.is_none() {
+                    return Ok(QueryOutput::command("SET"));
+                }
+                let mut targets = vec![&mut self.settings];
+                if let Some(block) = self.block.as_mut().filter(|_| !local) {
+                    targets.push(&mut block.session);
+                }
+                for settings in targets {
+                    if value.eq_ignore_ascii_case("default") {
+                        settings.reset(Some(&name));
+                    } else {
+                        settings.set(&name, &value)?;
+                    }
                 }
                 Ok(QueryOutput::command("SET"))
             }
