@@ -128,6 +128,10 @@ struct ScanJob {
     output_columns: Vec<usize>,
     params: Arc<[Value]>,
     slots: Vec<Mutex<Option<TaskOutput>>>,
+    /// A LIMIT's row count (with its OFFSET): the rows of the first morsels, in order, are all it needs.
+    rows_wanted: Option<u64>,
+    /// Rows each morsel produced, [`MORSEL_RUNNING`] until it finished.
+    morsel_rows: Vec<AtomicU64>,
     merged: Mutex<Vec<PartialAggregate>>,
     error: Mutex<Option<ExecError>>,
     rows_scanned: AtomicU64,
@@ -138,7 +142,27 @@ struct ScanJob {
     tasks: usize,
 }
 
+/// A morsel whose rows are not known yet.
+const MORSEL_RUNNING: u64 = u64::MAX;
+
 impl ScanJob {
+    /// Whether the morsels before `index` have all finished and produced the rows a LIMIT wants, so that this
+    /// one need not run. The result is then the same as without skipping: the first rows in morsel order.
+    fn enough_before(&self, index: usize) -> bool {
+        let Some(wanted) = self.rows_wanted else { return false };
+        let mut produced = 0u64;
+        for rows in &self.morsel_rows[..index] {
+            match rows.load(Ordering::Acquire) {
+                MORSEL_RUNNING => return false,
+                rows => produced += rows,
+            }
+            if produced >= wanted {
+                return true;
+            }
+        }
+        false
+    }
+
     fn fail(&self, error: ExecError) -> numadb_scheduler::TaskError {
         let message = error.message.clone();
         let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
@@ -307,7 +331,20 @@ fn collect_scans(
 ) -> Result<(), ExecError> {
     match plan {
         Plan::Scan(scan) => {
-            jobs.push(add_scan(scan, executor, params, graph)?);
+            jobs.push(add_scan(scan, executor, params, graph, None)?);
+            Ok(())
+        }
+        // `LIMIT` right over a scan's rows (no filter, sort or DISTINCT between): the scan needs only its first
+        // `OFFSET + LIMIT` rows.
+        Plan::Post { input, filter: None, distinct: false, order_by, offset, limit: Some(limit), .. }
+            if order_by.is_empty()
+                && matches!(input.as_ref(), Plan::Scan(ScanPlan { output: ScanOutput::Rows(_), .. })) =>
+        {
+            let Plan::Scan(scan) = input.as_ref() else { unreachable!("matched above") };
+            let limit = row_count(limit, params, "LIMIT")?;
+            let offset = offset.as_ref().map(|e| row_count(e, params, "OFFSET")).transpose()?.flatten().unwrap_or(0);
+            let wanted = limit.map(|limit| (limit as u64).saturating_add(offset as u64));
+            jobs.push(add_scan(scan, executor, params, graph, wanted)?);
             Ok(())
         }
         Plan::UnionAll(inputs) => inputs.iter().try_for_each(|p| collect_scans(p, executor, params, graph, jobs)),
@@ -317,11 +354,14 @@ fn collect_scans(
     }
 }
 
+/// Adds a scan's tasks; `rows_wanted` (a LIMIT's) lets tasks whose earlier morsels already produced that many
+/// rows skip their work.
 fn add_scan(
     scan: &ScanPlan,
     executor: &Executor<'_>,
     params: &Arc<[Value]>,
     graph: &mut TaskGraph,
+    rows_wanted: Option<u64>,
 ) -> Result<Arc<ScanJob>, ExecError> {
     let snapshot = scan.table.snapshot();
     let filter = scan.filter.as_ref().map(|f| compile(f, params)).transpose()?;
@@ -372,6 +412,8 @@ fn add_scan(
         .collect();
     let job = Arc::new(ScanJob {
         slots: (0..morsels.len()).map(|_| Mutex::new(None)).collect(),
+        rows_wanted,
+        morsel_rows: (0..morsels.len()).map(|_| AtomicU64::new(MORSEL_RUNNING)).collect(),
         merged: Mutex::new(Vec::new()),
         snapshot,
         filter,
@@ -393,11 +435,18 @@ fn add_scan(
         let task_job = Arc::clone(&job);
         let node = graph.add(
             TaskSpec::new(move |ctx| {
+                if task_job.enough_before(index) {
+                    task_job.morsel_rows[index].store(0, Ordering::Release);
+                    return Ok(());
+                }
                 let started = Instant::now();
                 let outcome = run_morsel(&task_job, &morsel, ctx);
                 task_job.task_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
                 match outcome {
                     Ok(output) => {
+                        if let TaskOutput::Rows(rows) = &output {
+                            task_job.morsel_rows[index].store(rows.len() as u64, Ordering::Release);
+                        }
                         *task_job.slots[index].lock().unwrap_or_else(|p| p.into_inner()) = Some(output);
                         Ok(())
                     }
@@ -522,6 +571,12 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
             if group_by.is_empty()
                 && aggregates.iter().all(|a| a.function == AggregateFunction::CountStar && a.filter.is_none()));
     for (position, block) in blocks.enumerate() {
+        // Under a LIMIT, a morsel's first rows are all the statement can need of it (and of those after it).
+        if let (Some(wanted), TaskOutput::Rows(rows)) = (job.rows_wanted, &output)
+            && rows.len() as u64 >= wanted
+        {
+            break;
+        }
         // Only a partition's last block can be partly filled.
         let full = (block + 1) * BLOCK_ROWS <= rows_in_partition;
         let tail = if full { ALL_ROWS } else { tail_mask(rows_in_partition, block) };

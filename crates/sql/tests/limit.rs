@@ -1,0 +1,34 @@
+//! `LIMIT` over a scan's rows stops the scan once the first morsels hold enough rows, and returns exactly what
+//! the whole scan followed by the limit would: the first rows in morsel order (so the same rows every time).
+
+use numadb_sql::Database;
+use numadb_storage::Value;
+
+fn keys(rows: &[Vec<Value>]) -> Vec<i64> {
+    rows.iter().map(|r| if let Value::Int(v) = r[0] { v } else { panic!("{r:?}") }).collect()
+}
+
+#[test]
+fn a_limit_reads_only_the_first_morsels_and_returns_the_rows_of_the_whole_scan() {
+    let database = Database::new().unwrap();
+    let mut session = database.session();
+    // 64 partitions of 4096 rows, morsels of one block: 256 tasks.
+    numadb_sql::thesis::load_thesis_tables(&mut session, 262_144, 9, Some(4096), None).unwrap();
+    session.execute_one("SET numadb.morsel_rows = 1024").unwrap();
+    for filter in ["", " WHERE \"C1\" < 20000", " WHERE \"C2\" % 3 = 0 OR \"C3\" IS NULL"] {
+        let all = keys(&session.execute_one(&format!("SELECT \"C0\" FROM \"TBL_0\"{filter}")).unwrap().rows);
+        for (limit, offset) in [(0, 0), (1, 0), (5, 3), (1500, 700), (100_000, 0), (10, 1_000_000)] {
+            let sql = format!("SELECT \"C0\" FROM \"TBL_0\"{filter} LIMIT {limit} OFFSET {offset}");
+            let expected: Vec<i64> = all.iter().copied().skip(offset).take(limit).collect();
+            for _ in 0..3 {
+                assert_eq!(keys(&session.execute_one(&sql).unwrap().rows), expected, "{sql}");
+            }
+        }
+    }
+    // Few rows wanted: far fewer scanned than the table holds.
+    let explain = session.execute_one("EXPLAIN ANALYZE SELECT * FROM \"TBL_0\" LIMIT 5").unwrap();
+    let text: Vec<String> = explain.rows.iter().map(|r| r[0].to_string()).collect();
+    let scan = text.iter().find(|l| l.contains("rows scanned")).expect("a scan line");
+    let scanned: u64 = scan.split(" rows scanned").next().unwrap().rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(scanned < 262_144 / 4, "{scan}");
+}
