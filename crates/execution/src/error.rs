@@ -35,6 +35,8 @@ pub mod sqlstate {
     pub const INDETERMINATE_DATATYPE: &str = "42P18";
     /// `42702`
     pub const AMBIGUOUS_COLUMN: &str = "42702";
+    /// `53200`
+    pub const OUT_OF_MEMORY: &str = "53200";
     /// `55000`
     pub const OBJECT_NOT_IN_PREREQUISITE_STATE: &str = "55000";
     /// `54011`

@@ -42,6 +42,9 @@ pub struct Executor<'a> {
     /// When `statement_timeout` runs out, counted from the statement's start: its subqueries, scans and the
     /// operators after them all stop there.
     pub deadline: Option<Instant>,
+    /// Bytes the statement's result rows may take in memory (`numadb.max_result_mb`); beyond, it fails with
+    /// 53200 rather than take the server's memory.
+    pub result_bytes_max: Option<u64>,
     /// Blocks per morsel.
     pub morsel_blocks: usize,
     /// Set by another thread to cancel the statement (PostgreSQL's cancel request).
@@ -132,6 +135,8 @@ struct ScanJob {
     rows_wanted: Option<u64>,
     /// Rows each morsel produced, [`MORSEL_RUNNING`] until it finished.
     morsel_rows: Vec<AtomicU64>,
+    /// The statement's memory for result rows.
+    budget: Arc<ResultBudget>,
     merged: Mutex<Vec<PartialAggregate>>,
     error: Mutex<Option<ExecError>>,
     rows_scanned: AtomicU64,
@@ -140,6 +145,35 @@ struct ScanJob {
     task_ns: AtomicU64,
     merge_ns: AtomicU64,
     tasks: usize,
+}
+
+/// Memory the rows a statement's scans produce take, against its limit.
+struct ResultBudget {
+    used_bytes: AtomicU64,
+    max_bytes: Option<u64>,
+}
+
+impl ResultBudget {
+    /// Counts `rows` (just produced) against the limit.
+    fn charge(&self, rows: &[Vec<Value>]) -> Result<(), ExecError> {
+        let Some(max_bytes) = self.max_bytes else { return Ok(()) };
+        let bytes: u64 = rows.iter().map(|row| row_bytes(row)).sum();
+        if self.used_bytes.fetch_add(bytes, Ordering::Relaxed) + bytes <= max_bytes {
+            return Ok(());
+        }
+        Err(ExecError::new(sqlstate::OUT_OF_MEMORY, "out of memory")
+            .with_detail(format!(
+                "The statement's result rows would take more than {} MB (numadb.max_result_mb).",
+                max_bytes >> 20
+            ))
+            .with_hint("Add a LIMIT or an aggregate, or raise numadb.max_result_mb (0: no limit)."))
+    }
+}
+
+/// Memory a result row takes: the vector, its values, and the text they point to.
+fn row_bytes(row: &[Value]) -> u64 {
+    let text: usize = row.iter().map(|v| if let Value::Text(t) = v { t.len() + 16 } else { 0 }).sum();
+    (std::mem::size_of::<Vec<Value>>() + std::mem::size_of_val(row) + text) as u64
 }
 
 /// A morsel whose rows are not known yet.
@@ -190,7 +224,8 @@ pub fn execute(plan: &Plan, executor: &Executor<'_>) -> Result<ExecutionResult, 
     let mut graph = TaskGraph::new();
     let mut jobs: Vec<Arc<ScanJob>> = Vec::new();
     let params: Arc<[Value]> = Arc::from(executor.params.to_vec());
-    collect_scans(plan, executor, &params, &mut graph, &mut jobs)?;
+    let budget = Arc::new(ResultBudget { used_bytes: AtomicU64::new(0), max_bytes: executor.result_bytes_max });
+    collect_scans(plan, executor, &params, &budget, &mut graph, &mut jobs)?;
     let report = if graph.is_empty() {
         None
     } else {
@@ -326,12 +361,13 @@ fn collect_scans(
     plan: &Plan,
     executor: &Executor<'_>,
     params: &Arc<[Value]>,
+    budget: &Arc<ResultBudget>,
     graph: &mut TaskGraph,
     jobs: &mut Vec<Arc<ScanJob>>,
 ) -> Result<(), ExecError> {
     match plan {
         Plan::Scan(scan) => {
-            jobs.push(add_scan(scan, executor, params, graph, None)?);
+            jobs.push(add_scan(scan, executor, params, budget, graph, None)?);
             Ok(())
         }
         // `LIMIT` right over a scan's rows (no filter, sort or DISTINCT between): the scan needs only its first
@@ -344,11 +380,15 @@ fn collect_scans(
             let limit = row_count(limit, params, "LIMIT")?;
             let offset = offset.as_ref().map(|e| row_count(e, params, "OFFSET")).transpose()?.flatten().unwrap_or(0);
             let wanted = limit.map(|limit| (limit as u64).saturating_add(offset as u64));
-            jobs.push(add_scan(scan, executor, params, graph, wanted)?);
+            jobs.push(add_scan(scan, executor, params, budget, graph, wanted)?);
             Ok(())
         }
-        Plan::UnionAll(inputs) => inputs.iter().try_for_each(|p| collect_scans(p, executor, params, graph, jobs)),
-        Plan::Post { input, .. } | Plan::Aggregate { input, .. } => collect_scans(input, executor, params, graph, jobs),
+        Plan::UnionAll(inputs) => {
+            inputs.iter().try_for_each(|p| collect_scans(p, executor, params, budget, graph, jobs))
+        }
+        Plan::Post { input, .. } | Plan::Aggregate { input, .. } => {
+            collect_scans(input, executor, params, budget, graph, jobs)
+        }
         Plan::Lookup(_) | Plan::Values(_) => Ok(()),
         Plan::Subqueries { .. } => Err(ExecError::internal("subqueries are only planned around a whole statement")),
     }
@@ -360,6 +400,7 @@ fn add_scan(
     scan: &ScanPlan,
     executor: &Executor<'_>,
     params: &Arc<[Value]>,
+    budget: &Arc<ResultBudget>,
     graph: &mut TaskGraph,
     rows_wanted: Option<u64>,
 ) -> Result<Arc<ScanJob>, ExecError> {
@@ -414,6 +455,7 @@ fn add_scan(
         slots: (0..morsels.len()).map(|_| Mutex::new(None)).collect(),
         rows_wanted,
         morsel_rows: (0..morsels.len()).map(|_| AtomicU64::new(MORSEL_RUNNING)).collect(),
+        budget: Arc::clone(budget),
         merged: Mutex::new(Vec::new()),
         snapshot,
         filter,
@@ -628,6 +670,7 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
                 }
             }
             (ScanOutput::Rows(projections), TaskOutput::Rows(rows)) => {
+                let before = rows.len();
                 let mut error = None;
                 for_each_set(&mask, |i| {
                     if error.is_some() {
@@ -642,6 +685,7 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
                 if let Some(error) = error {
                     return Err(error);
                 }
+                job.budget.charge(&rows[before..])?;
             }
             _ => return Err(ExecError::internal("scan output and task output disagree")),
         }
@@ -782,6 +826,7 @@ fn run_delta(job: &ScanJob, width: usize) -> Result<TaskOutput, ExecError> {
             }
         }
     }
+    job.budget.charge(&rows_out)?;
     job.rows_scanned.fetch_add(delta.rows() as u64, Ordering::Relaxed);
     job.rows_selected.fetch_add(selected, Ordering::Relaxed);
     Ok(match job.output {

@@ -498,6 +498,11 @@ impl Session {
             scheduler: scheduler.as_deref(),
             params,
             deadline: self.settings.statement_timeout().map(|timeout| std::time::Instant::now() + timeout),
+            result_bytes_max: match self.settings.max_result_mb() {
+                None => Some(self.db.topology.nodes.iter().map(|n| n.memory_bytes).sum::<u64>() / 4).filter(|&b| b > 0),
+                Some(0) => None,
+                Some(mb) => Some(mb.saturating_mul(1 << 20)),
+            },
             morsel_blocks: self.settings.morsel_blocks(),
             cancel: Some(&self.cancel),
         };

@@ -41,6 +41,11 @@ const KNOWN: &[Known] = &[
     },
     Known { name: "numadb.morsel_rows", default: "262144", description: "Rows per scan task (a multiple of 1024)" },
     Known {
+        name: "numadb.max_result_mb",
+        default: "auto",
+        description: "Memory a statement's result rows may take before it fails with 53200, in MB (auto: a quarter of the machine's memory; 0: no limit)",
+    },
+    Known {
         name: "statement_timeout",
         default: "0",
         description: "Cancel statements running longer than this many milliseconds (0: never)",
@@ -76,6 +81,7 @@ pub struct Settings {
     scheduler: SchedulerConfig,
     statement_timeout: Option<Duration>,
     morsel_blocks: usize,
+    max_result_mb: Option<u64>,
 }
 
 impl Default for Settings {
@@ -85,6 +91,7 @@ impl Default for Settings {
             scheduler: SchedulerConfig::default(),
             statement_timeout: None,
             morsel_blocks: numadb_execution::MORSEL_BLOCKS_DEFAULT,
+            max_result_mb: None,
         };
         settings.refresh();
         settings
@@ -153,6 +160,12 @@ impl Settings {
                 }
                 rows.to_string()
             }
+            "numadb.max_result_mb" if value.trim().eq_ignore_ascii_case("auto") => "auto".to_string(),
+            "numadb.max_result_mb" => value
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| invalid(&name, value, "expected a number of MB, or auto".into()))?
+                .to_string(),
             "statement_timeout" => {
                 let timeout = parse_timeout(value).ok_or_else(|| {
                     invalid(&name, value, "expected milliseconds, or a number with ms, s or min".into())
@@ -191,6 +204,7 @@ impl Settings {
         self.statement_timeout = (timeout_ms > 0).then(|| Duration::from_millis(timeout_ms));
         let rows: usize = get("numadb.morsel_rows").parse().unwrap_or(numadb_execution::MORSEL_BLOCKS_DEFAULT * 1024);
         self.morsel_blocks = (rows / 1024).max(1);
+        self.max_result_mb = get("numadb.max_result_mb").parse().ok();
     }
 
     /// Resets one setting (or all with `None`) to its default.
@@ -244,6 +258,11 @@ impl Settings {
     /// Blocks per morsel.
     pub fn morsel_blocks(&self) -> usize {
         self.morsel_blocks
+    }
+
+    /// `numadb.max_result_mb`: `None` for auto, `Some(0)` for no limit.
+    pub fn max_result_mb(&self) -> Option<u64> {
+        self.max_result_mb
     }
 }
 

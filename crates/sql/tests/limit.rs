@@ -1,5 +1,6 @@
-//! `LIMIT` over a scan's rows stops the scan once the first morsels hold enough rows, and returns exactly what
-//! the whole scan followed by the limit would: the first rows in morsel order (so the same rows every time).
+//! Results held in memory: `LIMIT` over a scan's rows stops the scan once the first morsels hold enough rows, and
+//! returns exactly what the whole scan followed by the limit would: the first rows in morsel order (so the same
+//! rows every time); a result larger than `numadb.max_result_mb` fails with 53200.
 
 use numadb_sql::Database;
 use numadb_storage::Value;
@@ -31,4 +32,22 @@ fn a_limit_reads_only_the_first_morsels_and_returns_the_rows_of_the_whole_scan()
     let scan = text.iter().find(|l| l.contains("rows scanned")).expect("a scan line");
     let scanned: u64 = scan.split(" rows scanned").next().unwrap().rsplit(' ').next().unwrap().parse().unwrap();
     assert!(scanned < 262_144 / 4, "{scan}");
+}
+
+#[test]
+fn a_result_larger_than_numadb_max_result_mb_is_an_error_not_the_servers_memory() {
+    let database = Database::new().unwrap();
+    let mut session = database.session();
+    numadb_sql::thesis::load_thesis_tables(&mut session, 262_144, 9, Some(65_536), None).unwrap();
+    // 262 144 rows of 7 values take about 50 MB as rows.
+    session.execute_one("SET numadb.max_result_mb = 10").unwrap();
+    let error = session.execute_one("SELECT * FROM \"TBL_0\"").unwrap_err();
+    assert_eq!(error.sqlstate, "53200");
+    // Aggregates, small results and limits are untouched; the session goes on.
+    let count = session.execute_one("SELECT count(*), max(\"C3\") FROM \"TBL_0\"").unwrap();
+    assert_eq!(count.rows[0][0], Value::Int(262_144));
+    assert_eq!(session.execute_one("SELECT * FROM \"TBL_0\" LIMIT 10").unwrap().rows.len(), 10);
+    session.execute_one("SET numadb.max_result_mb = 0").unwrap();
+    assert_eq!(session.execute_one("SELECT * FROM \"TBL_0\"").unwrap().rows.len(), 262_144);
+    assert_eq!(session.execute_one("SET numadb.max_result_mb = 'lots'").unwrap_err().sqlstate, "22023");
 }
