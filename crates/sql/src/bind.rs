@@ -332,14 +332,14 @@ impl<'a> Binder<'a> {
             }
             E::UnaryOp { op: UnaryOperator::Minus, expr: inner } if matches!(inner.as_ref(), E::Value(v) if matches!(v.value, ast::Value::Number(..))) =>
             {
-                // A negative number is one literal, typed as PostgreSQL types it: an integer if its digits fit
-                // one, else a bigint if the negative value fits one (`-9223372036854775808`), else a double.
+                // A negative number is one literal, typed as PostgreSQL types it: an integer if it fits one
+                // (`-2147483648` does), else a bigint if it fits one (`-9223372036854775808`), else a double.
                 let E::Value(v) = inner.as_ref() else { unreachable!("matched above") };
                 let ast::Value::Number(digits, _) = &v.value else { unreachable!("matched above") };
-                match (digits.parse::<i32>(), format!("-{digits}").parse::<i64>()) {
-                    (Ok(v), _) => Ok(Expr::literal(Value::Int(-i64::from(v)), DataType::Integer)),
-                    (_, Ok(v)) => Ok(Expr::literal(Value::Int(v), DataType::BigInt)),
-                    _ => match self.bind_value(&v.value)? {
+                match format!("-{digits}").parse::<i64>() {
+                    Ok(v) if i32::try_from(v).is_ok() => Ok(Expr::literal(Value::Int(v), DataType::Integer)),
+                    Ok(v) => Ok(Expr::literal(Value::Int(v), DataType::BigInt)),
+                    Err(_) => match self.bind_value(&v.value)? {
                         Expr::Literal { value: Value::Double(d), .. } => {
                             Ok(Expr::literal(Value::Double(-d), DataType::Double))
                         }
@@ -352,12 +352,14 @@ impl<'a> Binder<'a> {
                 match op {
                     UnaryOperator::Not => Ok(Expr::Not(Box::new(self.expect_boolean(inner, "NOT")?))),
                     UnaryOperator::Minus => {
-                        // The negation of a constant integer is folded while it fits its type.
-                        if let Expr::Literal { value: Value::Int(v), data_type } = &inner
+                        // The negation of a constant integer is a constant, typed like a literal of its value
+                        // (PostgreSQL folds `-(-2147483648)` into the bigint 2147483648).
+                        if let Expr::Literal { value: Value::Int(v), .. } = &inner
                             && let Some(negated) = v.checked_neg()
-                            && (*data_type == DataType::BigInt || i32::try_from(negated).is_ok())
                         {
-                            return Ok(Expr::literal(Value::Int(negated), *data_type));
+                            let data_type =
+                                if i32::try_from(negated).is_ok() { DataType::Integer } else { DataType::BigInt };
+                            return Ok(Expr::literal(Value::Int(negated), data_type));
                         }
                         let inner = self.numeric_operand(inner, "-")?;
                         let data_type = inner.data_type();
@@ -401,9 +403,19 @@ impl<'a> Binder<'a> {
             }
             E::InList { expr: inner, list, negated } => {
                 let mut inner = self.bind_expr(inner, scope)?;
+                let items = list.iter().map(|item| self.bind_expr(item, scope)).collect::<Result<Vec<_>, _>>()?;
+                // As in PostgreSQL, the operand and the list take one type: with a double among them, integers
+                // compare as doubles (`9007199254740992 IN (9007199254740993, 1.5)` is true).
+                let typed = |e: &&Expr| !self.is_untyped(e);
+                let doubles =
+                    std::iter::once(&inner).chain(&items).filter(typed).any(|e| e.data_type() == DataType::Double);
                 let mut bound = Vec::with_capacity(list.len());
-                for item in list {
-                    let item = self.bind_expr(item, scope)?;
+                for item in items {
+                    let item = if doubles && item.data_type().is_integer() && !self.is_untyped(&item) {
+                        self.coerce_to(item, DataType::Double)?
+                    } else {
+                        item
+                    };
                     let (unified, item) = self.unify_comparison(inner, item)?;
                     inner = unified;
                     bound.push(item);
@@ -418,7 +430,11 @@ impl<'a> Binder<'a> {
                         self.set_param_type(index, target);
                         Ok(Expr::Param { index, data_type: target })
                     }
-                    Expr::Literal { value, .. } => Ok(Expr::literal(cast(value, target)?, target)),
+                    // A cast NULL or text stays a cast: folded, it would look like an untyped literal, which
+                    // takes the type of what it meets (`NULL::float8` must stay a double).
+                    Expr::Literal { value, .. } if !value.is_null() && target != DataType::Text => {
+                        Ok(Expr::literal(cast(value, target)?, target))
+                    }
                     other => Ok(Expr::Cast { expr: Box::new(other), to: target }),
                 }
             }
@@ -1556,6 +1572,8 @@ impl<'a> Binder<'a> {
         for_order_by: bool,
     ) -> Result<Option<Expr>, ExecError> {
         match expr {
+            // Parentheses change nothing (PostgreSQL's parse tree has none): `ORDER BY (x)` names x too.
+            ast::Expr::Nested(inner) => self.select_list_reference(inner, scope, items, for_order_by),
             ast::Expr::Value(v) => {
                 if let ast::Value::Number(n, _) = &v.value {
                     let ordinal: usize = n.parse().unwrap_or(0);

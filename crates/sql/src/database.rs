@@ -740,10 +740,19 @@ impl Session {
                 })
                 .collect::<Result<_, _>>()?
         };
+        if let Some((position, _)) = columns.iter().enumerate().find(|(i, c)| columns[..*i].contains(c)) {
+            return Err(ExecError::new(
+                sqlstate::DUPLICATE_COLUMN,
+                format!("column \"{}\" specified more than once", table.columns()[columns[position]].name),
+            ));
+        }
+        // Without a column list, fewer values than columns fill the first ones (the rest are NULL).
+        let explicit = !insert.columns.is_empty();
+        let targets = columns.len();
         let width_error = |width: usize| {
             ExecError::new(
                 sqlstate::SYNTAX_ERROR,
-                if width > columns.len() {
+                if width > targets {
                     "INSERT has more expressions than target columns"
                 } else {
                     "INSERT has more target columns than expressions"
@@ -757,9 +766,11 @@ impl Session {
         };
         let ast::SetExpr::Values(values) = source.body.as_ref() else {
             let mut query = binder.plan_query(source)?;
-            if query.columns.len() != columns.len() {
+            let mut columns = columns;
+            if query.columns.len() > columns.len() || (explicit && query.columns.len() < columns.len()) {
                 return Err(width_error(query.columns.len()));
             }
+            columns.truncate(query.columns.len());
             let targets: Vec<(String, DataType)> =
                 columns.iter().map(|&c| (table.columns()[c].name.clone(), table.columns()[c].data_type)).collect();
             binder.assign_types(&mut query, &targets)?;
@@ -767,7 +778,7 @@ impl Session {
         };
         let mut rows = Vec::with_capacity(values.rows.len());
         for row in &values.rows {
-            if row.len() != columns.len() {
+            if row.len() > columns.len() || (explicit && row.len() < columns.len()) {
                 return Err(width_error(row.len()));
             }
             let mut full: Vec<numadb_execution::Expr> =

@@ -128,7 +128,7 @@ impl Value {
             DataType::Double => {
                 let value = match trimmed.to_ascii_lowercase().as_str() {
                     "nan" => f64::NAN,
-                    "infinity" | "inf" | "+infinity" => f64::INFINITY,
+                    "infinity" | "inf" | "+infinity" | "+inf" => f64::INFINITY,
                     "-infinity" | "-inf" => f64::NEG_INFINITY,
                     _ => {
                         let value = trimmed
