@@ -243,6 +243,9 @@ impl<'a> Binder<'a> {
 
     fn bind_expr(&self, expr: &ast::Expr, scope: &Scope<'_>) -> Result<Expr, ExecError> {
         use ast::Expr as E;
+        if let Some(rewritten) = not_exists_under_is(expr) {
+            return self.bind_expr(&rewritten, scope);
+        }
         match expr {
             E::Identifier(ident) => {
                 scope.column(None, &fold(ident)).map_err(|e| self.unless_correlated(e, None, &fold(ident)))
@@ -1856,4 +1859,34 @@ fn untyped_output(plan: &Plan, index: usize) -> bool {
         }
         Plan::Post { .. } | Plan::Aggregate { .. } | Plan::Scan(_) | Plan::Lookup(_) => false,
     }
+}
+
+/// `NOT EXISTS (…) IS …` rewritten as `NOT (EXISTS (…) IS …)`: in PostgreSQL NOT binds looser than IS, while the
+/// parser takes `NOT EXISTS` as one operand.
+fn not_exists_under_is(expr: &ast::Expr) -> Option<ast::Expr> {
+    use ast::Expr as E;
+    let (E::IsNull(inner)
+    | E::IsNotNull(inner)
+    | E::IsTrue(inner)
+    | E::IsNotTrue(inner)
+    | E::IsFalse(inner)
+    | E::IsNotFalse(inner)
+    | E::IsUnknown(inner)
+    | E::IsNotUnknown(inner)) = expr
+    else {
+        return None;
+    };
+    let E::Exists { subquery, negated: true } = inner.as_ref() else { return None };
+    let positive = Box::new(E::Exists { subquery: subquery.clone(), negated: false });
+    let is = match expr {
+        E::IsNull(_) => E::IsNull(positive),
+        E::IsNotNull(_) => E::IsNotNull(positive),
+        E::IsTrue(_) => E::IsTrue(positive),
+        E::IsNotTrue(_) => E::IsNotTrue(positive),
+        E::IsFalse(_) => E::IsFalse(positive),
+        E::IsNotFalse(_) => E::IsNotFalse(positive),
+        E::IsUnknown(_) => E::IsUnknown(positive),
+        _ => E::IsNotUnknown(positive),
+    };
+    Some(E::UnaryOp { op: UnaryOperator::Not, expr: Box::new(is) })
 }
