@@ -150,6 +150,9 @@ pub struct Binder<'a> {
     params_allowed: bool,
     /// The statement's subqueries in expressions, in the order they must run (an inner one before its outer).
     subqueries: RefCell<Vec<Plan>>,
+    /// Their text, in the same order: a subquery written twice (in a GROUP BY item and in the select list) is
+    /// planned once, so both places bind to the same expression.
+    subquery_texts: RefCell<Vec<String>>,
     /// The tables they read.
     subquery_tables: RefCell<Vec<Arc<Table>>>,
     /// The SELECTs being bound, outermost first: qualifier and column names (to recognise a correlated name).
@@ -165,6 +168,7 @@ impl<'a> Binder<'a> {
             aggregates: RefCell::new(None),
             params_allowed: true,
             subqueries: RefCell::new(Vec::new()),
+            subquery_texts: RefCell::new(Vec::new()),
             subquery_tables: RefCell::new(Vec::new()),
             scopes: RefCell::new(Vec::new()),
         }
@@ -955,6 +959,7 @@ impl<'a> Binder<'a> {
     pub fn plan_query(&self, query: &Query) -> Result<BoundQuery, ExecError> {
         let mut bound = self.plan_query_inner(query)?;
         let subqueries = std::mem::take(&mut *self.subqueries.borrow_mut());
+        self.subquery_texts.borrow_mut().clear();
         if !subqueries.is_empty() {
             bound.plan = Plan::Subqueries { subqueries, main: Box::new(bound.plan) };
             bound.tables.append(&mut self.subquery_tables.borrow_mut());
@@ -982,13 +987,20 @@ impl<'a> Binder<'a> {
     fn plan_subquery(&self, query: &Query, one_column: bool) -> Result<(usize, DataType), ExecError> {
         // The subquery's SELECT collects its own aggregates: the enclosing SELECT's are set aside meanwhile.
         let bound = self.without_aggregates(|| self.plan_query_inner(query))?;
+        let text = format!("{one_column} {query}");
         if one_column && bound.columns.len() != 1 {
             return Err(ExecError::new(sqlstate::SYNTAX_ERROR, "subquery must return only one column"));
         }
         let data_type = bound.columns.first().map_or(DataType::Boolean, |c| c.data_type);
+        // Planned above all the same: binding it checks names and types, and plans the subqueries inside it,
+        // which the text does not tell apart either.
+        if let Some(index) = self.subquery_texts.borrow().iter().position(|t| *t == text) {
+            return Ok((index, data_type));
+        }
         self.subquery_tables.borrow_mut().extend(bound.tables);
         let mut subqueries = self.subqueries.borrow_mut();
         subqueries.push(bound.plan);
+        self.subquery_texts.borrow_mut().push(text);
         Ok((subqueries.len() - 1, data_type))
     }
 
