@@ -797,7 +797,17 @@ impl<'a> Binder<'a> {
                 let right = self.expect_boolean(right, name)?;
                 Ok(binary(left, right, DataType::Boolean))
             }
-            BinaryOp::Concat => Ok(binary(left, right, DataType::Text)),
+            // `||` needs a text operand (an untyped literal is one); the other is cast to text.
+            BinaryOp::Concat if left.data_type() == DataType::Text || right.data_type() == DataType::Text => {
+                Ok(binary(left, right, DataType::Text))
+            }
+            BinaryOp::Concat => Err(ExecError::new(
+                sqlstate::UNDEFINED_FUNCTION,
+                format!("operator does not exist: {} || {}", left.data_type(), right.data_type()),
+            )
+            .with_hint(
+                "No operator matches the given name and argument types. You might need to add explicit type casts.",
+            )),
             _ => {
                 let (left, right) = match (self.is_untyped(&left), self.is_untyped(&right)) {
                     (true, false) => (self.coerce_to(left, right.data_type())?, right),
