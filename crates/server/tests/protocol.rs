@@ -554,3 +554,16 @@ fn a_failed_block_rolled_back_undoes_its_settings_and_says_so() {
     assert!(replies.contains(&Reply::ParameterStatus("application_name".into(), "before".into())), "{replies:?}");
     assert_eq!(rows(&client.simple("SHOW application_name")), vec![vec![Some("before".into())]]);
 }
+
+#[test]
+fn an_unknown_format_code_is_22023_and_the_session_goes_on() {
+    let server = server();
+    let (mut client, _) = RawClient::connect(server.address(), "u");
+    client.send(vec![parse("q", "SELECT k FROM t WHERE k = $1", &[]), sync()]);
+    client.until_ready();
+    client.send(vec![bind("", "q", &[7], &[Some(b"1")], &[]), execute("", 0), sync()]);
+    assert_eq!(client.until_ready()[0].sqlstate(), "22023");
+    client.send(vec![bind("", "q", &[], &[Some(b"1")], &[9]), execute("", 0), sync()]);
+    assert_eq!(client.until_ready()[0].sqlstate(), "22023");
+    assert_eq!(rows(&client.simple("SELECT 1")), vec![vec![Some("1".into())]]);
+}

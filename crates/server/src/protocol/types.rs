@@ -24,7 +24,9 @@ impl Format {
         match code {
             0 => Ok(Format::Text),
             1 => Ok(Format::Binary),
-            other => Err(ExecError::new(sqlstate::PROTOCOL_VIOLATION, format!("unsupported format code: {other}"))),
+            other => {
+                Err(ExecError::new(sqlstate::INVALID_PARAMETER_VALUE, format!("unsupported format code: {other}")))
+            }
         }
     }
 
