@@ -4,7 +4,7 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use numadb_storage::{DataType, Value};
+use numadb_storage::{DataType, Value, compare_doubles};
 
 use crate::error::{ExecError, sqlstate};
 
@@ -696,16 +696,6 @@ fn not3(value: &Value) -> Value {
     match value {
         Value::Bool(b) => Value::Bool(!b),
         _ => Value::Null,
-    }
-}
-
-/// PostgreSQL's float comparison: NaN equals NaN and sorts above every other value.
-pub fn compare_doubles(a: f64, b: f64) -> Ordering {
-    match (a.is_nan(), b.is_nan()) {
-        (true, true) => Ordering::Equal,
-        (true, false) => Ordering::Greater,
-        (false, true) => Ordering::Less,
-        _ => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
     }
 }
 

@@ -14,10 +14,10 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use numadb_storage::bitpack::{BLOCK_ROWS, BlockMask, MASK_WORDS};
-use numadb_storage::{ColumnData, Combine, DataType, Partition, Value};
+use numadb_storage::{ColumnData, Combine, DataType, Partition, Value, compare_doubles};
 
 use crate::error::ExecError;
-use crate::expr::{BinaryOp, Expr, compare_doubles};
+use crate::expr::{BinaryOp, Expr};
 
 /// One bound of a text range.
 #[derive(Debug, Clone, PartialEq)]

@@ -584,10 +584,12 @@ impl Handler {
         }
         // Statements numadb answers without the engine (`SELECT version()`, COPY, empty ones) are prepared only
         // here: DEALLOCATE of one is done here too.
-        if let Some(name) = match words.as_slice() {
-            [deallocate, name] | [deallocate, _, name] if deallocate == "deallocate" => Some(name),
+        let deallocated = match words.as_slice() {
+            [deallocate, name] if deallocate == "deallocate" => Some(name),
+            [deallocate, prepare, name] if deallocate == "deallocate" && prepare == "prepare" => Some(name),
             _ => None,
-        } && words.get(1).is_some_and(|w| words.len() == 2 || w == "prepare")
+        };
+        if let Some(name) = deallocated
             && self.statements.get(name.as_str()).is_some_and(|s| !matches!(s.kind, StatementKind::Engine))
         {
             self.statements.remove(name.as_str());

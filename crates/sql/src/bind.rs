@@ -303,14 +303,7 @@ impl<'a> Binder<'a> {
                     let (index, data_type) = self.plan_subquery(subquery, true)?;
                     let values = Expr::Subquery { index, exists: false, data_type };
                     let (left, _) = self.unify_comparison(left, values)?;
-                    let op = match compare_op {
-                        BinaryOperator::Eq => BinaryOp::Eq,
-                        BinaryOperator::NotEq => BinaryOp::NotEq,
-                        BinaryOperator::Lt => BinaryOp::Lt,
-                        BinaryOperator::LtEq => BinaryOp::LtEq,
-                        BinaryOperator::Gt => BinaryOp::Gt,
-                        _ => BinaryOp::GtEq,
-                    };
+                    let op = binary_op(compare_op)?;
                     let expr = Box::new(left);
                     return Ok(Expr::QuantifiedSubquery { expr, op, all: !any, index, values_type: data_type });
                 }
@@ -763,23 +756,7 @@ impl<'a> Binder<'a> {
     }
 
     fn bind_binary(&self, op: &BinaryOperator, left: Expr, right: Expr) -> Result<Expr, ExecError> {
-        let op = match op {
-            BinaryOperator::Plus => BinaryOp::Add,
-            BinaryOperator::Minus => BinaryOp::Sub,
-            BinaryOperator::Multiply => BinaryOp::Mul,
-            BinaryOperator::Divide => BinaryOp::Div,
-            BinaryOperator::Modulo => BinaryOp::Mod,
-            BinaryOperator::Eq => BinaryOp::Eq,
-            BinaryOperator::NotEq => BinaryOp::NotEq,
-            BinaryOperator::Lt => BinaryOp::Lt,
-            BinaryOperator::LtEq => BinaryOp::LtEq,
-            BinaryOperator::Gt => BinaryOp::Gt,
-            BinaryOperator::GtEq => BinaryOp::GtEq,
-            BinaryOperator::And => BinaryOp::And,
-            BinaryOperator::Or => BinaryOp::Or,
-            BinaryOperator::StringConcat => BinaryOp::Concat,
-            other => return Err(unsupported(&format!("the operator {other}"))),
-        };
+        let op = binary_op(op)?;
         let binary = |left: Expr, right: Expr, data_type| Expr::Binary {
             op,
             left: Box::new(left),
@@ -1136,15 +1113,8 @@ impl<'a> Binder<'a> {
                 // takes the other side's type.
                 for index in 0..left.columns.len() {
                     let (mine, theirs) = (left.columns[index].data_type, right.columns[index].data_type);
-                    if mine == theirs {
-                        continue;
-                    }
-                    if untyped_output(&left.plan, index) {
-                        self.type_untyped_output(&mut left.plan, index, theirs)?;
-                        left.columns[index].data_type = theirs;
-                    } else if untyped_output(&right.plan, index) {
-                        self.type_untyped_output(&mut right.plan, index, mine)?;
-                        right.columns[index].data_type = mine;
+                    if mine != theirs && !self.type_untyped_column(&mut left, index, theirs)? {
+                        self.type_untyped_column(&mut right, index, mine)?;
                     }
                 }
                 let mut columns = left.columns.clone();
@@ -1254,17 +1224,26 @@ impl<'a> Binder<'a> {
             if source == *target || (source.is_numeric() && target.is_numeric()) {
                 continue;
             }
-            if !untyped_output(&query.plan, index) {
+            if !self.type_untyped_column(query, index, *target)? {
                 return Err(ExecError::new(
                     sqlstate::DATATYPE_MISMATCH,
                     format!("column \"{name}\" is of type {target} but expression is of type {source}"),
                 )
                 .with_hint("You will need to rewrite or cast the expression."));
             }
-            self.type_untyped_output(&mut query.plan, index, *target)?;
-            query.columns[index].data_type = *target;
         }
         Ok(())
+    }
+
+    /// Gives output column `index` of `query` the type `target` if it is nothing but untyped literals; whether
+    /// it was.
+    fn type_untyped_column(&self, query: &mut BoundQuery, index: usize, target: DataType) -> Result<bool, ExecError> {
+        if !untyped_output(&query.plan, index) {
+            return Ok(false);
+        }
+        self.type_untyped_output(&mut query.plan, index, target)?;
+        query.columns[index].data_type = target;
+        Ok(true)
     }
 
     /// Gives output column `index` of `plan`, which [`untyped_output`] accepted, the type `target`: every literal
@@ -1854,6 +1833,27 @@ fn remap_columns(expr: &Expr, columns: &[usize]) -> Expr {
             Err(never) => match never {},
         },
     }
+}
+
+/// The operator of a binary expression numadb evaluates.
+fn binary_op(op: &BinaryOperator) -> Result<BinaryOp, ExecError> {
+    Ok(match op {
+        BinaryOperator::Plus => BinaryOp::Add,
+        BinaryOperator::Minus => BinaryOp::Sub,
+        BinaryOperator::Multiply => BinaryOp::Mul,
+        BinaryOperator::Divide => BinaryOp::Div,
+        BinaryOperator::Modulo => BinaryOp::Mod,
+        BinaryOperator::Eq => BinaryOp::Eq,
+        BinaryOperator::NotEq => BinaryOp::NotEq,
+        BinaryOperator::Lt => BinaryOp::Lt,
+        BinaryOperator::LtEq => BinaryOp::LtEq,
+        BinaryOperator::Gt => BinaryOp::Gt,
+        BinaryOperator::GtEq => BinaryOp::GtEq,
+        BinaryOperator::And => BinaryOp::And,
+        BinaryOperator::Or => BinaryOp::Or,
+        BinaryOperator::StringConcat => BinaryOp::Concat,
+        other => return Err(unsupported(&format!("the operator {other}"))),
+    })
 }
 
 /// Output columns of a SELECT, at most (PostgreSQL's limit; the protocol counts them in 16 bits).

@@ -27,4 +27,4 @@ pub use table::{
     ChunkPlacement, ColumnInput, Delta, PARTITION_ROWS_DEFAULT, Partition, StorageError, Table, TableOptions,
     TableSnapshot, check_placement,
 };
-pub use types::{ColumnDef, DataType, Value, format_double};
+pub use types::{ColumnDef, DataType, Value, compare_doubles, format_double};

@@ -93,9 +93,9 @@ impl Value {
             (Value::Null, _) => Ordering::Greater,
             (_, Value::Null) => Ordering::Less,
             (Value::Int(a), Value::Int(b)) => a.cmp(b),
-            (Value::Int(a), Value::Double(b)) => double_cmp(*a as f64, *b),
-            (Value::Double(a), Value::Int(b)) => double_cmp(*a, *b as f64),
-            (Value::Double(a), Value::Double(b)) => double_cmp(*a, *b),
+            (Value::Int(a), Value::Double(b)) => compare_doubles(*a as f64, *b),
+            (Value::Double(a), Value::Int(b)) => compare_doubles(*a, *b as f64),
+            (Value::Double(a), Value::Double(b)) => compare_doubles(*a, *b),
             (Value::Text(a), Value::Text(b)) => a.as_bytes().cmp(b.as_bytes()),
             (Value::Bool(a), Value::Bool(b)) => a.cmp(b),
             // Mixed kinds never meet in a well-typed plan; order them by kind to stay total.
@@ -200,7 +200,7 @@ pub fn format_double(value: f64) -> String {
 
 /// PostgreSQL's order of doubles: -0 equals 0, every NaN (whatever its sign and payload) equals every other and
 /// sorts above all numbers, Infinity included.
-fn double_cmp(a: f64, b: f64) -> Ordering {
+pub fn compare_doubles(a: f64, b: f64) -> Ordering {
     match (a.is_nan(), b.is_nan()) {
         (true, true) => Ordering::Equal,
         (true, false) => Ordering::Greater,
