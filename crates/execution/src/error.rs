@@ -17,6 +17,8 @@ pub mod sqlstate {
     pub const DUPLICATE_COLUMN: &str = "42701";
     /// `42710`
     pub const DUPLICATE_OBJECT: &str = "42710";
+    /// `42712`
+    pub const DUPLICATE_ALIAS: &str = "42712";
     /// `42704`
     pub const UNDEFINED_OBJECT: &str = "42704";
     /// `42804`

@@ -60,6 +60,25 @@ pub struct SortKey {
     pub nulls_first: bool,
 }
 
+/// A set operation other than `UNION` (which is `UNION ALL`, then `DISTINCT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetOp {
+    /// Rows in both inputs.
+    Intersect,
+    /// Rows of the left input not in the right one.
+    Except,
+}
+
+impl SetOp {
+    /// The SQL keyword.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            SetOp::Intersect => "INTERSECT",
+            SetOp::Except => "EXCEPT",
+        }
+    }
+}
+
 /// A plan.
 #[derive(Clone)]
 pub enum Plan {
@@ -71,6 +90,18 @@ pub enum Plan {
     Values(Vec<Vec<Expr>>),
     /// `UNION ALL`: the inputs' rows one after another. Their scans run concurrently, in one task graph.
     UnionAll(Vec<Plan>),
+    /// `INTERSECT` or `EXCEPT` of two inputs with the same column types (rows compared with NULLs equal, as in
+    /// PostgreSQL); the result keeps the left input's order. Both inputs' scans run in one task graph.
+    SetOperation {
+        /// Which operation.
+        op: SetOp,
+        /// `ALL`: multisets (a row appears min(l, r) or max(l − r, 0) times); otherwise sets.
+        all: bool,
+        /// The left input.
+        left: Box<Plan>,
+        /// The right input.
+        right: Box<Plan>,
+    },
     /// A statement with uncorrelated subqueries in its expressions: they run first, in order (a later one may
     /// use an earlier one's result), and their results replace [`Expr::Subquery`] and [`Expr::QuantifiedSubquery`] in
     /// `main` before it runs.
@@ -119,6 +150,7 @@ impl Plan {
             Plan::UnionAll(inputs) => inputs.iter().any(Plan::scans),
             Plan::Post { input, .. } | Plan::Aggregate { input, .. } => input.scans(),
             Plan::Subqueries { subqueries, main } => main.scans() || subqueries.iter().any(Plan::scans),
+            Plan::SetOperation { left, right, .. } => left.scans() || right.scans(),
         }
     }
 
@@ -130,7 +162,7 @@ impl Plan {
             }
             Plan::Aggregate { .. } => true,
             Plan::Subqueries { main, .. } => main.aggregates(),
-            Plan::Values(_) | Plan::UnionAll(_) | Plan::Post { .. } => false,
+            Plan::Values(_) | Plan::UnionAll(_) | Plan::Post { .. } | Plan::SetOperation { .. } => false,
         }
     }
 
@@ -158,6 +190,12 @@ impl Plan {
             Plan::Subqueries { subqueries, main } => Plan::Subqueries {
                 subqueries: subqueries.iter().map(|p| p.try_map_exprs(f)).collect::<Result<_, _>>()?,
                 main: Box::new(main.try_map_exprs(f)?),
+            },
+            Plan::SetOperation { op, all, left, right } => Plan::SetOperation {
+                op: *op,
+                all: *all,
+                left: Box::new(left.try_map_exprs(f)?),
+                right: Box::new(right.try_map_exprs(f)?),
             },
             Plan::Aggregate { input, group_by, aggregates } => {
                 let (group_by, aggregates) = map_aggregation(group_by, aggregates, f)?;
@@ -233,6 +271,11 @@ impl Plan {
                 for input in inputs {
                     input.describe_into(out, depth + 1);
                 }
+            }
+            Plan::SetOperation { op, all, left, right } => {
+                let _ = writeln!(out, "{indent}{arrow}{}{} (hashed)", op.keyword(), if *all { " ALL" } else { "" });
+                left.describe_into(out, depth + 1);
+                right.describe_into(out, depth + 1);
             }
             Plan::Subqueries { subqueries, main } => {
                 for (i, subquery) in subqueries.iter().enumerate() {

@@ -7,7 +7,7 @@
 //! matrix. Aggregating scans merge their tasks' partial results in one merge task per domain (preferring that
 //! domain), then once on the calling thread.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,7 +21,7 @@ use crate::aggregate::{Accumulator, AggregateCall, AggregateFunction, PartialAgg
 use crate::error::{ExecError, sqlstate};
 use crate::expr::Expr;
 use crate::filter::{Filter, compile, tail_mask};
-use crate::plan::{LookupPlan, Plan, ScanOutput, ScanPlan, SortKey};
+use crate::plan::{LookupPlan, Plan, ScanOutput, ScanPlan, SetOp, SortKey};
 
 /// Every row of a full block.
 const ALL_ROWS: BlockMask = [u64::MAX; MASK_WORDS];
@@ -352,6 +352,10 @@ fn scan_table_names(plan: &Plan, out: &mut Vec<String>) {
         Plan::UnionAll(inputs) => inputs.iter().for_each(|p| scan_table_names(p, out)),
         Plan::Post { input, .. } | Plan::Aggregate { input, .. } => scan_table_names(input, out),
         Plan::Subqueries { main, .. } => scan_table_names(main, out),
+        Plan::SetOperation { left, right, .. } => {
+            scan_table_names(left, out);
+            scan_table_names(right, out);
+        }
         Plan::Lookup(_) | Plan::Values(_) => {}
     }
 }
@@ -388,6 +392,10 @@ fn collect_scans(
         }
         Plan::Post { input, .. } | Plan::Aggregate { input, .. } => {
             collect_scans(input, executor, params, budget, graph, jobs)
+        }
+        Plan::SetOperation { left, right, .. } => {
+            collect_scans(left, executor, params, budget, graph, jobs)?;
+            collect_scans(right, executor, params, budget, graph, jobs)
         }
         Plan::Lookup(_) | Plan::Values(_) => Ok(()),
         Plan::Subqueries { .. } => Err(ExecError::internal("subqueries are only planned around a whole statement")),
@@ -946,6 +954,15 @@ fn finish(
             Ok(rows)
         }
         Plan::Subqueries { .. } => Err(ExecError::internal("subqueries are only planned around a whole statement")),
+        Plan::SetOperation { op, all, left, right } => {
+            let left = finish(left, executor, jobs, next_job, result)?;
+            let right = finish(right, executor, jobs, next_job, result)?;
+            let started = Instant::now();
+            let rows = set_operation(*op, *all, left, right, executor)?;
+            let name = format!("{}{}", op.keyword(), if *all { " ALL" } else { "" });
+            result.operator(name, rows.len(), started);
+            Ok(rows)
+        }
         Plan::Aggregate { input, group_by, aggregates } => {
             let rows = finish(input, executor, jobs, next_job, result)?;
             let started = Instant::now();
@@ -978,6 +995,49 @@ fn finish(
             Ok(rows)
         }
     }
+}
+
+/// `INTERSECT [ALL]` or `EXCEPT [ALL]`: the right input's rows are counted in a hash table, then the left
+/// input's rows are kept or dropped in their order. Rows compare as `DISTINCT` compares them (NULLs equal).
+fn set_operation(
+    op: SetOp,
+    all: bool,
+    left: Vec<Vec<Value>>,
+    right: Vec<Vec<Value>>,
+    executor: &Executor<'_>,
+) -> Result<Vec<Vec<Value>>, ExecError> {
+    let mut right_counts: HashMap<Vec<Value>, usize> = HashMap::with_capacity(right.len());
+    for (position, row) in right.into_iter().enumerate() {
+        if position % INTERRUPT_CHECK_ROWS == 0 {
+            check_interrupts(executor)?;
+        }
+        *right_counts.entry(row).or_default() += 1;
+    }
+    let mut emitted: HashSet<Vec<Value>> = HashSet::new();
+    let mut rows = Vec::new();
+    for (position, row) in left.into_iter().enumerate() {
+        if position % INTERRUPT_CHECK_ROWS == 0 {
+            check_interrupts(executor)?;
+        }
+        let in_right = match right_counts.get_mut(&row) {
+            // ALL pairs each left row with one right row: that right row is used up.
+            Some(count) if *count > 0 => {
+                if all {
+                    *count -= 1;
+                }
+                true
+            }
+            _ => false,
+        };
+        let keep = match op {
+            SetOp::Intersect => in_right,
+            SetOp::Except => !in_right,
+        };
+        if keep && (all || emitted.insert(row.clone())) {
+            rows.push(row);
+        }
+    }
+    Ok(rows)
 }
 
 fn finish_scan(scan: &ScanPlan, job: &ScanJob) -> Result<Vec<Vec<Value>>, ExecError> {
@@ -1113,7 +1173,7 @@ fn post_process(
     }
     if distinct {
         let started = Instant::now();
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = HashSet::new();
         keyed.retain(|(_, row)| seen.insert(row.clone()));
         result.operator("Distinct", keyed.len(), started);
     }

@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use numadb_execution::expr::{Expr, ScalarFunction, cast, parse_value};
-use numadb_execution::plan::{LookupPlan, Plan, ScanOutput, ScanPlan, SortKey};
+use numadb_execution::plan::{LookupPlan, Plan, ScanOutput, ScanPlan, SetOp, SortKey};
 use numadb_execution::{AggregateCall, AggregateFunction, BinaryOp, ExecError, sqlstate};
 use numadb_storage::{DataType, Table, Value};
 use sqlparser::ast::{
@@ -94,6 +94,8 @@ const AGGREGATE_BASE: usize = 1 << 30;
 /// What names resolve to while an expression is bound.
 struct Scope<'a> {
     table: Option<&'a Table>,
+    /// The table's column names after a column alias list in FROM (`t AS x(a, b)`), when there is one.
+    renamed: Option<Vec<String>>,
     /// A subquery's result columns, when FROM is a subquery rather than a table.
     derived: Option<&'a [OutputColumn]>,
     /// Names the table can be referred to by (its name, or its alias).
@@ -125,6 +127,18 @@ impl Scope<'_> {
         let table = self
             .table
             .ok_or_else(|| ExecError::new(sqlstate::UNDEFINED_COLUMN, format!("column \"{name}\" does not exist")))?;
+        if let Some(names) = &self.renamed {
+            let mut matches = names.iter().enumerate().filter(|(_, n)| *n == name);
+            return match (matches.next(), matches.next()) {
+                (Some((index, _)), None) => Ok(Expr::Column { index, data_type: table.columns()[index].data_type }),
+                (Some(_), Some(_)) => {
+                    Err(ExecError::new(sqlstate::AMBIGUOUS_COLUMN, format!("column reference \"{name}\" is ambiguous")))
+                }
+                (None, _) => {
+                    Err(ExecError::new(sqlstate::UNDEFINED_COLUMN, format!("column \"{name}\" does not exist")))
+                }
+            };
+        }
         let index = table.column_index(name).ok_or_else(|| {
             let mut error = ExecError::new(sqlstate::UNDEFINED_COLUMN, format!("column \"{name}\" does not exist"));
             if let Some(similar) = table.columns().iter().find(|c| c.name.eq_ignore_ascii_case(name)) {
@@ -157,6 +171,27 @@ pub struct Binder<'a> {
     subquery_tables: RefCell<Vec<Arc<Table>>>,
     /// The SELECTs being bound, outermost first: qualifier and column names (to recognise a correlated name).
     scopes: RefCell<Vec<(Option<String>, Vec<String>)>>,
+    /// The `WITH` queries in scope, outermost first (a nested one of the same name hides an outer one): each is
+    /// planned once where it is defined, and every reference in FROM runs a copy of that plan.
+    ctes: RefCell<Vec<Cte>>,
+    /// How many `WITH` queries the statement has defined so far (each gets the next number as its id).
+    ctes_defined: std::cell::Cell<usize>,
+}
+
+/// The two sides of a set operation, with the result's columns (their types are the sides' now).
+struct SetSides {
+    columns: Vec<OutputColumn>,
+    left: Plan,
+    right: Plan,
+    tables: Vec<Arc<Table>>,
+}
+
+/// A `WITH` query in scope.
+struct Cte {
+    name: String,
+    /// Unique in the statement: subqueries are told apart by their text and the `WITH` queries they can see.
+    id: usize,
+    query: BoundQuery,
 }
 
 impl<'a> Binder<'a> {
@@ -171,6 +206,8 @@ impl<'a> Binder<'a> {
             subquery_texts: RefCell::new(Vec::new()),
             subquery_tables: RefCell::new(Vec::new()),
             scopes: RefCell::new(Vec::new()),
+            ctes: RefCell::new(Vec::new()),
+            ctes_defined: std::cell::Cell::new(0),
         }
     }
 
@@ -200,7 +237,7 @@ impl<'a> Binder<'a> {
 
     /// Binds a constant expression (no columns in scope), e.g. an `INSERT` value, expecting `target`.
     pub fn bind_constant(&self, expr: &ast::Expr, target: Option<DataType>) -> Result<Expr, ExecError> {
-        let scope = Scope { table: None, derived: None, qualifier: None };
+        let scope = Scope { table: None, renamed: None, derived: None, qualifier: None };
         let bound = self.bind_expr(expr, &scope)?;
         Ok(match target {
             Some(target) => self.coerce_to(bound, target)?,
@@ -333,15 +370,17 @@ impl<'a> Binder<'a> {
             E::UnaryOp { op: UnaryOperator::Minus, expr: inner } if matches!(inner.as_ref(), E::Value(v) if matches!(v.value, ast::Value::Number(..))) =>
             {
                 // A negative number is one literal, typed as PostgreSQL types it: an integer if it fits one
-                // (`-2147483648` does), else a bigint if it fits one (`-9223372036854775808`), else a double.
+                // (`-2147483648` does), else a bigint if it fits one (`-9223372036854775808`), else a double
+                // (PostgreSQL's numeric).
                 let E::Value(v) = inner.as_ref() else { unreachable!("matched above") };
                 let ast::Value::Number(digits, _) = &v.value else { unreachable!("matched above") };
                 match format!("-{digits}").parse::<i64>() {
                     Ok(v) if i32::try_from(v).is_ok() => Ok(Expr::literal(Value::Int(v), DataType::Integer)),
                     Ok(v) => Ok(Expr::literal(Value::Int(v), DataType::BigInt)),
                     Err(_) => match self.bind_value(&v.value)? {
+                        // PostgreSQL's literal is a numeric, which has no negative zero: `-0.0` is 0.
                         Expr::Literal { value: Value::Double(d), .. } => {
-                            Ok(Expr::literal(Value::Double(-d), DataType::Double))
+                            Ok(Expr::literal(Value::Double(-d + 0.0), DataType::Double))
                         }
                         other => Err(ExecError::internal(format!("a number bound to {other:?}"))),
                     },
@@ -974,7 +1013,9 @@ impl<'a> Binder<'a> {
     fn plan_subquery(&self, query: &Query, one_column: bool) -> Result<(usize, DataType), ExecError> {
         // The subquery's SELECT collects its own aggregates: the enclosing SELECT's are set aside meanwhile.
         let bound = self.without_aggregates(|| self.plan_query_inner(query))?;
-        let text = format!("{one_column} {query}");
+        // The same text names other rows under other `WITH` queries.
+        let visible: Vec<usize> = self.ctes.borrow().iter().map(|c| c.id).collect();
+        let text = format!("{one_column} {visible:?} {query}");
         if one_column && bound.columns.len() != 1 {
             return Err(ExecError::new(sqlstate::SYNTAX_ERROR, "subquery must return only one column"));
         }
@@ -991,11 +1032,53 @@ impl<'a> Binder<'a> {
         Ok((subqueries.len() - 1, data_type))
     }
 
-    /// Plans a query that is part of a statement (a set operation's side, a subquery).
+    /// Plans a query that is part of a statement (a set operation's side, a subquery), with its `WITH` queries in
+    /// scope for as long as it is being planned.
     fn plan_query_inner(&self, query: &Query) -> Result<BoundQuery, ExecError> {
-        if query.with.is_some() {
-            return Err(unsupported("WITH"));
+        let outer_ctes = self.ctes.borrow().len();
+        let planned = match &query.with {
+            Some(with) => self.define_ctes(with).and_then(|()| self.plan_query_body(query)),
+            None => self.plan_query_body(query),
+        };
+        self.ctes.borrow_mut().truncate(outer_ctes);
+        planned
+    }
+
+    /// Plans the queries of a `WITH` clause, in order (each sees the ones before it), and puts them in scope.
+    fn define_ctes(&self, with: &ast::With) -> Result<(), ExecError> {
+        if with.recursive {
+            return Err(unsupported("WITH RECURSIVE"));
         }
+        let first = self.ctes.borrow().len();
+        for cte in &with.cte_tables {
+            let name = fold(&cte.alias.name);
+            if self.ctes.borrow()[first..].iter().any(|c| c.name == name) {
+                return Err(ExecError::new(
+                    sqlstate::DUPLICATE_ALIAS,
+                    format!("WITH query name \"{name}\" specified more than once"),
+                ));
+            }
+            if cte.from.is_some() {
+                return Err(unsupported("WITH … FROM"));
+            }
+            let mut query = self.without_aggregates(|| self.plan_query_inner(&cte.query))?;
+            settle_untyped(&mut query);
+            rename_columns(&mut query.columns, &cte.alias.columns, &format!("WITH query \"{name}\""))?;
+            let id = self.ctes_defined.get();
+            self.ctes_defined.set(id + 1);
+            self.ctes.borrow_mut().push(Cte { name, id, query });
+        }
+        Ok(())
+    }
+
+    /// The plan of the `WITH` query a table name in FROM refers to, if it does (only a bare name can).
+    fn cte(&self, name: &ObjectName) -> Option<BoundQuery> {
+        let [ObjectNamePart::Identifier(ident)] = name.0.as_slice() else { return None };
+        let name = fold(ident);
+        self.ctes.borrow().iter().rev().find(|c| c.name == name).map(|c| c.query.clone())
+    }
+
+    fn plan_query_body(&self, query: &Query) -> Result<BoundQuery, ExecError> {
         let (limit, offset) = match &query.limit_clause {
             None => (None, None),
             Some(LimitClause::LimitOffset { limit, offset, limit_by }) => {
@@ -1100,90 +1183,41 @@ impl<'a> Binder<'a> {
         match body {
             SetExpr::Select(select) => self.plan_select(select, &[], None, None),
             SetExpr::Query(query) => self.plan_query_inner(query),
-            SetExpr::SetOperation { left, op: SetOperator::Union, set_quantifier, right } => {
-                let mut left = self.plan_set_expr(left)?;
-                let mut right = self.plan_set_expr(right)?;
-                if left.columns.len() != right.columns.len() {
-                    return Err(ExecError::new(
-                        sqlstate::SYNTAX_ERROR,
-                        "each UNION query must have the same number of columns",
-                    ));
-                }
-                // As in PostgreSQL, a column that is only untyped literals (`SELECT NULL UNION ALL SELECT 1`)
-                // takes the other side's type.
-                for index in 0..left.columns.len() {
-                    let (mine, theirs) = (left.columns[index].data_type, right.columns[index].data_type);
-                    if mine != theirs && !self.type_untyped_column(&mut left, index, theirs)? {
-                        self.type_untyped_column(&mut right, index, mine)?;
+            SetExpr::SetOperation { left, op, set_quantifier, right } => {
+                let keyword = match op {
+                    SetOperator::Union => "UNION",
+                    SetOperator::Intersect => "INTERSECT",
+                    SetOperator::Except => "EXCEPT",
+                    other => return Err(unsupported(&other.to_string())),
+                };
+                let all = match set_quantifier {
+                    SetQuantifier::All => true,
+                    SetQuantifier::Distinct | SetQuantifier::None => false,
+                    other => return Err(unsupported(&format!("{keyword} {other}"))),
+                };
+                let left = self.plan_set_expr(left)?;
+                let right = self.plan_set_expr(right)?;
+                let SetSides { columns, left: left_plan, right: right_plan, tables } =
+                    self.set_operation_sides(left, right, keyword)?;
+                let plan = match op {
+                    SetOperator::Intersect | SetOperator::Except => {
+                        let op = if *op == SetOperator::Intersect { SetOp::Intersect } else { SetOp::Except };
+                        Plan::SetOperation { op, all, left: Box::new(left_plan), right: Box::new(right_plan) }
                     }
-                }
-                let mut columns = left.columns.clone();
-                for (mine, theirs) in columns.iter_mut().zip(&right.columns) {
-                    if mine.data_type != theirs.data_type {
-                        let both_numeric = mine.data_type.is_numeric() && theirs.data_type.is_numeric();
-                        if !both_numeric {
-                            return Err(ExecError::new(
-                                sqlstate::DATATYPE_MISMATCH,
-                                format!("UNION types {} and {} cannot be matched", mine.data_type, theirs.data_type),
-                            ));
+                    _ => {
+                        let mut inputs = Vec::new();
+                        for side in [left_plan, right_plan] {
+                            match side {
+                                Plan::UnionAll(more) => inputs.extend(more),
+                                other => inputs.push(other),
+                            }
                         }
-                        mine.data_type = wider_numeric(mine.data_type, theirs.data_type);
+                        let union = Plan::UnionAll(inputs);
+                        if all { union } else { post(union, None, None, true, Vec::new(), None, None) }
                     }
-                }
-                let mut inputs = Vec::new();
-                for (side, side_columns) in [(left.plan, &left.columns), (right.plan, &right.columns)] {
-                    // A side whose column types differ from the union's is cast to them: its rows must carry the
-                    // union's types (a client reading binary results decodes by the column type).
-                    let side = if side_columns.iter().zip(&columns).all(|(s, u)| s.data_type == u.data_type) {
-                        side
-                    } else {
-                        let projection = side_columns
-                            .iter()
-                            .zip(&columns)
-                            .enumerate()
-                            .map(|(index, (s, u))| {
-                                let column = Expr::Column { index, data_type: s.data_type };
-                                if s.data_type == u.data_type {
-                                    column
-                                } else {
-                                    Expr::Cast { expr: Box::new(column), to: u.data_type }
-                                }
-                            })
-                            .collect();
-                        Plan::Post {
-                            input: Box::new(side),
-                            filter: None,
-                            projection: Some(projection),
-                            distinct: false,
-                            order_by: Vec::new(),
-                            offset: None,
-                            limit: None,
-                        }
-                    };
-                    match side {
-                        Plan::UnionAll(more) => inputs.extend(more),
-                        other => inputs.push(other),
-                    }
-                }
-                let mut tables = left.tables;
-                tables.extend(right.tables);
-                let union = Plan::UnionAll(inputs);
-                let plan = match set_quantifier {
-                    SetQuantifier::All => union,
-                    SetQuantifier::Distinct | SetQuantifier::None => Plan::Post {
-                        input: Box::new(union),
-                        filter: None,
-                        projection: None,
-                        distinct: true,
-                        order_by: Vec::new(),
-                        offset: None,
-                        limit: None,
-                    },
-                    other => return Err(unsupported(&format!("UNION {other}"))),
                 };
                 Ok(BoundQuery { plan, columns, tables })
             }
-            SetExpr::SetOperation { op, .. } => Err(unsupported(&op.to_string())),
             SetExpr::Values(values) => {
                 let mut rows = Vec::new();
                 for row in &values.rows {
@@ -1213,6 +1247,68 @@ impl<'a> Binder<'a> {
             }
             other => Err(unsupported(&format!("{other}"))),
         }
+    }
+
+    /// The two sides of a set operation brought to common column types (PostgreSQL's rules: untyped literals take
+    /// the other side's type, numeric types meet in the wider one, anything else is 42804). A side whose types
+    /// differ from the result's is cast to them: its rows must carry the result's types (a client reading binary
+    /// results decodes by the column type, and the set operations compare values of one type).
+    fn set_operation_sides(
+        &self,
+        mut left: BoundQuery,
+        mut right: BoundQuery,
+        keyword: &str,
+    ) -> Result<SetSides, ExecError> {
+        if left.columns.len() != right.columns.len() {
+            return Err(ExecError::new(
+                sqlstate::SYNTAX_ERROR,
+                format!("each {keyword} query must have the same number of columns"),
+            ));
+        }
+        // As in PostgreSQL, a column that is only untyped literals (`SELECT NULL UNION ALL SELECT 1`) takes the
+        // other side's type.
+        for index in 0..left.columns.len() {
+            let (mine, theirs) = (left.columns[index].data_type, right.columns[index].data_type);
+            if mine != theirs && !self.type_untyped_column(&mut left, index, theirs)? {
+                self.type_untyped_column(&mut right, index, mine)?;
+            }
+        }
+        let mut columns = left.columns.clone();
+        for (mine, theirs) in columns.iter_mut().zip(&right.columns) {
+            if mine.data_type != theirs.data_type {
+                if !(mine.data_type.is_numeric() && theirs.data_type.is_numeric()) {
+                    return Err(ExecError::new(
+                        sqlstate::DATATYPE_MISMATCH,
+                        format!("{keyword} types {} and {} cannot be matched", mine.data_type, theirs.data_type),
+                    ));
+                }
+                mine.data_type = wider_numeric(mine.data_type, theirs.data_type);
+            }
+        }
+        let cast_to_result = |side: Plan, side_columns: &[OutputColumn]| {
+            if side_columns.iter().zip(&columns).all(|(s, u)| s.data_type == u.data_type) {
+                return side;
+            }
+            let projection = side_columns
+                .iter()
+                .zip(&columns)
+                .enumerate()
+                .map(|(index, (s, u))| {
+                    let column = Expr::Column { index, data_type: s.data_type };
+                    if s.data_type == u.data_type {
+                        column
+                    } else {
+                        Expr::Cast { expr: Box::new(column), to: u.data_type }
+                    }
+                })
+                .collect();
+            post(side, None, Some(projection), false, Vec::new(), None, None)
+        };
+        let left_plan = cast_to_result(left.plan, &left.columns);
+        let right_plan = cast_to_result(right.plan, &right.columns);
+        let mut tables = left.tables;
+        tables.extend(right.tables);
+        Ok(SetSides { columns, left: left_plan, right: right_plan, tables })
     }
 
     /// Checks that a query's rows can be stored in columns of these names and types (PostgreSQL's assignment
@@ -1269,7 +1365,7 @@ impl<'a> Binder<'a> {
                 }
                 expr => coerce(expr),
             },
-            Plan::Aggregate { .. } | Plan::Scan(_) | Plan::Lookup(_) => Ok(()),
+            Plan::Aggregate { .. } | Plan::Scan(_) | Plan::Lookup(_) | Plan::SetOperation { .. } => Ok(()),
         }
     }
 
@@ -1283,6 +1379,7 @@ impl<'a> Binder<'a> {
         wildcard: Option<Vec<(Expr, String)>>,
     ) -> Result<SelectClauses<'q>, ExecError> {
         let names = match (scope.table, scope.derived) {
+            (Some(_), _) if scope.renamed.is_some() => scope.renamed.clone().unwrap_or_default(),
             (Some(table), _) => table.columns().iter().map(|c| c.name.clone()).collect(),
             (None, Some(columns)) => columns.iter().map(|c| c.name.clone()).collect(),
             (None, None) => Vec::new(),
@@ -1367,7 +1464,7 @@ impl<'a> Binder<'a> {
         limit: Option<Expr>,
         offset: Option<Expr>,
     ) -> Result<BoundQuery, ExecError> {
-        let scope = Scope { table: None, derived: Some(&inner.columns), qualifier };
+        let scope = Scope { table: None, renamed: None, derived: Some(&inner.columns), qualifier };
         let wildcard = inner
             .columns
             .iter()
@@ -1427,6 +1524,7 @@ impl<'a> Binder<'a> {
         {
             return Err(unsupported("this SELECT clause"));
         }
+        let mut renamed = None;
         let (table, qualifier) = match select.from.first().map(|f| &f.relation) {
             None => (None, None),
             Some(TableFactor::Table { name, alias, args, sample, with_ordinality, version, .. }) => {
@@ -1439,12 +1537,35 @@ impl<'a> Binder<'a> {
                 if *with_ordinality || version.is_some() {
                     return Err(unsupported("WITH ORDINALITY or time travel"));
                 }
-                if alias.as_ref().is_some_and(|alias| !alias.columns.is_empty()) {
-                    return Err(unsupported("a column alias list in FROM"));
+                if let Some(mut inner) = self.cte(name) {
+                    let qualifier = match alias {
+                        Some(alias) => {
+                            rename_columns(
+                                &mut inner.columns,
+                                &alias.columns,
+                                &format!("table \"{}\"", fold(&alias.name)),
+                            )?;
+                            fold(&alias.name)
+                        }
+                        None => object_name(name).last().cloned().unwrap_or_default(),
+                    };
+                    return self.plan_select_over(select, inner, Some(qualifier), order_by, limit, offset);
                 }
                 let table = self.source.resolve(name)?;
                 let qualifier = match alias {
-                    Some(alias) => fold(&alias.name),
+                    Some(alias) => {
+                        if !alias.columns.is_empty() {
+                            let mut columns: Vec<OutputColumn> = table
+                                .columns()
+                                .iter()
+                                .map(|c| OutputColumn { name: c.name.clone(), data_type: c.data_type })
+                                .collect();
+                            let what = format!("table \"{}\"", fold(&alias.name));
+                            rename_columns(&mut columns, &alias.columns, &what)?;
+                            renamed = Some(columns.into_iter().map(|c| c.name).collect());
+                        }
+                        fold(&alias.name)
+                    }
                     None => object_name(name).last().cloned().unwrap_or_default(),
                 };
                 (Some(table), Some(qualifier))
@@ -1453,10 +1574,11 @@ impl<'a> Binder<'a> {
                 if *lateral {
                     return Err(unsupported("LATERAL"));
                 }
-                if alias.as_ref().is_some_and(|alias| !alias.columns.is_empty()) {
-                    return Err(unsupported("a column alias list in FROM"));
+                let mut inner = self.plan_query_inner(subquery)?;
+                settle_untyped(&mut inner);
+                if let Some(alias) = alias {
+                    rename_columns(&mut inner.columns, &alias.columns, &format!("table \"{}\"", fold(&alias.name)))?;
                 }
-                let inner = self.plan_query_inner(subquery)?;
                 let qualifier = alias.as_ref().map(|a| fold(&a.name));
                 return self.plan_select_over(select, inner, qualifier, order_by, limit, offset);
             }
@@ -1468,19 +1590,24 @@ impl<'a> Binder<'a> {
             let one_row = BoundQuery { plan: Plan::Values(vec![Vec::new()]), columns: Vec::new(), tables: Vec::new() };
             return self.plan_select_over(select, one_row, None, order_by, limit, offset);
         }
-        let scope = Scope { table: table.as_deref(), derived: None, qualifier };
-
         let wildcard = table.as_deref().map(|t| {
             t.columns()
                 .iter()
                 .enumerate()
-                .map(|(index, c)| (Expr::Column { index, data_type: c.data_type }, c.name.clone()))
+                .map(|(index, c)| {
+                    let name = renamed.as_ref().map_or(&c.name, |names: &Vec<String>| &names[index]);
+                    (Expr::Column { index, data_type: c.data_type }, name.clone())
+                })
+                .collect::<Vec<_>>()
         });
+        let scope = Scope { table: table.as_deref(), renamed, derived: None, qualifier };
+
         let SelectClauses { filter, items, group_by, having, sort_exprs, aggregates, distinct } =
-            self.bind_select_clauses(select, &scope, order_by, wildcard.map(Iterator::collect))?;
+            self.bind_select_clauses(select, &scope, order_by, wildcard)?;
         let columns: Vec<OutputColumn> =
             items.iter().map(|(e, name)| OutputColumn { name: name.clone(), data_type: e.data_type() }).collect();
         let tables: Vec<Arc<Table>> = table.iter().cloned().collect();
+        let Scope { renamed, .. } = scope;
 
         let Some(table) = table else {
             return Err(ExecError::internal("a SELECT without FROM is planned over one empty row"));
@@ -1488,7 +1615,10 @@ impl<'a> Binder<'a> {
 
         if !aggregates.is_empty() || !group_by.is_empty() || having.is_some() {
             // Rewrite everything above the aggregation over its output row: group keys, then aggregates.
-            let names: Vec<String> = table.columns().iter().map(|c| c.name.clone()).collect();
+            let names: Vec<String> = match renamed {
+                Some(names) => names,
+                None => table.columns().iter().map(|c| c.name.clone()).collect(),
+            };
             let (projection, having, keys) = over_groups(&items, having.as_ref(), &sort_exprs, &group_by, &names)?;
             let output = ScanOutput::Aggregate { group_by, aggregates };
             let input = self.scan_or_lookup(&table, filter, output);
@@ -1702,6 +1832,54 @@ fn sort_key(expr: Expr, options: &ast::OrderByOptions) -> SortKey {
     SortKey { expr, descending, nulls_first: options.nulls_first.unwrap_or(descending) }
 }
 
+/// Makes a subquery's untyped output columns (`SELECT NULL AS v`, `SELECT 'a'`) text, as PostgreSQL resolves them
+/// when the subquery is a relation in FROM or a `WITH` query: an enclosing UNION then no longer types them.
+fn settle_untyped(query: &mut BoundQuery) {
+    let untyped: Vec<bool> = (0..query.columns.len()).map(|index| untyped_output(&query.plan, index)).collect();
+    if !untyped.contains(&true) {
+        return;
+    }
+    let projection = query
+        .columns
+        .iter_mut()
+        .zip(untyped)
+        .enumerate()
+        .map(|(index, (column, untyped))| {
+            let value = Expr::Column { index, data_type: column.data_type };
+            if untyped {
+                column.data_type = DataType::Text;
+                Expr::Cast { expr: Box::new(value), to: DataType::Text }
+            } else {
+                value
+            }
+        })
+        .collect();
+    let input = std::mem::replace(&mut query.plan, Plan::Values(Vec::new()));
+    query.plan = post(input, None, Some(projection), false, Vec::new(), None, None);
+}
+
+/// Renames the first columns after a column alias list (`AS t(a, b)`); `what` names the relation in the error when
+/// the list is longer than the columns.
+fn rename_columns(
+    columns: &mut [OutputColumn],
+    aliases: &[ast::TableAliasColumnDef],
+    what: &str,
+) -> Result<(), ExecError> {
+    if aliases.len() > columns.len() {
+        return Err(ExecError::new(
+            sqlstate::INVALID_COLUMN_REFERENCE,
+            format!("{what} has {} columns available but {} columns specified", columns.len(), aliases.len()),
+        ));
+    }
+    for (column, alias) in columns.iter_mut().zip(aliases) {
+        if alias.data_type.is_some() {
+            return Err(unsupported("a column definition list"));
+        }
+        column.name = fold(&alias.name);
+    }
+    Ok(())
+}
+
 fn post(
     input: Plan,
     filter: Option<Expr>,
@@ -1862,8 +2040,8 @@ const OUTPUT_COLUMNS_MAX: usize = 1664;
 const PARAMS_MAX: usize = 65535;
 
 /// Whether output column `index` of `plan` is nothing but untyped literals (NULL or quoted strings), traced through
-/// projections and UNION ALL inputs to the rows that produce it. Sorting, filtering or DISTINCT on the way make it
-/// typed (they have compared the values as text already).
+/// projections and UNION ALL inputs to the rows that produce it. Sorting, filtering, DISTINCT, INTERSECT or EXCEPT on
+/// the way make it typed (they have compared the values as text already).
 fn untyped_output(plan: &Plan, index: usize) -> bool {
     let literal = |expr: &Expr| matches!(expr, Expr::Literal { value: Value::Null | Value::Text(_), .. });
     match plan {
@@ -1879,7 +2057,9 @@ fn untyped_output(plan: &Plan, index: usize) -> bool {
                 Some(expr) => literal(expr),
             }
         }
-        Plan::Post { .. } | Plan::Aggregate { .. } | Plan::Scan(_) | Plan::Lookup(_) => false,
+        Plan::Post { .. } | Plan::Aggregate { .. } | Plan::Scan(_) | Plan::Lookup(_) | Plan::SetOperation { .. } => {
+            false
+        }
     }
 }
 

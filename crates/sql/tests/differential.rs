@@ -6,8 +6,8 @@
 //! BETWEEN, IN, IS NULL, IS [NOT] DISTINCT FROM, LIKE, boolean columns, AND/OR/NOT) feeding aggregates (also
 //! of expressions, DISTINCT ones and ones with FILTER), GROUP BY with one or two keys and HAVING, DISTINCT,
 //! projections of arithmetic, CASE, COALESCE, NULLIF, GREATEST/LEAST, abs, lower/upper/length, ORDER BY several
-//! keys with NULLS FIRST/LAST, LIMIT and OFFSET, UNION ALL, subqueries in FROM and uncorrelated ones in WHERE
-//! (scalar, IN, op ANY/ALL, EXISTS). Doubles compare with a relative tolerance (summation order differs);
+//! keys with NULLS FIRST/LAST, LIMIT and OFFSET, UNION ALL, INTERSECT/EXCEPT [ALL] (also over a WITH query),
+//! subqueries in FROM and uncorrelated ones in WHERE (scalar, IN, op ANY/ALL, EXISTS). Doubles compare with a relative tolerance (summation order differs);
 //! everything else must be equal.
 //!
 //! `NUMADB_PYTHON` names a Python with `duckdb` installed (the project's test command sets up a virtual
@@ -263,9 +263,24 @@ fn query(rng: &mut Rng) -> (String, bool) {
             let limit = 1 + rng.below(50);
             (format!("SELECT k, {} FROM t{filter} ORDER BY k DESC LIMIT {limit}", columns.join(", ")), true)
         }
-        _ => {
+        _ if rng.chance(40) => {
             let other = format!(" WHERE {}", predicate(rng, 2));
             (format!("(SELECT count(*), 1 FROM t{filter}) UNION ALL (SELECT count(*), 2 FROM t{other})"), false)
+        }
+        _ => {
+            // Set operations over two filtered projections (NULLs equal, duplicates counted under ALL), some read
+            // through a WITH query.
+            let other = format!(" WHERE {}", predicate(rng, 2));
+            let columns = rng.pick(&["a", "s", "f", "a, s", "a % 5, f", "d"]);
+            let op = rng.pick(&["INTERSECT", "INTERSECT ALL", "EXCEPT", "EXCEPT ALL", "UNION"]);
+            if rng.chance(30) {
+                let query = format!(
+                    "WITH w AS (SELECT {columns} FROM t{filter}) SELECT * FROM w {op} SELECT {columns} FROM t{other}"
+                );
+                (query, false)
+            } else {
+                (format!("SELECT {columns} FROM t{filter} {op} SELECT {columns} FROM t{other}"), false)
+            }
         }
     }
 }
