@@ -22,5 +22,5 @@ pub mod run;
 pub use aggregate::{AggregateCall, AggregateFunction};
 pub use error::{ExecError, sqlstate};
 pub use expr::{BinaryOp, Expr, ScalarFunction};
-pub use plan::{LookupPlan, Plan, ScanOutput, ScanPlan, SetOp, SortKey};
+pub use plan::{JoinKind, JoinPlan, LookupPlan, Plan, ScanOutput, ScanPlan, SetOp, SortKey};
 pub use run::{ExecutionResult, Executor, MORSEL_BLOCKS_DEFAULT, OperatorStats, ScanStats, execute};

@@ -79,6 +79,53 @@ impl SetOp {
     }
 }
 
+/// Which rows of a join's inputs appear without a partner (with NULLs for the other side's columns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JoinKind {
+    /// None: `[INNER] JOIN`, `CROSS JOIN`, a comma in FROM.
+    Inner,
+    /// The left input's.
+    Left,
+    /// The right input's.
+    Right,
+    /// Both inputs'.
+    Full,
+}
+
+impl JoinKind {
+    /// The SQL words.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            JoinKind::Inner => "Inner",
+            JoinKind::Left => "Left",
+            JoinKind::Right => "Right",
+            JoinKind::Full => "Full",
+        }
+    }
+}
+
+/// A join of two inputs' rows: each output row is a left row's columns, then a right row's.
+#[derive(Clone)]
+pub struct JoinPlan {
+    /// Which rows without a partner appear.
+    pub kind: JoinKind,
+    /// The left input.
+    pub left: Box<Plan>,
+    /// The right input (the hash table is built on it).
+    pub right: Box<Plan>,
+    /// Equality keys over the left input's rows: a left row's partners are the right rows whose
+    /// [`JoinPlan::right_keys`] are equal to these (a NULL key has none). No keys: every right row is a candidate.
+    pub left_keys: Vec<Expr>,
+    /// The matching keys over the right input's rows.
+    pub right_keys: Vec<Expr>,
+    /// The rest of the join condition, over the joined row: a candidate is a partner when it is TRUE.
+    pub condition: Option<Expr>,
+    /// Columns of the left input.
+    pub left_width: usize,
+    /// Columns of the right input.
+    pub right_width: usize,
+}
+
 /// A plan.
 #[derive(Clone)]
 pub enum Plan {
@@ -90,6 +137,8 @@ pub enum Plan {
     Values(Vec<Vec<Expr>>),
     /// `UNION ALL`: the inputs' rows one after another. Their scans run concurrently, in one task graph.
     UnionAll(Vec<Plan>),
+    /// A join: a hash join on its equality keys, a nested loop without them.
+    Join(JoinPlan),
     /// `INTERSECT` or `EXCEPT` of two inputs with the same column types (rows compared with NULLs equal, as in
     /// PostgreSQL); the result keeps the left input's order. Both inputs' scans run in one task graph.
     SetOperation {
@@ -151,6 +200,7 @@ impl Plan {
             Plan::Post { input, .. } | Plan::Aggregate { input, .. } => input.scans(),
             Plan::Subqueries { subqueries, main } => main.scans() || subqueries.iter().any(Plan::scans),
             Plan::SetOperation { left, right, .. } => left.scans() || right.scans(),
+            Plan::Join(join) => join.left.scans() || join.right.scans(),
         }
     }
 
@@ -162,7 +212,9 @@ impl Plan {
             }
             Plan::Aggregate { .. } => true,
             Plan::Subqueries { main, .. } => main.aggregates(),
-            Plan::Values(_) | Plan::UnionAll(_) | Plan::Post { .. } | Plan::SetOperation { .. } => false,
+            Plan::Values(_) | Plan::UnionAll(_) | Plan::Post { .. } | Plan::SetOperation { .. } | Plan::Join(_) => {
+                false
+            }
         }
     }
 
@@ -197,6 +249,16 @@ impl Plan {
                 left: Box::new(left.try_map_exprs(f)?),
                 right: Box::new(right.try_map_exprs(f)?),
             },
+            Plan::Join(join) => Plan::Join(JoinPlan {
+                kind: join.kind,
+                left: Box::new(join.left.try_map_exprs(f)?),
+                right: Box::new(join.right.try_map_exprs(f)?),
+                left_keys: join.left_keys.iter().map(&mut *f).collect::<Result<_, _>>()?,
+                right_keys: join.right_keys.iter().map(&mut *f).collect::<Result<_, _>>()?,
+                condition: join.condition.as_ref().map(&mut *f).transpose()?,
+                left_width: join.left_width,
+                right_width: join.right_width,
+            }),
             Plan::Aggregate { input, group_by, aggregates } => {
                 let (group_by, aggregates) = map_aggregation(group_by, aggregates, f)?;
                 Plan::Aggregate { input: Box::new(input.try_map_exprs(f)?), group_by, aggregates }
@@ -271,6 +333,23 @@ impl Plan {
                 for input in inputs {
                     input.describe_into(out, depth + 1);
                 }
+            }
+            Plan::Join(join) => {
+                let method = if join.left_keys.is_empty() { "Nested Loop" } else { "Hash Join" };
+                let _ = writeln!(out, "{indent}{arrow}{method} ({})", join.kind.keyword());
+                if !join.left_keys.is_empty() {
+                    let _ = writeln!(
+                        out,
+                        "{indent}      Keys: {} on the left, {} on the right",
+                        join.left_keys.len(),
+                        join.right_keys.len()
+                    );
+                }
+                if join.condition.is_some() {
+                    let _ = writeln!(out, "{indent}      Join Filter: yes");
+                }
+                join.left.describe_into(out, depth + 1);
+                join.right.describe_into(out, depth + 1);
             }
             Plan::SetOperation { op, all, left, right } => {
                 let _ = writeln!(out, "{indent}{arrow}{}{} (hashed)", op.keyword(), if *all { " ALL" } else { "" });

@@ -21,7 +21,7 @@ use crate::aggregate::{Accumulator, AggregateCall, AggregateFunction, PartialAgg
 use crate::error::{ExecError, sqlstate};
 use crate::expr::Expr;
 use crate::filter::{Filter, compile, tail_mask};
-use crate::plan::{LookupPlan, Plan, ScanOutput, ScanPlan, SetOp, SortKey};
+use crate::plan::{JoinKind, JoinPlan, LookupPlan, Plan, ScanOutput, ScanPlan, SetOp, SortKey};
 
 /// Every row of a full block.
 const ALL_ROWS: BlockMask = [u64::MAX; MASK_WORDS];
@@ -352,7 +352,7 @@ fn scan_table_names(plan: &Plan, out: &mut Vec<String>) {
         Plan::UnionAll(inputs) => inputs.iter().for_each(|p| scan_table_names(p, out)),
         Plan::Post { input, .. } | Plan::Aggregate { input, .. } => scan_table_names(input, out),
         Plan::Subqueries { main, .. } => scan_table_names(main, out),
-        Plan::SetOperation { left, right, .. } => {
+        Plan::SetOperation { left, right, .. } | Plan::Join(JoinPlan { left, right, .. }) => {
             scan_table_names(left, out);
             scan_table_names(right, out);
         }
@@ -393,7 +393,7 @@ fn collect_scans(
         Plan::Post { input, .. } | Plan::Aggregate { input, .. } => {
             collect_scans(input, executor, params, budget, graph, jobs)
         }
-        Plan::SetOperation { left, right, .. } => {
+        Plan::SetOperation { left, right, .. } | Plan::Join(JoinPlan { left, right, .. }) => {
             collect_scans(left, executor, params, budget, graph, jobs)?;
             collect_scans(right, executor, params, budget, graph, jobs)
         }
@@ -963,6 +963,15 @@ fn finish(
             result.operator(name, rows.len(), started);
             Ok(rows)
         }
+        Plan::Join(join) => {
+            let left = finish(&join.left, executor, jobs, next_job, result)?;
+            let right = finish(&join.right, executor, jobs, next_job, result)?;
+            let started = Instant::now();
+            let rows = join_rows(join, left, right, executor)?;
+            let method = if join.left_keys.is_empty() { "Nested Loop" } else { "Hash Join" };
+            result.operator(format!("{method} ({})", join.kind.keyword()), rows.len(), started);
+            Ok(rows)
+        }
         Plan::Aggregate { input, group_by, aggregates } => {
             let rows = finish(input, executor, jobs, next_job, result)?;
             let started = Instant::now();
@@ -994,6 +1003,170 @@ fn finish(
             check_interrupts(executor)?;
             Ok(rows)
         }
+    }
+}
+
+/// A join's rows. With equality keys, the smaller input goes into a hash table by its keys and each row of the
+/// other one, in order, looks up its candidates; without keys, every right row is a candidate for every left row.
+/// A candidate is a partner when the rest of the condition is TRUE. Rows without a partner follow as the join kind
+/// asks: the probing side's right after their probe, the hashed side's at the end. The output counts against
+/// `numadb.max_result_mb` as it grows, and the loop looks at the cancel flag and the deadline as it goes (a nested
+/// loop can run long while producing little).
+fn join_rows(
+    join: &JoinPlan,
+    left: Vec<Vec<Value>>,
+    right: Vec<Vec<Value>>,
+    executor: &Executor<'_>,
+) -> Result<Vec<Vec<Value>>, ExecError> {
+    let params = executor.params;
+    // `=` is never TRUE with a NULL: a NULL key (`None`) has no partner.
+    match (join.left_keys.as_slice(), join.right_keys.as_slice()) {
+        ([], _) => join_with_keys::<()>(join, left, right, executor, None),
+        // Integer keys (the common case) hash and compare as plain integers.
+        ([left_key], [right_key]) if left_key.data_type().is_integer() && right_key.data_type().is_integer() => {
+            let key = |expr: &Expr, row: &[Value]| -> Result<Option<i64>, ExecError> {
+                match expr.eval(row, params)? {
+                    Value::Int(v) => Ok(Some(v)),
+                    Value::Null => Ok(None),
+                    other => Err(ExecError::internal(format!("an integer join key evaluated to {other:?}"))),
+                }
+            };
+            let keys = |hash_left: bool, row: &[Value]| key(if hash_left { left_key } else { right_key }, row);
+            let probes = |hash_left: bool, row: &[Value]| key(if hash_left { right_key } else { left_key }, row);
+            join_with_keys(join, left, right, executor, Some((&keys, &probes)))
+        }
+        ([left_key], [right_key]) => {
+            let key = |expr: &Expr, row: &[Value]| -> Result<Option<Value>, ExecError> {
+                let value = expr.eval(row, params)?;
+                Ok((!value.is_null()).then_some(value))
+            };
+            let keys = |hash_left: bool, row: &[Value]| key(if hash_left { left_key } else { right_key }, row);
+            let probes = |hash_left: bool, row: &[Value]| key(if hash_left { right_key } else { left_key }, row);
+            join_with_keys(join, left, right, executor, Some((&keys, &probes)))
+        }
+        (left_keys, right_keys) => {
+            let key = |exprs: &[Expr], row: &[Value]| -> Result<Option<Vec<Value>>, ExecError> {
+                let values = exprs.iter().map(|k| k.eval(row, params)).collect::<Result<Vec<_>, _>>()?;
+                Ok((!values.iter().any(Value::is_null)).then_some(values))
+            };
+            let keys = |hash_left: bool, row: &[Value]| key(if hash_left { left_keys } else { right_keys }, row);
+            let probes = |hash_left: bool, row: &[Value]| key(if hash_left { right_keys } else { left_keys }, row);
+            join_with_keys(join, left, right, executor, Some((&keys, &probes)))
+        }
+    }
+}
+
+/// How a join finds a row's key: given whether the left input is the hashed one, the hashed side's key of a row
+/// and the probing side's (`None`: NULL, no partner).
+type KeyOf<'k, K> = &'k dyn Fn(bool, &[Value]) -> Result<Option<K>, ExecError>;
+
+fn join_with_keys<K: std::hash::Hash + Eq>(
+    join: &JoinPlan,
+    left: Vec<Vec<Value>>,
+    right: Vec<Vec<Value>>,
+    executor: &Executor<'_>,
+    keys: Option<(KeyOf<'_, K>, KeyOf<'_, K>)>,
+) -> Result<Vec<Vec<Value>>, ExecError> {
+    let params = executor.params;
+    let hash_left = keys.is_some() && left.len() < right.len();
+    let (build, probe) = if hash_left { (left, right) } else { (right, left) };
+    let (keep_left, keep_right) =
+        (matches!(join.kind, JoinKind::Left | JoinKind::Full), matches!(join.kind, JoinKind::Right | JoinKind::Full));
+    let (keep_build, keep_probe) = if hash_left { (keep_left, keep_right) } else { (keep_right, keep_left) };
+
+    // The hash table: the first build row of each key, then a chain through `next_same_key`.
+    const END: usize = usize::MAX;
+    let mut first_with_key: HashMap<K, usize, foldhash::fast::RandomState> = HashMap::default();
+    let mut next_same_key: Vec<usize> = Vec::new();
+    if let Some((build_key, _)) = keys {
+        next_same_key = vec![END; build.len()];
+        first_with_key.reserve(build.len());
+        // Inserted last to first, so each chain runs in the build side's order.
+        for (position, row) in build.iter().enumerate().rev() {
+            if position % INTERRUPT_CHECK_ROWS == 0 {
+                check_interrupts(executor)?;
+            }
+            if let Some(key) = build_key(hash_left, row)?
+                && let Some(previous) = first_with_key.insert(key, position)
+            {
+                next_same_key[position] = previous;
+            }
+        }
+    }
+
+    let budget = ResultBudget { used_bytes: AtomicU64::new(0), max_bytes: executor.result_bytes_max };
+    let mut build_matched = vec![false; if keep_build { build.len() } else { 0 }];
+    let mut rows: Vec<Vec<Value>> = Vec::new();
+    let mut charged = 0;
+    let mut steps = 0usize;
+    let width = join.left_width + join.right_width;
+    let mut joined: Vec<Value> = Vec::with_capacity(width);
+    for probe_row in probe {
+        steps += 1;
+        if steps.is_multiple_of(INTERRUPT_CHECK_ROWS) {
+            check_interrupts(executor)?;
+        }
+        let mut candidate = match keys {
+            Some((_, probe_key)) => {
+                probe_key(hash_left, &probe_row)?.and_then(|key| first_with_key.get(&key).copied()).unwrap_or(END)
+            }
+            None if build.is_empty() => END,
+            None => 0,
+        };
+        let mut matched = false;
+        while candidate != END {
+            steps += 1;
+            if steps.is_multiple_of(INTERRUPT_CHECK_ROWS) {
+                check_interrupts(executor)?;
+                budget.charge(&rows[charged..])?;
+                charged = rows.len();
+            }
+            let this = candidate;
+            candidate = match keys {
+                Some(_) => next_same_key[this],
+                None if this + 1 < build.len() => this + 1,
+                None => END,
+            };
+            let (left_row, right_row) = if hash_left { (&build[this], &probe_row) } else { (&probe_row, &build[this]) };
+            joined.clear();
+            joined.extend_from_slice(left_row);
+            joined.extend_from_slice(right_row);
+            if let Some(condition) = &join.condition
+                && !matches!(condition.eval(&joined, params)?, Value::Bool(true))
+            {
+                continue;
+            }
+            matched = true;
+            if keep_build {
+                build_matched[this] = true;
+            }
+            rows.push(joined.clone());
+        }
+        if !matched && keep_probe {
+            rows.push(padded(probe_row, !hash_left, join.left_width, width));
+        }
+    }
+    if keep_build {
+        for (row, matched) in build.into_iter().zip(build_matched) {
+            if !matched {
+                rows.push(padded(row, hash_left, join.left_width, width));
+            }
+        }
+    }
+    budget.charge(&rows[charged..])?;
+    Ok(rows)
+}
+
+/// A row of one join input without a partner, padded with NULLs for the other input's columns.
+fn padded(row: Vec<Value>, is_left: bool, left_width: usize, width: usize) -> Vec<Value> {
+    if is_left {
+        let mut row = row;
+        row.resize(width, Value::Null);
+        row
+    } else {
+        let mut padded = vec![Value::Null; left_width];
+        padded.extend(row);
+        padded
     }
 }
 

@@ -8,10 +8,13 @@ use numadb_execution::expr::{Expr, ScalarFunction, cast, parse_value};
 use numadb_execution::plan::{LookupPlan, Plan, ScanOutput, ScanPlan, SetOp, SortKey};
 use numadb_execution::{AggregateCall, AggregateFunction, BinaryOp, ExecError, sqlstate};
 use numadb_storage::{DataType, Table, Value};
+
+mod join;
+use join::JoinNames;
 use sqlparser::ast::{
     self, BinaryOperator, Distinct, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, LimitClause,
-    ObjectName, ObjectNamePart, OrderByKind, Query, Select, SelectItem, SetExpr, SetOperator, SetQuantifier,
-    TableFactor, UnaryOperator,
+    ObjectName, ObjectNamePart, OrderByKind, Query, Select, SelectItem, SelectItemQualifiedWildcardKind, SetExpr,
+    SetOperator, SetQuantifier, TableFactor, UnaryOperator,
 };
 
 /// A result column.
@@ -93,6 +96,8 @@ const AGGREGATE_BASE: usize = 1 << 30;
 
 /// What names resolve to while an expression is bound.
 struct Scope<'a> {
+    /// The names of a FROM clause with joins (then the other fields are empty).
+    joined: Option<&'a JoinNames>,
     table: Option<&'a Table>,
     /// The table's column names after a column alias list in FROM (`t AS x(a, b)`), when there is one.
     renamed: Option<Vec<String>>,
@@ -104,6 +109,9 @@ struct Scope<'a> {
 
 impl Scope<'_> {
     fn column(&self, qualifier: Option<&str>, name: &str) -> Result<Expr, ExecError> {
+        if let Some(joined) = self.joined {
+            return joined.column(qualifier, name);
+        }
         if let Some(q) = qualifier
             && self.qualifier.as_deref() != Some(q)
         {
@@ -237,7 +245,7 @@ impl<'a> Binder<'a> {
 
     /// Binds a constant expression (no columns in scope), e.g. an `INSERT` value, expecting `target`.
     pub fn bind_constant(&self, expr: &ast::Expr, target: Option<DataType>) -> Result<Expr, ExecError> {
-        let scope = Scope { table: None, renamed: None, derived: None, qualifier: None };
+        let scope = Scope { joined: None, table: None, renamed: None, derived: None, qualifier: None };
         let bound = self.bind_expr(expr, &scope)?;
         Ok(match target {
             Some(target) => self.coerce_to(bound, target)?,
@@ -1365,7 +1373,9 @@ impl<'a> Binder<'a> {
                 }
                 expr => coerce(expr),
             },
-            Plan::Aggregate { .. } | Plan::Scan(_) | Plan::Lookup(_) | Plan::SetOperation { .. } => Ok(()),
+            Plan::Aggregate { .. } | Plan::Scan(_) | Plan::Lookup(_) | Plan::SetOperation { .. } | Plan::Join(_) => {
+                Ok(())
+            }
         }
     }
 
@@ -1379,6 +1389,7 @@ impl<'a> Binder<'a> {
         wildcard: Option<Vec<(Expr, String)>>,
     ) -> Result<SelectClauses<'q>, ExecError> {
         let names = match (scope.table, scope.derived) {
+            _ if scope.joined.is_some() => scope.joined.map(JoinNames::visible_names).unwrap_or_default(),
             (Some(_), _) if scope.renamed.is_some() => scope.renamed.clone().unwrap_or_default(),
             (Some(table), _) => table.columns().iter().map(|c| c.name.clone()).collect(),
             (None, Some(columns)) => columns.iter().map(|c| c.name.clone()).collect(),
@@ -1403,6 +1414,23 @@ impl<'a> Binder<'a> {
                     SelectItem::UnnamedExpr(expr) => items.push((self.bind_expr(expr, scope)?, column_name(expr))),
                     SelectItem::ExprWithAlias { expr, alias } => {
                         items.push((self.bind_expr(expr, scope)?, fold(alias)))
+                    }
+                    SelectItem::QualifiedWildcard(SelectItemQualifiedWildcardKind::ObjectName(name), _)
+                        if scope.joined.is_some() =>
+                    {
+                        let qualifier = object_name(name).last().cloned().unwrap_or_default();
+                        items.extend(
+                            scope.joined.map(|j| j.qualified_star(&qualifier)).transpose()?.unwrap_or_default(),
+                        );
+                    }
+                    SelectItem::QualifiedWildcard(SelectItemQualifiedWildcardKind::ObjectName(name), _)
+                        if object_name(name).last() != scope.qualifier.as_ref() =>
+                    {
+                        let qualifier = object_name(name).last().cloned().unwrap_or_default();
+                        return Err(ExecError::new(
+                            sqlstate::UNDEFINED_TABLE,
+                            format!("missing FROM-clause entry for table \"{qualifier}\""),
+                        ));
                     }
                     SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => {
                         let columns = wildcard.as_ref().ok_or_else(|| {
@@ -1464,33 +1492,16 @@ impl<'a> Binder<'a> {
         limit: Option<Expr>,
         offset: Option<Expr>,
     ) -> Result<BoundQuery, ExecError> {
-        let scope = Scope { table: None, renamed: None, derived: Some(&inner.columns), qualifier };
+        let scope = Scope { joined: None, table: None, renamed: None, derived: Some(&inner.columns), qualifier };
         let wildcard = inner
             .columns
             .iter()
             .enumerate()
             .map(|(index, c)| (Expr::Column { index, data_type: c.data_type }, c.name.clone()))
             .collect();
-        let SelectClauses { filter, items, group_by, having, sort_exprs, aggregates, distinct } =
-            self.bind_select_clauses(select, &scope, order_by, Some(wildcard))?;
-        let columns: Vec<OutputColumn> =
-            items.iter().map(|(e, name)| OutputColumn { name: name.clone(), data_type: e.data_type() }).collect();
-        // The outer WHERE filters the subquery's rows before anything else.
-        let plan = post(inner.plan, filter, None, false, Vec::new(), None, None);
-        // HAVING alone also makes the query grouped: one group of every row, as in PostgreSQL.
-        let plan = if !aggregates.is_empty() || !group_by.is_empty() || having.is_some() {
-            let names: Vec<String> = inner.columns.iter().map(|c| c.name.clone()).collect();
-            let (projection, having, keys) = over_groups(&items, having.as_ref(), &sort_exprs, &group_by, &names)?;
-            let input = Plan::Aggregate { input: Box::new(plan), group_by, aggregates };
-            post(input, having, Some(projection), distinct, keys, offset, limit)
-        } else {
-            let projection: Vec<Expr> = items.into_iter().map(|(e, _)| e).collect();
-            if distinct && sort_exprs.iter().any(|(e, _)| !projection.contains(e)) {
-                return Err(distinct_order_error());
-            }
-            let keys = sort_exprs.into_iter().map(|(e, options)| sort_key(e, options)).collect();
-            post(plan, None, Some(projection), distinct, keys, offset, limit)
-        };
+        let clauses = self.bind_select_clauses(select, &scope, order_by, Some(wildcard))?;
+        let names: Vec<String> = inner.columns.iter().map(|c| c.name.clone()).collect();
+        let (plan, columns) = plan_over_rows(inner.plan, &names, clauses, limit, offset)?;
         Ok(BoundQuery { plan, columns, tables: inner.tables })
     }
 
@@ -1501,10 +1512,13 @@ impl<'a> Binder<'a> {
         limit: Option<Expr>,
         offset: Option<Expr>,
     ) -> Result<BoundQuery, ExecError> {
-        if select.from.len() > 1 || select.from.iter().any(|f| !f.joins.is_empty()) {
-            return Err(
-                unsupported("joins").with_hint("numadb queries one table per SELECT; combine results with UNION ALL")
-            );
+        if select.from.len() > 1
+            || select.from.iter().any(|f| !f.joins.is_empty() || matches!(f.relation, TableFactor::NestedJoin { .. }))
+        {
+            if select.into.is_some() {
+                return Err(unsupported("SELECT INTO"));
+            }
+            return self.plan_select_join(select, order_by, limit, offset);
         }
         if select.into.is_some() {
             return Err(
@@ -1600,7 +1614,7 @@ impl<'a> Binder<'a> {
                 })
                 .collect::<Vec<_>>()
         });
-        let scope = Scope { table: table.as_deref(), renamed, derived: None, qualifier };
+        let scope = Scope { joined: None, table: table.as_deref(), renamed, derived: None, qualifier };
 
         let SelectClauses { filter, items, group_by, having, sort_exprs, aggregates, distinct } =
             self.bind_select_clauses(select, &scope, order_by, wildcard)?;
@@ -1933,6 +1947,36 @@ fn flatten_and(expr: Expr, out: &mut Vec<Expr>) {
 }
 
 /// A SELECT's clauses, bound.
+/// The clauses of a SELECT run over rows that an input plan produces (a subquery's, a join's): WHERE as a filter
+/// on them, then [`Plan::Aggregate`] when the query is grouped, then the rest. `names` are the input's column
+/// names, for errors. Returns the plan and the result columns.
+fn plan_over_rows(
+    input: Plan,
+    names: &[String],
+    clauses: SelectClauses<'_>,
+    limit: Option<Expr>,
+    offset: Option<Expr>,
+) -> Result<(Plan, Vec<OutputColumn>), ExecError> {
+    let SelectClauses { filter, items, group_by, having, sort_exprs, aggregates, distinct } = clauses;
+    let columns: Vec<OutputColumn> =
+        items.iter().map(|(e, name)| OutputColumn { name: name.clone(), data_type: e.data_type() }).collect();
+    let plan = post(input, filter, None, false, Vec::new(), None, None);
+    // HAVING alone also makes the query grouped: one group of every row, as in PostgreSQL.
+    let plan = if !aggregates.is_empty() || !group_by.is_empty() || having.is_some() {
+        let (projection, having, keys) = over_groups(&items, having.as_ref(), &sort_exprs, &group_by, names)?;
+        let input = Plan::Aggregate { input: Box::new(plan), group_by, aggregates };
+        post(input, having, Some(projection), distinct, keys, offset, limit)
+    } else {
+        let projection: Vec<Expr> = items.into_iter().map(|(e, _)| e).collect();
+        if distinct && sort_exprs.iter().any(|(e, _)| !projection.contains(e)) {
+            return Err(distinct_order_error());
+        }
+        let keys = sort_exprs.into_iter().map(|(e, options)| sort_key(e, options)).collect();
+        post(plan, None, Some(projection), distinct, keys, offset, limit)
+    };
+    Ok((plan, columns))
+}
+
 struct SelectClauses<'q> {
     filter: Option<Expr>,
     items: Vec<(Expr, String)>,
@@ -2057,9 +2101,12 @@ fn untyped_output(plan: &Plan, index: usize) -> bool {
                 Some(expr) => literal(expr),
             }
         }
-        Plan::Post { .. } | Plan::Aggregate { .. } | Plan::Scan(_) | Plan::Lookup(_) | Plan::SetOperation { .. } => {
-            false
-        }
+        Plan::Post { .. }
+        | Plan::Aggregate { .. }
+        | Plan::Scan(_)
+        | Plan::Lookup(_)
+        | Plan::SetOperation { .. }
+        | Plan::Join(_) => false,
     }
 }
 

@@ -7,8 +7,9 @@
 //! of expressions, DISTINCT ones and ones with FILTER), GROUP BY with one or two keys and HAVING, DISTINCT,
 //! projections of arithmetic, CASE, COALESCE, NULLIF, GREATEST/LEAST, abs, lower/upper/length, ORDER BY several
 //! keys with NULLS FIRST/LAST, LIMIT and OFFSET, UNION ALL, INTERSECT/EXCEPT [ALL] (also over a WITH query),
-//! subqueries in FROM and uncorrelated ones in WHERE (scalar, IN, op ANY/ALL, EXISTS). Doubles compare with a relative tolerance (summation order differs);
-//! everything else must be equal.
+//! inner, left, right and full joins with a second table (ON, USING; WHERE on either side), subqueries in FROM
+//! and uncorrelated ones in WHERE (scalar, IN, op ANY/ALL, EXISTS). Doubles compare with a relative tolerance
+//! (summation order differs); everything else must be equal.
 //!
 //! `NUMADB_PYTHON` names a Python with `duckdb` installed (the project's test command sets up a virtual
 //! environment); without one the test says so and passes, unless `NUMADB_REQUIRE_TOOLS=1`.
@@ -263,6 +264,7 @@ fn query(rng: &mut Rng) -> (String, bool) {
             let limit = 1 + rng.below(50);
             (format!("SELECT k, {} FROM t{filter} ORDER BY k DESC LIMIT {limit}", columns.join(", ")), true)
         }
+        4 if rng.chance(60) => join_query(rng, &filter),
         _ if rng.chance(40) => {
             let other = format!(" WHERE {}", predicate(rng, 2));
             (format!("(SELECT count(*), 1 FROM t{filter}) UNION ALL (SELECT count(*), 2 FROM t{other})"), false)
@@ -282,6 +284,48 @@ fn query(rng: &mut Rng) -> (String, bool) {
                 (format!("SELECT {columns} FROM t{filter} {op} SELECT {columns} FROM t{other}"), false)
             }
         }
+    }
+}
+
+/// Columns of `u`, the table `t` is joined with (other names than `t`'s, so `t`'s predicates stay unambiguous).
+const U_COLUMNS: [(&str, &str); 4] = [("uk", "INTEGER"), ("ua", "INTEGER"), ("us", "TEXT"), ("ud", "DOUBLE PRECISION")];
+
+/// A join of `t` with `u` (keys with NULLs, duplicates and rows without partners on both sides), WHERE over `t`
+/// (which goes into `t`'s scan unless an outer join pads `t`) and over `u`, aggregated or as ordered rows.
+fn join_query(rng: &mut Rng, filter: &str) -> (String, bool) {
+    let kind = rng.pick(&["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN", "INNER JOIN", "LEFT OUTER JOIN"]);
+    let from = match rng.below(6) {
+        0 => format!("t {kind} u ON t.k = u.uk"),
+        1 => format!("t {kind} u ON t.k = u.uk AND t.a < u.ua"),
+        2 => format!("t {kind} u ON t.a = u.ua AND t.s = u.us"),
+        3 => format!("t {kind} u ON t.d = u.ud"),
+        4 => format!("t {kind} (SELECT uk AS k, ua, us, ud FROM u) v USING (k)"),
+        _ => format!("u {kind} t ON u.uk = t.k + 1 AND u.us IS NOT DISTINCT FROM t.s"),
+    };
+    let (table_u, key_u) = if from.contains(" v USING") { ("v", "v.k") } else { ("u", "u.uk") };
+    let mut conditions: Vec<String> = Vec::new();
+    if let Some(t_filter) = filter.strip_prefix(" WHERE ") {
+        conditions.push(format!("({t_filter})"));
+    }
+    if rng.chance(40) {
+        let u_filter = match rng.below(3) {
+            0 => format!("{table_u}.ua > {}", rng.below(41) as i64 - 20),
+            1 => format!("{table_u}.us = '{}'", rng.pick(&WORDS)),
+            _ => format!("{table_u}.ud IS NULL"),
+        };
+        conditions.push(u_filter);
+    }
+    let filter = if conditions.is_empty() { String::new() } else { format!(" WHERE {}", conditions.join(" AND ")) };
+    if rng.chance(50) {
+        let query = format!(
+            "SELECT count(*), count(t.k), count({key_u}), sum(t.a), sum({table_u}.ua), min({table_u}.us) FROM {from}{filter}"
+        );
+        (query, false)
+    } else {
+        let query = format!(
+            "SELECT t.k, {key_u}, t.s, {table_u}.us FROM {from}{filter} ORDER BY t.k NULLS FIRST, {key_u} NULLS FIRST, {table_u}.us NULLS FIRST, t.s NULLS FIRST LIMIT 60"
+        );
+        (query, false)
     }
 }
 
@@ -355,6 +399,20 @@ fn random_queries_agree_with_duckdb() {
             session.database().catalog().table("t").unwrap().seal().unwrap();
         }
     }
+    // `u`: 400 rows whose keys fall on a third of `t`'s rows (some twice, some nowhere), with NULLs.
+    let u_columns = U_COLUMNS.iter().map(|(n, t)| format!("{n} {t}")).collect::<Vec<_>>().join(", ");
+    let mut u_setup = vec![format!("CREATE TABLE u ({u_columns})")];
+    let mut sql = String::from("INSERT INTO u VALUES ");
+    for row in 0..400 {
+        let key = if rng.chance(8) { "NULL".to_string() } else { rng.below(3600).to_string() };
+        let values = [key, value_sql(&mut rng, "a"), value_sql(&mut rng, "s"), value_sql(&mut rng, "d")];
+        let _ = write!(sql, "{}({})", if row == 0 { "" } else { ", " }, values.join(", "));
+    }
+    u_setup.push(sql);
+    for statement in &u_setup {
+        session.execute_one(statement).unwrap();
+    }
+    setup.extend(u_setup);
     let snapshot = session.database().catalog().table("t").unwrap().snapshot();
     assert!(snapshot.partitions.len() >= 3 && snapshot.delta.rows() > 0, "both storage paths are exercised");
 

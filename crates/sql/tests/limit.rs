@@ -51,3 +51,31 @@ fn a_result_larger_than_numadb_max_result_mb_is_an_error_not_the_servers_memory(
     assert_eq!(session.execute_one("SELECT * FROM \"TBL_0\"").unwrap().rows.len(), 262_144);
     assert_eq!(session.execute_one("SET numadb.max_result_mb = 'lots'").unwrap_err().sqlstate, "22023");
 }
+
+#[test]
+fn a_join_whose_output_outgrows_numadb_max_result_mb_is_an_error_and_a_timeout_stops_it() {
+    let database = Database::new().unwrap();
+    let mut session = database.session();
+    session.execute_one("CREATE TABLE small (k INTEGER)").unwrap();
+    let values: Vec<String> = (0..2000).map(|k| format!("({k})")).collect();
+    session.execute_one(&format!("INSERT INTO small VALUES {}", values.join(", "))).unwrap();
+    // 2000 × 2000 × 2000 = 8·10⁹ rows: far beyond 10 MB. The join's output is counted as it grows, so the
+    // statement fails early instead of building it.
+    session.execute_one("SET numadb.max_result_mb = 10").unwrap();
+    let error = session.execute_one("SELECT count(*) FROM small a, small b, small c WHERE a.k <> c.k").unwrap_err();
+    assert_eq!(error.sqlstate, "53200");
+    // Without the limit, statement_timeout stops a nested loop that produces nothing (4·10⁸ candidate pairs, each
+    // rejected): it looks at the deadline as it goes.
+    session.execute_one("SET numadb.max_result_mb = 0").unwrap();
+    session.execute_one("CREATE TABLE more (k INTEGER)").unwrap();
+    for _ in 0..10 {
+        session.execute_one("INSERT INTO more SELECT k FROM small").unwrap();
+    }
+    session.execute_one("SET statement_timeout = 200").unwrap();
+    let error = session.execute_one("SELECT count(*) FROM more a JOIN more b ON a.k + b.k < 0").unwrap_err();
+    assert_eq!(error.sqlstate, "57014", "{}", error.message);
+    session.execute_one("SET statement_timeout = 0").unwrap();
+    // The session goes on, and a join within the limit answers.
+    let rows = session.execute_one("SELECT count(*) FROM small a JOIN small b ON a.k = b.k").unwrap().rows;
+    assert_eq!(rows[0][0], Value::Int(2000));
+}

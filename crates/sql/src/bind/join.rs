@@ -1,0 +1,584 @@
+//! SELECT over a FROM clause with joins: `[INNER] JOIN`, `LEFT`/`RIGHT`/`FULL [OUTER] JOIN` with `ON`, `USING` or
+//! `NATURAL`, `CROSS JOIN` and commas, joined left to right.
+//!
+//! Each relation (a table, a subquery, a `WITH` query) produces only the columns the query can name: a column
+//! whose name appears nowhere in the statement's text is not read, so a join of two wide tables does not carry
+//! every column through the hash table. The WHERE conjuncts that read one relation, and the `ON` conjuncts that
+//! read only the joined relation, go into that relation's scan where that cannot change the result (not into a
+//! relation an outer join pads with NULLs), so the scan kernels and the primary-key index see them. What is left of
+//! `ON` becomes the join's equality keys (a hash join) and a condition on the joined rows; the rest of WHERE and
+//! every other clause run over the joined rows as over a subquery's.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use numadb_execution::plan::{JoinKind, JoinPlan, Plan, ScanOutput};
+use numadb_execution::{BinaryOp, ExecError, Expr, ScalarFunction, sqlstate};
+use numadb_storage::Table;
+use sqlparser::ast::{
+    self, BinaryOperator, Join, JoinConstraint, JoinOperator, Select, SelectItem, TableFactor, TableWithJoins,
+};
+use sqlparser::dialect::PostgreSqlDialect;
+use sqlparser::tokenizer::{Token, Tokenizer};
+
+use super::{
+    Binder, BoundQuery, OutputColumn, Scope, flatten_and, fold, fold_boolean, object_name, plan_over_rows, post,
+    rename_columns, settle_untyped, unsupported, uses_aggregates,
+};
+
+/// A column of a FROM clause with joins, as the query's names see it.
+#[derive(Debug, Clone)]
+pub(super) struct JoinColumn {
+    name: String,
+    /// The relation it belongs to (its alias or name); `None` for a column merged by `USING` or `NATURAL`.
+    qualifier: Option<String>,
+    /// Its value over the joined row.
+    expr: Expr,
+    /// Stood in for, under its bare name and in `*`, by the column `USING` or `NATURAL` merged it into.
+    merged_away: bool,
+}
+
+/// The names of a FROM clause with joins.
+#[derive(Debug, Clone, Default)]
+pub(super) struct JoinNames {
+    columns: Vec<JoinColumn>,
+    /// The relations' names, in FROM order (`None`: a subquery without an alias).
+    qualifiers: Vec<Option<String>>,
+    /// What `*` expands to: positions in `columns` (merged columns first, as in PostgreSQL).
+    star: Vec<usize>,
+}
+
+impl JoinNames {
+    pub(super) fn column(&self, qualifier: Option<&str>, name: &str) -> Result<Expr, ExecError> {
+        if let Some(q) = qualifier
+            && !self.qualifiers.iter().any(|known| known.as_deref() == Some(q))
+        {
+            return Err(ExecError::new(
+                sqlstate::UNDEFINED_TABLE,
+                format!("missing FROM-clause entry for table \"{q}\""),
+            ));
+        }
+        let mut matches = self.columns.iter().filter(|c| {
+            c.name == name
+                && match qualifier {
+                    Some(q) => c.qualifier.as_deref() == Some(q),
+                    None => !c.merged_away,
+                }
+        });
+        match (matches.next(), matches.next()) {
+            (Some(column), None) => Ok(column.expr.clone()),
+            (Some(_), Some(_)) => {
+                Err(ExecError::new(sqlstate::AMBIGUOUS_COLUMN, format!("column reference \"{name}\" is ambiguous")))
+            }
+            (None, _) => Err(ExecError::new(sqlstate::UNDEFINED_COLUMN, format!("column \"{name}\" does not exist"))),
+        }
+    }
+
+    /// The names a bare identifier can take (for recognising an enclosing query's name in a subquery).
+    pub(super) fn visible_names(&self) -> Vec<String> {
+        self.columns.iter().filter(|c| !c.merged_away).map(|c| c.name.clone()).collect()
+    }
+
+    fn star_items(&self) -> Vec<(Expr, String)> {
+        self.star.iter().map(|&i| (self.columns[i].expr.clone(), self.columns[i].name.clone())).collect()
+    }
+
+    /// `q.*`: the relation's columns in order (its `USING` columns included).
+    pub(super) fn qualified_star(&self, qualifier: &str) -> Result<Vec<(Expr, String)>, ExecError> {
+        if !self.qualifiers.iter().any(|known| known.as_deref() == Some(qualifier)) {
+            return Err(ExecError::new(
+                sqlstate::UNDEFINED_TABLE,
+                format!("missing FROM-clause entry for table \"{qualifier}\""),
+            ));
+        }
+        Ok(self
+            .columns
+            .iter()
+            .filter(|c| c.qualifier.as_deref() == Some(qualifier))
+            .map(|c| (c.expr.clone(), c.name.clone()))
+            .collect())
+    }
+}
+
+/// Where a relation's rows come from.
+enum Source {
+    /// A table's scan (or index lookup), reading these of its columns in this order.
+    Table(Arc<Table>, Vec<usize>),
+    /// A subquery's or `WITH` query's plan, already cut to the columns the query names.
+    Query(Plan),
+}
+
+/// One relation of FROM: its columns are positions `start..start + width` of the joined row.
+struct Relation {
+    source: Source,
+    start: usize,
+    width: usize,
+    /// An outer join pads it with NULLs: a WHERE conjunct over it cannot go into its scan.
+    null_supplied: bool,
+    /// Conjuncts (over the joined row) that filter its rows before the joins.
+    pushed: Vec<Expr>,
+}
+
+/// The join of the relations before `relations[i + 1]` with it.
+struct Step {
+    kind: JoinKind,
+    /// The join condition (`ON`, or `USING`'s equalities), over the joined row.
+    condition: Option<Expr>,
+}
+
+impl Binder<'_> {
+    /// Plans a SELECT whose FROM has several relations.
+    pub(super) fn plan_select_join(
+        &self,
+        select: &Select,
+        order_by: &[&ast::OrderByExpr],
+        limit: Option<Expr>,
+        offset: Option<Expr>,
+    ) -> Result<BoundQuery, ExecError> {
+        let needs = Needed::of(select, order_by);
+        let mut names = JoinNames::default();
+        let mut relations: Vec<Relation> = Vec::new();
+        let mut steps: Vec<Step> = Vec::new();
+        let mut tables: Vec<Arc<Table>> = Vec::new();
+        for (position, item) in select.from.iter().enumerate() {
+            let (first, joins) = flatten_nested(item, position == 0)?;
+            self.add_relation(first, &needs, &mut names, &mut relations, &mut tables)?;
+            if position > 0 {
+                steps.push(Step { kind: JoinKind::Inner, condition: None });
+            }
+            for join in joins {
+                let (kind, constraint) = match &join.join_operator {
+                    JoinOperator::Join(c) | JoinOperator::Inner(c) | JoinOperator::CrossJoin(c) => (JoinKind::Inner, c),
+                    JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => (JoinKind::Left, c),
+                    JoinOperator::Right(c) | JoinOperator::RightOuter(c) => (JoinKind::Right, c),
+                    JoinOperator::FullOuter(c) => (JoinKind::Full, c),
+                    _ => return Err(unsupported("this kind of join")),
+                };
+                let left_columns = names.columns.len();
+                self.add_relation(&join.relation, &needs, &mut names, &mut relations, &mut tables)?;
+                let condition = match constraint {
+                    JoinConstraint::On(on) => {
+                        let scope = join_scope(&names);
+                        let bound = self.without_aggregates(|| self.bind_expr(on, &scope))?;
+                        if uses_aggregates(&bound) {
+                            return Err(ExecError::new(
+                                sqlstate::GROUPING_ERROR,
+                                "aggregate functions are not allowed in JOIN conditions",
+                            ));
+                        }
+                        Some(self.expect_boolean(bound, "JOIN/ON")?)
+                    }
+                    JoinConstraint::Using(using) => {
+                        let mut merged = Vec::new();
+                        for name in using {
+                            let [ast::ObjectNamePart::Identifier(ident)] = name.0.as_slice() else {
+                                return Err(unsupported("a qualified name in USING"));
+                            };
+                            merged.push(fold(ident));
+                        }
+                        self.merge_columns(&mut names, left_columns, &merged, kind)?
+                    }
+                    JoinConstraint::Natural => {
+                        let right: Vec<String> = names.columns[left_columns..].iter().map(|c| c.name.clone()).collect();
+                        let common: Vec<String> = names.columns[..left_columns]
+                            .iter()
+                            .filter(|c| !c.merged_away && right.contains(&c.name))
+                            .map(|c| c.name.clone())
+                            .collect();
+                        self.merge_columns(&mut names, left_columns, &common, kind)?
+                    }
+                    JoinConstraint::None => None,
+                };
+                steps.push(Step { kind, condition });
+            }
+        }
+
+        // An outer join pads the relations on its NULL side: filters over them must run after it.
+        for (index, step) in steps.iter().enumerate() {
+            if matches!(step.kind, JoinKind::Left | JoinKind::Full) {
+                relations[index + 1].null_supplied = true;
+            }
+            if matches!(step.kind, JoinKind::Right | JoinKind::Full) {
+                relations[..=index].iter_mut().for_each(|r| r.null_supplied = true);
+            }
+        }
+
+        let scope = join_scope(&names);
+        let mut clauses = self.bind_select_clauses(select, &scope, order_by, Some(names.star_items()))?;
+        let mut remaining = Vec::new();
+        if let Some(filter) = clauses.filter.take() {
+            let mut conjuncts = Vec::new();
+            flatten_and(filter, &mut conjuncts);
+            for conjunct in conjuncts {
+                match relation_of(&conjunct, &relations) {
+                    Some(index) if !relations[index].null_supplied => relations[index].pushed.push(conjunct),
+                    _ => remaining.push(conjunct),
+                }
+            }
+        }
+        clauses.filter = (!remaining.is_empty()).then(|| fold_boolean(remaining, BinaryOp::And));
+
+        // Conjuncts of ON over the joined relation alone filter it first (for inner and left joins, where it is the
+        // side whose unmatched rows are dropped).
+        let mut conditions: Vec<Vec<Expr>> = Vec::with_capacity(steps.len());
+        for (index, step) in steps.iter_mut().enumerate() {
+            let mut kept = Vec::new();
+            if let Some(condition) = step.condition.take() {
+                let mut conjuncts = Vec::new();
+                flatten_and(condition, &mut conjuncts);
+                for conjunct in conjuncts {
+                    let pushable = matches!(step.kind, JoinKind::Inner | JoinKind::Left)
+                        && relation_of(&conjunct, &relations) == Some(index + 1);
+                    if pushable {
+                        relations[index + 1].pushed.push(conjunct);
+                    } else {
+                        kept.push(conjunct);
+                    }
+                }
+            }
+            conditions.push(kept);
+        }
+
+        let mut relations = relations.into_iter();
+        let first = relations.next().ok_or_else(|| ExecError::internal("a join without relations"))?;
+        let mut width = first.width;
+        let mut plan = self.relation_plan(first);
+        for ((step, condition), relation) in steps.iter().zip(conditions).zip(relations) {
+            let right_width = relation.width;
+            let right = self.relation_plan(relation);
+            let (mut left_keys, mut right_keys, mut rest) = (Vec::new(), Vec::new(), Vec::new());
+            for conjunct in condition {
+                match equality_sides(&conjunct, width, right_width) {
+                    Some((left, right)) => {
+                        left_keys.push(left);
+                        right_keys.push(shift_columns(&right, width));
+                    }
+                    None => rest.push(conjunct),
+                }
+            }
+            plan = Plan::Join(JoinPlan {
+                kind: step.kind,
+                left: Box::new(plan),
+                right: Box::new(right),
+                left_keys,
+                right_keys,
+                condition: (!rest.is_empty()).then(|| fold_boolean(rest, BinaryOp::And)),
+                left_width: width,
+                right_width,
+            });
+            width += right_width;
+        }
+
+        // Column names by position in the joined row, for errors.
+        let mut row_names = vec![String::from("?"); width];
+        for column in &names.columns {
+            if let Expr::Column { index, .. } = column.expr
+                && column.qualifier.is_some()
+            {
+                row_names[index] = column.name.clone();
+            }
+        }
+        let (plan, columns) = plan_over_rows(plan, &row_names, clauses, limit, offset)?;
+        Ok(BoundQuery { plan, columns, tables })
+    }
+
+    /// Adds a FROM item's columns (those the query can name) to `names` and its relation to `relations`.
+    fn add_relation(
+        &self,
+        factor: &TableFactor,
+        needs: &Needed,
+        names: &mut JoinNames,
+        relations: &mut Vec<Relation>,
+        tables: &mut Vec<Arc<Table>>,
+    ) -> Result<(), ExecError> {
+        let (qualifier, columns, source) = match factor {
+            TableFactor::Table { name, alias, args, sample, with_ordinality, version, .. } => {
+                if args.is_some() {
+                    return Err(unsupported("table functions"));
+                }
+                if sample.is_some() {
+                    return Err(unsupported("TABLESAMPLE"));
+                }
+                if *with_ordinality || version.is_some() {
+                    return Err(unsupported("WITH ORDINALITY or time travel"));
+                }
+                let qualifier = match alias {
+                    Some(alias) => fold(&alias.name),
+                    None => object_name(name).last().cloned().unwrap_or_default(),
+                };
+                let rename = |columns: &mut Vec<OutputColumn>| match alias {
+                    Some(alias) => rename_columns(columns, &alias.columns, &format!("table \"{}\"", fold(&alias.name))),
+                    None => Ok(()),
+                };
+                match self.cte(name) {
+                    Some(mut query) => {
+                        rename(&mut query.columns)?;
+                        tables.extend(query.tables);
+                        (Some(qualifier), query.columns, Source::Query(query.plan))
+                    }
+                    None => {
+                        let table = self.source.resolve(name)?;
+                        let mut columns: Vec<OutputColumn> = table
+                            .columns()
+                            .iter()
+                            .map(|c| OutputColumn { name: c.name.clone(), data_type: c.data_type })
+                            .collect();
+                        rename(&mut columns)?;
+                        tables.push(Arc::clone(&table));
+                        (Some(qualifier), columns, Source::Table(table, Vec::new()))
+                    }
+                }
+            }
+            TableFactor::Derived { lateral, subquery, alias, .. } => {
+                if *lateral {
+                    return Err(unsupported("LATERAL"));
+                }
+                let mut query = self.plan_query_inner(subquery)?;
+                settle_untyped(&mut query);
+                if let Some(alias) = alias {
+                    rename_columns(&mut query.columns, &alias.columns, &format!("table \"{}\"", fold(&alias.name)))?;
+                }
+                tables.extend(query.tables);
+                (alias.as_ref().map(|a| fold(&a.name)), query.columns, Source::Query(query.plan))
+            }
+            TableFactor::NestedJoin { .. } => {
+                return Err(unsupported("parenthesized joins other than at the start of FROM"));
+            }
+            _ => return Err(unsupported("this FROM item")),
+        };
+        if let Some(q) = &qualifier
+            && names.qualifiers.iter().any(|known| known.as_ref() == Some(q))
+        {
+            return Err(ExecError::new(
+                sqlstate::DUPLICATE_ALIAS,
+                format!("table name \"{q}\" specified more than once"),
+            ));
+        }
+        // Only the columns the query can name are read.
+        let kept: Vec<usize> =
+            (0..columns.len()).filter(|&c| needs.column(qualifier.as_deref(), &columns[c].name)).collect();
+        let start = relations.last().map_or(0, |r| r.start + r.width);
+        for (offset, &c) in kept.iter().enumerate() {
+            names.star.push(names.columns.len());
+            names.columns.push(JoinColumn {
+                name: columns[c].name.clone(),
+                qualifier: qualifier.clone(),
+                expr: Expr::Column { index: start + offset, data_type: columns[c].data_type },
+                merged_away: false,
+            });
+        }
+        names.qualifiers.push(qualifier);
+        let source = match source {
+            Source::Table(table, _) => Source::Table(table, kept.clone()),
+            Source::Query(plan) if kept.len() == columns.len() => Source::Query(plan),
+            Source::Query(plan) => {
+                let projection =
+                    kept.iter().map(|&c| Expr::Column { index: c, data_type: columns[c].data_type }).collect();
+                Source::Query(post(plan, None, Some(projection), false, Vec::new(), None, None))
+            }
+        };
+        relations.push(Relation { source, start, width: kept.len(), null_supplied: false, pushed: Vec::new() });
+        Ok(())
+    }
+
+    /// `USING (names)` (and `NATURAL`): the equalities of the left and right columns of each name, and one merged
+    /// column per name that stands in for both (the left one's value, the right one's for a right join, the first
+    /// not NULL for a full join), listed first by `*`.
+    fn merge_columns(
+        &self,
+        names: &mut JoinNames,
+        left_columns: usize,
+        merged: &[String],
+        kind: JoinKind,
+    ) -> Result<Option<Expr>, ExecError> {
+        let mut equalities = Vec::new();
+        let mut merged_positions = Vec::new();
+        for name in merged {
+            if merged.iter().filter(|n| *n == name).count() > 1 {
+                return Err(ExecError::new(
+                    sqlstate::DUPLICATE_COLUMN,
+                    format!("column name \"{name}\" appears more than once in USING clause"),
+                ));
+            }
+            let side = |range: std::ops::Range<usize>, which: &str| {
+                let mut found = range.filter(|&i| !names.columns[i].merged_away && names.columns[i].name == *name);
+                match (found.next(), found.next()) {
+                    (Some(i), None) => Ok(i),
+                    (Some(_), Some(_)) => Err(ExecError::new(
+                        sqlstate::AMBIGUOUS_COLUMN,
+                        format!("common column name \"{name}\" appears more than once in {which} table"),
+                    )),
+                    (None, _) => Err(ExecError::new(
+                        sqlstate::UNDEFINED_COLUMN,
+                        format!("column \"{name}\" specified in USING clause does not exist in {which} table"),
+                    )),
+                }
+            };
+            let left = side(0..left_columns, "left")?;
+            let right = side(left_columns..names.columns.len(), "right")?;
+            let (left_expr, right_expr) = (names.columns[left].expr.clone(), names.columns[right].expr.clone());
+            equalities.push(self.bind_binary(&BinaryOperator::Eq, left_expr.clone(), right_expr.clone())?);
+            let (both, data_type) = self.unify_results(vec![left_expr, right_expr], "JOIN/USING")?;
+            let expr = match kind {
+                JoinKind::Inner | JoinKind::Left => both[0].clone(),
+                JoinKind::Right => both[1].clone(),
+                JoinKind::Full => Expr::Function { function: ScalarFunction::Coalesce, args: both, data_type },
+            };
+            names.columns[left].merged_away = true;
+            names.columns[right].merged_away = true;
+            merged_positions.push(names.columns.len());
+            names.columns.push(JoinColumn { name: name.clone(), qualifier: None, expr, merged_away: false });
+        }
+        let rest: Vec<usize> = names.star.iter().copied().filter(|&i| !names.columns[i].merged_away).collect();
+        names.star = merged_positions.into_iter().chain(rest).collect();
+        Ok((!equalities.is_empty()).then(|| fold_boolean(equalities, BinaryOp::And)))
+    }
+
+    /// A relation's plan, its pushed conjuncts as its filter.
+    fn relation_plan(&self, relation: Relation) -> Plan {
+        let Relation { source, start, pushed, .. } = relation;
+        match source {
+            Source::Table(table, columns) => {
+                // Over the table's own columns: position `start + i` of the joined row is table column `columns[i]`.
+                let to_table = |expr: &Expr| map_columns(expr, &|index| columns[index - start]);
+                let filter =
+                    (!pushed.is_empty()).then(|| fold_boolean(pushed.iter().map(to_table).collect(), BinaryOp::And));
+                let output = columns
+                    .iter()
+                    .map(|&c| Expr::Column { index: c, data_type: table.columns()[c].data_type })
+                    .collect();
+                self.scan_or_lookup(&table, filter, ScanOutput::Rows(output))
+            }
+            Source::Query(plan) if pushed.is_empty() => plan,
+            Source::Query(plan) => {
+                let filter = fold_boolean(pushed.iter().map(|e| shift_columns(e, start)).collect(), BinaryOp::And);
+                post(plan, Some(filter), None, false, Vec::new(), None, None)
+            }
+        }
+    }
+}
+
+/// A FROM item's first relation and its joins, a leading parenthesized join (`(a JOIN b ON …) JOIN c …`) taken
+/// apart: joined left to right, it is the same join. Elsewhere parentheses would change the order, so they are
+/// refused.
+fn flatten_nested(item: &TableWithJoins, leading: bool) -> Result<(&TableFactor, Vec<&Join>), ExecError> {
+    match &item.relation {
+        TableFactor::NestedJoin { table_with_joins, alias: None } if leading => {
+            let (first, mut joins) = flatten_nested(table_with_joins, true)?;
+            joins.extend(&item.joins);
+            Ok((first, joins))
+        }
+        TableFactor::NestedJoin { .. } => Err(unsupported("parenthesized joins other than at the start of FROM")),
+        relation => Ok((relation, item.joins.iter().collect())),
+    }
+}
+
+fn join_scope(names: &JoinNames) -> Scope<'_> {
+    Scope { joined: Some(names), table: None, renamed: None, derived: None, qualifier: None }
+}
+
+/// The one relation whose columns `expr` reads, if it reads columns of exactly one.
+fn relation_of(expr: &Expr, relations: &[Relation]) -> Option<usize> {
+    let mut columns = Vec::new();
+    expr.columns(&mut columns);
+    let first = *columns.first()?;
+    let index = relations.iter().position(|r| (r.start..r.start + r.width).contains(&first))?;
+    let range = relations[index].start..relations[index].start + relations[index].width;
+    columns.iter().all(|c| range.contains(c)).then_some(index)
+}
+
+/// `l = r` with `l` over the left input's columns (`..left_width`) and `r` over the right input's: a hash key.
+fn equality_sides(expr: &Expr, left_width: usize, right_width: usize) -> Option<(Expr, Expr)> {
+    let Expr::Binary { op: BinaryOp::Eq, left, right, .. } = expr else { return None };
+    let within = |e: &Expr, range: std::ops::Range<usize>| {
+        let mut columns = Vec::new();
+        e.columns(&mut columns);
+        !columns.is_empty() && columns.iter().all(|c| range.contains(c))
+    };
+    let (l, r) = (0..left_width, left_width..left_width + right_width);
+    if within(left, l.clone()) && within(right, r.clone()) {
+        Some((left.as_ref().clone(), right.as_ref().clone()))
+    } else if within(right, l) && within(left, r) {
+        Some((right.as_ref().clone(), left.as_ref().clone()))
+    } else {
+        None
+    }
+}
+
+/// `expr` with every column `i` read as column `i - by`.
+fn shift_columns(expr: &Expr, by: usize) -> Expr {
+    map_columns(expr, &|index| index - by)
+}
+
+fn map_columns(expr: &Expr, map: &dyn Fn(usize) -> usize) -> Expr {
+    match expr {
+        Expr::Column { index, data_type } => Expr::Column { index: map(*index), data_type: *data_type },
+        _ => match expr.try_map_children(&mut |e| Ok::<_, std::convert::Infallible>(map_columns(e, map))) {
+            Ok(mapped) => mapped,
+            Err(never) => match never {},
+        },
+    }
+}
+
+/// The columns a SELECT can name: every identifier in its text (and its ORDER BY's), and all the columns of the
+/// relations a `*` (or `q.*`) expands; with `NATURAL`, all (its columns are named by no identifier).
+struct Needed {
+    identifiers: HashSet<String>,
+    everything: bool,
+    qualified_stars: Vec<String>,
+}
+
+impl Needed {
+    fn of(select: &Select, order_by: &[&ast::OrderByExpr]) -> Needed {
+        let mut text = select.to_string();
+        for item in order_by {
+            text.push(' ');
+            text.push_str(&item.to_string());
+        }
+        let mut identifiers = HashSet::new();
+        // The text is the parser's own rendering of a statement it parsed, so it tokenizes; if not, read everything.
+        let tokens = Tokenizer::new(&PostgreSqlDialect {}, &text).tokenize();
+        let mut everything = tokens.is_err();
+        for token in tokens.unwrap_or_default() {
+            if let Token::Word(word) = token {
+                identifiers.insert(if word.quote_style.is_some() { word.value } else { word.value.to_lowercase() });
+            }
+        }
+        let mut qualified_stars = Vec::new();
+        for item in &select.projection {
+            match item {
+                SelectItem::Wildcard(_) => everything = true,
+                SelectItem::QualifiedWildcard(ast::SelectItemQualifiedWildcardKind::ObjectName(name), _) => {
+                    qualified_stars.extend(object_name(name).last().cloned())
+                }
+                _ => {}
+            }
+        }
+        let natural = select
+            .from
+            .iter()
+            .flat_map(|f| &f.joins)
+            .any(|j| matches!(join_constraint(&j.join_operator), Some(JoinConstraint::Natural)));
+        Needed { identifiers, everything: everything || natural, qualified_stars }
+    }
+
+    fn column(&self, qualifier: Option<&str>, name: &str) -> bool {
+        self.everything
+            || self.identifiers.contains(name)
+            || qualifier.is_some_and(|q| self.qualified_stars.iter().any(|s| s == q))
+    }
+}
+
+fn join_constraint(operator: &JoinOperator) -> Option<&JoinConstraint> {
+    match operator {
+        JoinOperator::Join(c)
+        | JoinOperator::Inner(c)
+        | JoinOperator::Left(c)
+        | JoinOperator::LeftOuter(c)
+        | JoinOperator::Right(c)
+        | JoinOperator::RightOuter(c)
+        | JoinOperator::FullOuter(c)
+        | JoinOperator::CrossJoin(c) => Some(c),
+        _ => None,
+    }
+}
