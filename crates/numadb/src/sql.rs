@@ -176,11 +176,28 @@ struct Shell {
 }
 
 impl Shell {
-    /// Runs statements and prints their results; returns false after an error.
-    fn run(&mut self, session: &mut Session, sql: &str) -> bool {
-        if let Some(meta) = sql.trim().strip_prefix('\\') {
-            return self.meta_command(session, meta.trim());
+    /// Runs a script: statements, and psql's backslash commands on lines of their own, in order; prints their
+    /// results; returns false after an error (the rest is not run).
+    fn run(&mut self, session: &mut Session, script: &str) -> bool {
+        let mut statements = String::new();
+        for line in script.split_inclusive('\n') {
+            let Some(meta) = line.trim_start().strip_prefix('\\') else {
+                statements.push_str(line);
+                continue;
+            };
+            if !statements.trim().is_empty() && !self.run_statements(session, &statements) {
+                return false;
+            }
+            statements.clear();
+            if !self.meta_command(session, meta.trim()) {
+                return false;
+            }
         }
+        statements.trim().is_empty() || self.run_statements(session, &statements)
+    }
+
+    /// Runs statements and prints their results; returns false after an error.
+    fn run_statements(&mut self, session: &mut Session, sql: &str) -> bool {
         let started = Instant::now();
         let progress = session.progress();
         let results = with_progress_bar(&progress, || session.execute(sql));
@@ -220,7 +237,11 @@ impl Shell {
         match words.next().unwrap_or("") {
             "q" | "quit" => std::process::exit(0),
             "timing" => {
-                self.timing = !self.timing;
+                self.timing = match words.next() {
+                    Some("on") => true,
+                    Some("off") => false,
+                    _ => !self.timing,
+                };
                 println!("Timing is {}.", if self.timing { "on" } else { "off" });
                 true
             }

@@ -270,3 +270,25 @@ fn sql_json_is_one_document_with_columns_in_order_and_errors_with_their_sqlstate
     assert_eq!(statements[3]["error"]["sqlstate"], "42703", "{document:#}");
     assert!(stderr(&output).contains("42703"), "the error is on stderr too");
 }
+
+#[test]
+fn sql_file_runs_backslash_commands_and_statements_in_order_until_an_error() {
+    let directory = tempfile::tempdir().unwrap();
+    let script = directory.path().join("script.sql");
+    std::fs::write(
+        &script,
+        "\\timing on\nCREATE TABLE t (a INTEGER);\nINSERT INTO t VALUES (1), (2);\n\\timing off\n\
+         UPDATE t SET a = a * 10\n  WHERE a = 2;\nSELECT a FROM t ORDER BY a;\nSELECT missing FROM t;\nSELECT 'never';\n",
+    )
+    .unwrap();
+    let output = numadb(&["sql", "-f", script.to_str().unwrap()]);
+    assert!(!output.status.success(), "the failed statement makes the exit status 1");
+    let (out, err) = (stdout(&output), stderr(&output));
+    assert!(out.contains("Timing is on.") && out.contains("Timing is off."), "{out}");
+    assert_eq!(err.matches("Time: ").count(), 1, "the statements between on and off are timed, not those after: {err}");
+    assert!(out.contains("UPDATE 1"), "{out}");
+    let rows: Vec<&str> = out.lines().map(str::trim).filter(|l| *l == "1" || *l == "20").collect();
+    assert_eq!(rows, ["1", "20"], "{out}");
+    assert!(err.contains("42703"), "{err}");
+    assert!(!out.contains("never"), "nothing runs after the error: {out}");
+}

@@ -253,6 +253,73 @@ impl<'a> Binder<'a> {
         })
     }
 
+    /// Binds a condition or value over a table's rows (UPDATE's and DELETE's WHERE, UPDATE's SET): column `i` of
+    /// the expression is the table's column `i`. `context` names the clause in errors (aggregates are not allowed).
+    pub fn bind_over_table(
+        &self,
+        table: &Table,
+        qualifier: &str,
+        expr: &ast::Expr,
+        context: &str,
+    ) -> Result<Expr, ExecError> {
+        let scope = Scope {
+            joined: None,
+            table: Some(table),
+            renamed: None,
+            derived: None,
+            qualifier: Some(qualifier.to_string()),
+        };
+        let names = table.columns().iter().map(|c| c.name.clone()).collect();
+        self.scopes.borrow_mut().push((scope.qualifier.clone(), names));
+        let bound = self.without_aggregates(|| self.bind_expr(expr, &scope));
+        self.scopes.borrow_mut().pop();
+        let bound = bound?;
+        if uses_aggregates(&bound) {
+            return Err(ExecError::new(
+                sqlstate::GROUPING_ERROR,
+                format!("aggregate functions are not allowed in {context}"),
+            ));
+        }
+        if context == "WHERE" { self.expect_boolean(bound, "WHERE") } else { Ok(bound) }
+    }
+
+    /// The indexed column and key a condition over `table`'s rows pins (`k = 5 AND …`), if it pins one: an
+    /// UPDATE or DELETE then looks only at the rows the index finds.
+    pub fn index_key(&self, table: &Arc<Table>, filter: &Expr) -> Option<(usize, Expr)> {
+        match self.scan_or_lookup(table, Some(filter.clone()), ScanOutput::Rows(Vec::new())) {
+            Plan::Lookup(lookup) => Some((lookup.column, lookup.key)),
+            _ => None,
+        }
+    }
+
+    /// The statement's subqueries in expressions, in the order they must run (an inner one before its outer),
+    /// handed over by a statement that runs them itself (UPDATE, DELETE).
+    pub fn take_subqueries(&self) -> Vec<Plan> {
+        self.subquery_texts.borrow_mut().clear();
+        self.subquery_tables.borrow_mut().clear();
+        std::mem::take(&mut *self.subqueries.borrow_mut())
+    }
+
+    /// A value stored into a column of type `target` (UPDATE's SET): PostgreSQL's assignment rules, which are
+    /// [`Binder::coerce_to`]'s plus any typed value into a text column (as its text).
+    pub fn assign_to(&self, expr: Expr, column: &str, target: DataType) -> Result<Expr, ExecError> {
+        let source = expr.data_type();
+        let untyped = matches!(expr, Expr::Literal { value: Value::Null | Value::Text(_), .. } | Expr::Param { .. });
+        if target == DataType::Text && source != DataType::Text && !untyped {
+            return Ok(Expr::Cast { expr: Box::new(expr), to: DataType::Text });
+        }
+        self.coerce_to(expr, target).map_err(|error| {
+            if error.sqlstate != sqlstate::DATATYPE_MISMATCH {
+                return error;
+            }
+            ExecError::new(
+                sqlstate::DATATYPE_MISMATCH,
+                format!("column \"{column}\" is of type {target} but expression is of type {source}"),
+            )
+            .with_hint("You will need to rewrite or cast the expression.")
+        })
+    }
+
     /// Gives an untyped parameter or literal the type `target`, or casts a typed value to it where PostgreSQL
     /// would assign it implicitly (integer to bigint or double, and so on).
     pub fn coerce_to(&self, expr: Expr, target: DataType) -> Result<Expr, ExecError> {

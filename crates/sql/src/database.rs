@@ -9,7 +9,7 @@ use numadb_execution::expr::cast;
 use numadb_execution::plan::Plan;
 use numadb_execution::{ExecError, ExecutionResult, Executor, execute, sqlstate};
 use numadb_scheduler::{ByteMatrix, Scheduler, SchedulerConfig};
-use numadb_storage::{Catalog, ColumnDef, DataType, IndexKind, Table, TableOptions, TablePlacement, Value};
+use numadb_storage::{Catalog, ColumnDef, DataType, IndexKind, RowChange, Table, TableOptions, TablePlacement, Value};
 use numadb_topology::Topology;
 use sqlparser::ast::{self, ObjectName, ObjectType, Statement};
 
@@ -425,6 +425,12 @@ impl Session {
                     // Bind once to infer parameter types from the target columns.
                     self.bind_insert(insert, &binder)?;
                 }
+                Statement::Delete(delete) => {
+                    self.bind_delete(delete, &binder)?;
+                }
+                Statement::Update(update) => {
+                    self.bind_update(update, &binder)?;
+                }
                 Statement::Explain { .. } => {
                     columns = vec![OutputColumn { name: "QUERY PLAN".into(), data_type: DataType::Text }];
                 }
@@ -589,6 +595,18 @@ impl Session {
                 let inserted = table.insert(evaluated)?;
                 Ok(QueryOutput::command(&format!("INSERT 0 {inserted}")))
             }
+            Statement::Delete(delete) => {
+                let binder = binder_for(self.db.as_ref(), declared);
+                let change = self.bind_delete(delete, &binder)?;
+                let subqueries = binder.take_subqueries();
+                self.run_change(change, subqueries, params, sql)
+            }
+            Statement::Update(update) => {
+                let binder = binder_for(self.db.as_ref(), declared);
+                let change = self.bind_update(update, &binder)?;
+                let subqueries = binder.take_subqueries();
+                self.run_change(change, subqueries, params, sql)
+            }
             Statement::CreateTable(create) => self.create_table(create),
             Statement::Drop { object_type, if_exists, names, .. } => {
                 for name in names {
@@ -712,6 +730,152 @@ impl Session {
     }
 
     /// The target table and what an INSERT adds to it.
+    /// The table an UPDATE or DELETE changes, and the name its columns are qualified by.
+    fn changed_table(&self, item: &ast::TableWithJoins, what: &str) -> Result<(Arc<Table>, String), ExecError> {
+        let ast::TableFactor::Table {
+            name,
+            alias,
+            args: None,
+            sample: None,
+            with_ordinality: false,
+            version: None,
+            ..
+        } = &item.relation
+        else {
+            return Err(unsupported(&format!("{what} of anything but a table")));
+        };
+        if !item.joins.is_empty() {
+            return Err(unsupported(&format!("{what} with joins")));
+        }
+        if alias.as_ref().is_some_and(|a| !a.columns.is_empty()) {
+            return Err(ExecError::new(sqlstate::SYNTAX_ERROR, "syntax error at or near \"(\""));
+        }
+        let table_name = table_name(name)?;
+        let table = self.db.catalog.table(&table_name).ok_or_else(|| undefined_table(&name.to_string()))?;
+        let qualifier = alias.as_ref().map_or(table_name, |a| fold(&a.name));
+        Ok((table, qualifier))
+    }
+
+    fn bind_delete(&self, delete: &ast::Delete, binder: &Binder<'_>) -> Result<Change, ExecError> {
+        if delete.returning.is_some() || delete.output.is_some() {
+            return Err(unsupported("DELETE … RETURNING"));
+        }
+        if delete.using.is_some() || !delete.tables.is_empty() {
+            return Err(unsupported("DELETE … USING"));
+        }
+        if !delete.order_by.is_empty() || delete.limit.is_some() {
+            return Err(unsupported("DELETE … ORDER BY or LIMIT"));
+        }
+        let (ast::FromTable::WithFromKeyword(from) | ast::FromTable::WithoutKeyword(from)) = &delete.from;
+        let [item] = from.as_slice() else { return Err(unsupported("DELETE from several tables")) };
+        let (table, qualifier) = self.changed_table(item, "DELETE")?;
+        let filter = delete.selection.as_ref().map(|e| binder.bind_over_table(&table, &qualifier, e, "WHERE"));
+        let filter = filter.transpose()?;
+        let key = filter.as_ref().and_then(|f| binder.index_key(&table, f));
+        Ok(Change { table, filter, key, assignments: None })
+    }
+
+    fn bind_update(&self, update: &ast::Update, binder: &Binder<'_>) -> Result<Change, ExecError> {
+        if update.returning.is_some() || update.output.is_some() {
+            return Err(unsupported("UPDATE … RETURNING"));
+        }
+        if update.from.is_some() {
+            return Err(unsupported("UPDATE … FROM"));
+        }
+        if update.or.is_some() || !update.order_by.is_empty() || update.limit.is_some() {
+            return Err(unsupported("this UPDATE clause"));
+        }
+        let (table, qualifier) = self.changed_table(&update.table, "UPDATE")?;
+        let mut assignments: Vec<(usize, numadb_execution::Expr)> = Vec::new();
+        for assignment in &update.assignments {
+            let ast::AssignmentTarget::ColumnName(name) = &assignment.target else {
+                return Err(unsupported("assigning a row of columns"));
+            };
+            let parts = object_name(name);
+            let column_name = parts.last().cloned().unwrap_or_default();
+            let column = table.column_index(&column_name).filter(|_| parts.len() == 1).ok_or_else(|| {
+                ExecError::new(
+                    sqlstate::UNDEFINED_COLUMN,
+                    format!("column \"{}\" of relation \"{}\" does not exist", parts.join("."), table.name()),
+                )
+            })?;
+            if assignments.iter().any(|(c, _)| *c == column) {
+                return Err(ExecError::new(
+                    sqlstate::SYNTAX_ERROR,
+                    format!("multiple assignments to same column \"{column_name}\""),
+                ));
+            }
+            let definition = &table.columns()[column];
+            let value = binder.bind_over_table(&table, &qualifier, &assignment.value, "UPDATE")?;
+            let value = binder.assign_to(value, &definition.name, definition.data_type)?;
+            assignments.push((column, value));
+        }
+        let filter = update.selection.as_ref().map(|e| binder.bind_over_table(&table, &qualifier, e, "WHERE"));
+        let filter = filter.transpose()?;
+        let key = filter.as_ref().and_then(|f| binder.index_key(&table, f));
+        Ok(Change { table, filter, key, assignments: Some(assignments) })
+    }
+
+    /// Runs an UPDATE or DELETE: its subqueries first, then one pass over the table's rows, or over those an index
+    /// finds for the key WHERE pins ([`Table::rewrite_where`]), looking at the cancel flag and the deadline as it
+    /// goes.
+    fn run_change(
+        &mut self,
+        change: Change,
+        subqueries: Vec<Plan>,
+        params: &[Value],
+        sql: &str,
+    ) -> Result<QueryOutput, ExecError> {
+        let mut results: Vec<Vec<Vec<Value>>> = Vec::new();
+        for subquery in subqueries {
+            let plan = subquery.try_map_exprs(&mut |e| e.substitute_subqueries(&results))?;
+            results.push(self.executor_run(&plan, params, sql)?.rows);
+        }
+        let substitute = |e: &numadb_execution::Expr| e.substitute_subqueries(&results);
+        let filter = change.filter.as_ref().map(substitute).transpose()?;
+        let assignments = match &change.assignments {
+            Some(assignments) => {
+                Some(assignments.iter().map(|(c, e)| Ok((*c, substitute(e)?))).collect::<Result<Vec<_>, ExecError>>()?)
+            }
+            None => None,
+        };
+        let key = match &change.key {
+            Some((column, key)) => Some((*column, substitute(key)?.eval(&[], params)?)),
+            None => None,
+        };
+        let deadline = self.settings.statement_timeout().map(|timeout| std::time::Instant::now() + timeout);
+        let cancel = &self.cancel;
+        let mut seen = 0u64;
+        let changed = change.table.rewrite_where(key.as_ref().map(|(column, key)| (*column, key)), |row| {
+            seen += 1;
+            if seen.is_multiple_of(1 << 16) {
+                if cancel.load(Ordering::Relaxed) {
+                    return Err(ExecError::new(sqlstate::QUERY_CANCELED, "canceling statement due to user request"));
+                }
+                if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                    return Err(ExecError::new(
+                        sqlstate::QUERY_CANCELED,
+                        "canceling statement due to statement timeout",
+                    ));
+                }
+            }
+            if let Some(filter) = &filter
+                && !matches!(filter.eval(row, params)?, Value::Bool(true))
+            {
+                return Ok(RowChange::Keep);
+            }
+            let Some(assignments) = &assignments else { return Ok(RowChange::Delete) };
+            let mut new_row = row.to_vec();
+            for (column, value) in assignments {
+                // Every value is computed from the row as it was (`SET a = b, b = a` swaps).
+                new_row[*column] = value.eval(row, params)?;
+            }
+            Ok(RowChange::Replace(new_row))
+        })?;
+        let verb = if change.assignments.is_some() { "UPDATE" } else { "DELETE" };
+        Ok(QueryOutput::command(&format!("{verb} {changed}")))
+    }
+
     fn bind_insert(&self, insert: &ast::Insert, binder: &Binder<'_>) -> Result<(Arc<Table>, InsertSource), ExecError> {
         let ast::TableObject::TableName(name) = &insert.table else {
             return Err(unsupported("INSERT into a table function"));
@@ -1092,6 +1256,17 @@ impl Session {
 }
 
 /// A binder for prepared statements (parameters allowed, with declared types) or plain ones (none allowed).
+/// An UPDATE or DELETE, bound.
+struct Change {
+    table: Arc<Table>,
+    /// WHERE, over the table's columns.
+    filter: Option<numadb_execution::Expr>,
+    /// An indexed column and the key WHERE pins it to: only the rows the index finds can change.
+    key: Option<(usize, numadb_execution::Expr)>,
+    /// UPDATE's SET (column, value over the row as it was); `None` for DELETE.
+    assignments: Option<Vec<(usize, numadb_execution::Expr)>>,
+}
+
 fn binder_for<'a>(db: &'a Database, declared: Option<&[Option<DataType>]>) -> Binder<'a> {
     match declared {
         Some(declared) => Binder::new(db, declared),

@@ -24,7 +24,7 @@ pub use column::{ColumnChunk, ColumnData, Combine, Dictionary, IntColumn};
 pub use index::{DuplicateKey, Index, IndexKind};
 pub use placement::TablePlacement;
 pub use table::{
-    ChunkPlacement, ColumnInput, Delta, PARTITION_ROWS_DEFAULT, Partition, StorageError, Table, TableOptions,
-    TableSnapshot, check_placement,
+    ChunkPlacement, ColumnInput, Delta, PARTITION_ROWS_DEFAULT, Partition, RowChange, StorageError, Table,
+    TableOptions, TableSnapshot, check_placement,
 };
 pub use types::{ColumnDef, DataType, Value, compare_doubles, format_double};

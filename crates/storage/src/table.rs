@@ -1,6 +1,7 @@
 //! Tables: sealed, encoded, placed partitions plus a small unsealed delta of recent inserts.
 //!
-//! A table is append-only (the engine's workloads are read-mostly; updates are not part of it yet). Bulk loads
+//! A table is appended to (the engine's workloads are read-mostly); UPDATE and DELETE rewrite it from the first
+//! partition they change (see [`Table::rewrite`]). Bulk loads
 //! build whole partitions (possibly on many threads, each on the node its partition goes to) and append them;
 //! single-row inserts go to the *delta*, a plain row store that is encoded into a partition once it holds a
 //! partition's worth of rows. Readers take a [`TableSnapshot`]: the partitions and the delta as they were, shared
@@ -42,6 +43,17 @@ pub enum StorageError {
     /// Memory placement failed.
     #[error(transparent)]
     Placement(#[from] PlacementError),
+}
+
+/// What [`Table::rewrite`] does with a row.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RowChange {
+    /// Leaves it as it is.
+    Keep,
+    /// Removes it.
+    Delete,
+    /// Puts these values (one per column, of the column's type) in its place.
+    Replace(Vec<Value>),
 }
 
 /// How a column's values are handed to [`Partition::build`].
@@ -595,6 +607,185 @@ impl Table {
         Ok(added)
     }
 
+    /// UPDATE and DELETE: `decide` sees every row, in row order, and says what becomes of it. See
+    /// [`Table::rewrite_where`].
+    pub fn rewrite<E: From<StorageError>>(
+        &self,
+        decide: impl FnMut(&[Value]) -> Result<RowChange, E>,
+    ) -> Result<u64, E> {
+        self.rewrite_where(None, decide)
+    }
+
+    /// UPDATE and DELETE: `decide` says what becomes of each row it sees, in row order; with `key` =
+    /// `(column, value)`, it sees only the rows an index on that column finds for the value (the others stay).
+    ///
+    /// A partition without a change is kept as it is while its rows keep their ids; the others are encoded anew
+    /// from the rows that remain (placed as the table's placement says for their positions), the last incomplete
+    /// one left as the delta. Indexes are rebuilt unless no row moved and no indexed value changed. All or nothing:
+    /// an error from `decide`, a NULL in a NOT NULL column or a duplicate key leaves the table untouched. Readers
+    /// keep the snapshot they took; writers wait. Returns how many rows were deleted or replaced.
+    pub fn rewrite_where<E: From<StorageError>>(
+        &self,
+        key: Option<(usize, &Value)>,
+        mut decide: impl FnMut(&[Value]) -> Result<RowChange, E>,
+    ) -> Result<u64, E> {
+        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let snapshot = self.snapshot();
+        let width = self.columns.len();
+        // The rows `decide` sees: all, or those the index finds.
+        let candidates: Option<Vec<u64>> = match key {
+            None => None,
+            Some((column, value)) => {
+                let index =
+                    snapshot.index_on(column).ok_or_else(|| StorageError::Invalid("no index on the key".into()))?;
+                let mut rows = Vec::new();
+                if !value.is_null() {
+                    index.lookup(value, |row| rows.push(u64::from(row)));
+                }
+                rows.sort_unstable();
+                Some(rows)
+            }
+        };
+        let indexed: Vec<usize> = snapshot.indexes.iter().map(|i| i.column()).collect();
+        let mut changed = 0u64;
+        let mut indexed_values_changed = false;
+        let mut partitions: Vec<Arc<Partition>> = Vec::new();
+        let mut pending: Vec<Vec<Value>> = vec![Vec::new(); width];
+        let mut next_row = 0u64;
+        let mut row = vec![Value::Null; width];
+        let sources = snapshot.partitions.iter().map(Some).chain(std::iter::once(None));
+        for partition in sources {
+            let (first_row, rows) = match partition {
+                Some(p) => (p.first_row, p.rows),
+                None => (snapshot.delta.first_row, snapshot.delta.rows()),
+            };
+            let read = |r: usize, c: usize| match partition {
+                Some(p) => p.column(c).value(r),
+                None => snapshot.delta.columns[c][r].clone(),
+            };
+            let seen: Vec<usize> = match &candidates {
+                None => (0..rows).collect(),
+                Some(all) => all
+                    .iter()
+                    .filter(|&&id| id >= first_row && id < first_row + rows as u64)
+                    .map(|&id| (id - first_row) as usize)
+                    .collect(),
+            };
+            let mut changes: Vec<(usize, RowChange)> = Vec::new();
+            for r in seen {
+                for (c, value) in row.iter_mut().enumerate() {
+                    *value = read(r, c);
+                }
+                match decide(&row)? {
+                    RowChange::Keep => {}
+                    RowChange::Replace(values) => {
+                        if values.len() != width {
+                            return Err(StorageError::Invalid(format!(
+                                "a row of table \"{}\" needs {width} values, got {}",
+                                self.name,
+                                values.len()
+                            ))
+                            .into());
+                        }
+                        for (value, definition) in values.iter().zip(&self.columns) {
+                            if value.is_null() && !definition.nullable {
+                                return Err(StorageError::NotNull {
+                                    table: self.name.clone(),
+                                    column: definition.name.clone(),
+                                }
+                                .into());
+                            }
+                        }
+                        indexed_values_changed |= indexed.iter().any(|&c| values[c] != row[c]);
+                        changes.push((r, RowChange::Replace(values)));
+                    }
+                    RowChange::Delete => changes.push((r, RowChange::Delete)),
+                }
+            }
+            changed += changes.len() as u64;
+            // Unchanged and where it was: kept as it is.
+            if let Some(p) = partition
+                && changes.is_empty()
+                && pending[0].is_empty()
+                && next_row == p.first_row
+                && partitions.len() == p.index
+            {
+                partitions.push(Arc::clone(p));
+                next_row += p.rows as u64;
+                continue;
+            }
+            let mut changes = changes.into_iter().peekable();
+            for r in 0..rows {
+                let change = match changes.peek() {
+                    Some((at, _)) if *at == r => changes.next().map(|(_, change)| change),
+                    _ => None,
+                };
+                match change {
+                    Some(RowChange::Delete) => continue,
+                    Some(RowChange::Replace(values)) => pending.iter_mut().zip(values).for_each(|(c, v)| c.push(v)),
+                    _ => pending.iter_mut().enumerate().for_each(|(c, column)| column.push(read(r, c))),
+                }
+                // A partition's worth, or the end of a partition that keeps its size (an UPDATE's).
+                let full = pending[0].len() == self.partition_rows;
+                let boundary = partition.is_some()
+                    && r + 1 == rows
+                    && next_row + pending[0].len() as u64 == first_row + rows as u64;
+                if full || boundary {
+                    let index = partitions.len();
+                    let rows_built = pending[0].len();
+                    let columns = pending.iter_mut().map(|c| ColumnInput::Values(std::mem::take(c))).collect();
+                    let built =
+                        Partition::build(index, next_row, &self.columns, columns, &self.policies_for_partition(index))?;
+                    partitions.push(Arc::new(built));
+                    next_row += rows_built as u64;
+                }
+            }
+        }
+        if changed == 0 {
+            return Ok(0);
+        }
+        let delta = Delta { first_row: next_row, columns: pending };
+        let moved = delta.first_row + delta.rows() as u64 != snapshot.rows();
+        let indexes = if moved || indexed_values_changed {
+            // Every index again, over the new rows (a duplicate key fails here, before anything is replaced).
+            let mut indexes = Vec::with_capacity(snapshot.indexes.len());
+            for index in &snapshot.indexes {
+                let column = index.column();
+                let definition = &self.columns[column];
+                let entries = partitions
+                    .iter()
+                    .flat_map(|p| {
+                        (0..p.rows).map(move |r| (p.column(column).value(r), (p.first_row + r as u64) as u32))
+                    })
+                    .chain(
+                        delta.columns[column]
+                            .iter()
+                            .enumerate()
+                            .map(|(r, v)| (v.clone(), (delta.first_row + r as u64) as u32)),
+                    );
+                let built = Index::build(
+                    index.name(),
+                    column,
+                    &definition.name,
+                    index.kind(),
+                    index.is_unique(),
+                    definition.data_type == DataType::Text,
+                    entries,
+                )
+                .map_err(StorageError::from)?;
+                indexes.push(Arc::new(built));
+            }
+            indexes
+        } else {
+            snapshot.indexes.clone()
+        };
+        let mut state = self.write();
+        state.partitions = partitions;
+        state.delta = Arc::new(delta);
+        state.indexes = indexes;
+        Ok(changed)
+    }
+
     /// Adds an index over the current rows.
     pub fn create_index(&self, name: &str, column: usize, kind: IndexKind, unique: bool) -> Result<(), StorageError> {
         let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
@@ -703,6 +894,140 @@ mod tests {
 
     fn small() -> TableOptions {
         TableOptions { partition_rows: 1024, ..TableOptions::default() }
+    }
+
+    /// The table's rows as (id, name) pairs, in row order, read through a snapshot.
+    fn contents(table: &Table) -> Vec<(i64, Value)> {
+        let snapshot = table.snapshot();
+        (0..snapshot.rows())
+            .map(|row| match (snapshot.value(row, 0), snapshot.value(row, 1)) {
+                (Some(Value::Int(id)), Some(name)) => (id, name),
+                other => panic!("row {row} is {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn rewrite_deletes_and_replaces_rows_keeps_untouched_partitions_and_rebuilds_indexes() {
+        let table = Table::new("t", schema(), Some(0), small()).unwrap();
+        table.insert((0..5000).map(|i| vec![Value::Int(i), Value::text(&format!("n{i}"))]).collect()).unwrap();
+        let before = table.snapshot();
+        assert_eq!((before.partitions.len(), before.delta.rows()), (4, 5000 - 4096));
+
+        // Delete every third row from 2500 on (partition 2 is the first changed), rename the ids 1500..1510
+        // (partition 1), and leave partition 0 alone.
+        let changed = table
+            .rewrite(|row| {
+                let Value::Int(id) = row[0] else { panic!("ids are integers") };
+                Ok::<_, StorageError>(match id {
+                    1500..1510 => RowChange::Replace(vec![Value::Int(id + 100_000), Value::Null]),
+                    2500.. if id % 3 == 0 => RowChange::Delete,
+                    _ => RowChange::Keep,
+                })
+            })
+            .unwrap();
+        let deleted = (2500..5000).filter(|i| i % 3 == 0).count() as u64;
+        assert_eq!(changed, 10 + deleted);
+        let expected: Vec<(i64, Value)> = (0..5000)
+            .filter(|&i| !(i >= 2500 && i % 3 == 0))
+            .map(|i| match i {
+                1500..1510 => (i + 100_000, Value::Null),
+                _ => (i, Value::text(&format!("n{i}"))),
+            })
+            .collect();
+        assert_eq!(contents(&table), expected);
+        let after = table.snapshot();
+        assert!(
+            Arc::ptr_eq(&after.partitions[0], &before.partitions[0]),
+            "the partition before the first change stays"
+        );
+        assert!(!Arc::ptr_eq(&after.partitions[1], &before.partitions[1]), "a changed partition is rebuilt");
+        assert!(after.delta.rows() < table.partition_rows(), "full partitions are sealed");
+        for (position, partition) in after.partitions.iter().enumerate() {
+            assert_eq!(partition.index(), position);
+        }
+        // The old snapshot still reads the old rows.
+        assert_eq!(before.value(2502, 0), Some(Value::Int(2502)));
+        // The primary key's index follows the new row ids.
+        let pk = after.index_on(0).unwrap();
+        assert_eq!(
+            pk.lookup_one(&Value::Int(101_505)).map(|r| after.value(u64::from(r), 0)),
+            Some(Some(Value::Int(101_505)))
+        );
+        assert_eq!(pk.lookup_one(&Value::Int(1505)), None);
+        assert_eq!(pk.lookup_one(&Value::Int(2502)), None);
+        assert_eq!(
+            pk.lookup_one(&Value::Int(4999)).map(|r| after.value(u64::from(r), 0)),
+            Some(Some(Value::Int(4999)))
+        );
+        // Inserts go on after the rewrite.
+        table.insert(vec![vec![Value::Int(7), Value::text("again")]]).unwrap_err();
+        table.insert(vec![vec![Value::Int(2502), Value::text("again")]]).unwrap();
+        assert_eq!(contents(&table).last(), Some(&(2502, Value::text("again"))));
+    }
+
+    #[test]
+    fn an_update_in_place_rebuilds_only_its_partition_and_a_key_limits_the_rows_seen() {
+        let table = Table::new("t", schema(), Some(0), small()).unwrap();
+        table.insert((0..5000).map(|i| vec![Value::Int(i), Value::text(&format!("n{i}"))]).collect()).unwrap();
+        let before = table.snapshot();
+        // Through the primary key: `decide` sees the one row with id 3000 (partition 2), which keeps its id.
+        let mut seen = Vec::new();
+        let changed = table
+            .rewrite_where(Some((0, &Value::Int(3000))), |row| {
+                seen.push(row.to_vec());
+                Ok::<_, StorageError>(RowChange::Replace(vec![row[0].clone(), Value::text("renamed")]))
+            })
+            .unwrap();
+        assert_eq!((changed, seen.len()), (1, 1));
+        assert_eq!(seen[0][0], Value::Int(3000));
+        let after = table.snapshot();
+        for unchanged in [0, 1, 3] {
+            assert!(Arc::ptr_eq(&after.partitions[unchanged], &before.partitions[unchanged]), "partition {unchanged}");
+        }
+        assert!(!Arc::ptr_eq(&after.partitions[2], &before.partitions[2]));
+        assert!(Arc::ptr_eq(&after.indexes[0], &before.indexes[0]), "no row moved, no key changed: same index");
+        assert_eq!(after.value(3000, 1), Some(Value::text("renamed")));
+        assert_eq!(after.value(2999, 1), Some(Value::text("n2999")));
+        // A key with no row changes nothing.
+        assert_eq!(
+            table.rewrite_where(Some((0, &Value::Int(-1))), |_| Ok::<_, StorageError>(RowChange::Delete)).unwrap(),
+            0
+        );
+        assert_eq!(table.rows(), 5000);
+    }
+
+    #[test]
+    fn a_failed_rewrite_changes_nothing() {
+        let table = Table::new("t", schema(), Some(0), small()).unwrap();
+        table.insert((0..3000).map(|i| vec![Value::Int(i), Value::text(&format!("n{i}"))]).collect()).unwrap();
+        let before = contents(&table);
+        // A duplicate key (id 2999 onto 2998), a NULL in the NOT NULL key, and an error from the caller.
+        let duplicate = table.rewrite(|row| {
+            Ok::<_, StorageError>(match &row[0] {
+                Value::Int(2999) => RowChange::Replace(vec![Value::Int(2998), Value::Null]),
+                _ => RowChange::Keep,
+            })
+        });
+        assert!(matches!(duplicate, Err(StorageError::Duplicate(_))), "{duplicate:?}");
+        let null = table.rewrite(|row| {
+            Ok::<_, StorageError>(match &row[0] {
+                Value::Int(5) => RowChange::Replace(vec![Value::Null, Value::Null]),
+                _ => RowChange::Delete,
+            })
+        });
+        assert!(matches!(null, Err(StorageError::NotNull { .. })), "{null:?}");
+        let mut seen = 0;
+        let failed = table.rewrite(|_| {
+            seen += 1;
+            if seen == 2500 { Err(StorageError::Invalid("stop".into())) } else { Ok(RowChange::Delete) }
+        });
+        assert!(failed.is_err());
+        assert_eq!(contents(&table), before);
+        assert_eq!(table.rewrite(|_| Ok::<_, StorageError>(RowChange::Keep)).unwrap(), 0);
+        assert_eq!(table.rewrite(|_| Ok::<_, StorageError>(RowChange::Delete)).unwrap(), 3000);
+        assert_eq!(table.rows(), 0);
+        assert!(table.snapshot().partitions.is_empty());
     }
 
     #[test]
