@@ -520,10 +520,12 @@ fn map_columns(expr: &Expr, map: &dyn Fn(usize) -> usize) -> Expr {
     }
 }
 
-/// The columns a SELECT can name: every identifier in its text (and its ORDER BY's), and all the columns of the
-/// relations a `*` (or `q.*`) expands; with `NATURAL`, all (its columns are named by no identifier).
+/// The columns a SELECT can name: every bare identifier in its text (and its ORDER BY's) and every qualified one
+/// (`q.name`, for the relation `q` only), and all the columns of the relations a `*` (or `q.*`) expands; with
+/// `NATURAL`, all (its columns are named by no identifier).
 struct Needed {
-    identifiers: HashSet<String>,
+    bare: HashSet<String>,
+    qualified: HashSet<(String, String)>,
     everything: bool,
     qualified_stars: Vec<String>,
 }
@@ -535,13 +537,38 @@ impl Needed {
             text.push(' ');
             text.push_str(&item.to_string());
         }
-        let mut identifiers = HashSet::new();
+        let (mut bare, mut qualified) = (HashSet::new(), HashSet::new());
         // The text is the parser's own rendering of a statement it parsed, so it tokenizes; if not, read everything.
         let tokens = Tokenizer::new(&PostgreSqlDialect {}, &text).tokenize();
         let mut everything = tokens.is_err();
-        for token in tokens.unwrap_or_default() {
-            if let Token::Word(word) = token {
-                identifiers.insert(if word.quote_style.is_some() { word.value } else { word.value.to_lowercase() });
+        let tokens: Vec<Token> =
+            tokens.unwrap_or_default().into_iter().filter(|t| !matches!(t, Token::Whitespace(_))).collect();
+        let word = |token: &Token| match token {
+            Token::Word(w) => Some(if w.quote_style.is_some() { w.value.clone() } else { w.value.to_lowercase() }),
+            _ => None,
+        };
+        let mut position = 0;
+        while position < tokens.len() {
+            let Some(first) = word(&tokens[position]) else {
+                position += 1;
+                continue;
+            };
+            // A chain `a.b.c`: its last two words are a qualifier and a name.
+            let mut chain = vec![first];
+            position += 1;
+            while position + 1 < tokens.len() && tokens[position] == Token::Period {
+                let Some(next) = word(&tokens[position + 1]) else { break };
+                chain.push(next);
+                position += 2;
+            }
+            match chain.as_slice() {
+                [name] => {
+                    bare.insert(name.clone());
+                }
+                [.., qualifier, name] => {
+                    qualified.insert((qualifier.clone(), name.clone()));
+                }
+                [] => {}
             }
         }
         let mut qualified_stars = Vec::new();
@@ -559,13 +586,16 @@ impl Needed {
             .iter()
             .flat_map(|f| &f.joins)
             .any(|j| matches!(join_constraint(&j.join_operator), Some(JoinConstraint::Natural)));
-        Needed { identifiers, everything: everything || natural, qualified_stars }
+        Needed { bare, qualified, everything: everything || natural, qualified_stars }
     }
 
     fn column(&self, qualifier: Option<&str>, name: &str) -> bool {
         self.everything
-            || self.identifiers.contains(name)
-            || qualifier.is_some_and(|q| self.qualified_stars.iter().any(|s| s == q))
+            || self.bare.contains(name)
+            || qualifier.is_some_and(|q| {
+                self.qualified.contains(&(q.to_string(), name.to_string()))
+                    || self.qualified_stars.iter().any(|s| s == q)
+            })
     }
 }
 
