@@ -300,7 +300,7 @@ impl<'a> Binder<'a> {
         std::mem::take(&mut *self.subqueries.borrow_mut())
     }
 
-    /// A value stored into a column of type `target` (UPDATE's SET): PostgreSQL's assignment rules, which are
+    /// A value stored into a column of type `target` (INSERT's VALUES, UPDATE's SET): PostgreSQL's assignment rules, which are
     /// [`Binder::coerce_to`]'s plus any typed value into a text column (as its text).
     pub fn assign_to(&self, expr: Expr, column: &str, target: DataType) -> Result<Expr, ExecError> {
         let source = expr.data_type();
@@ -1387,15 +1387,16 @@ impl<'a> Binder<'a> {
     }
 
     /// Checks that a query's rows can be stored in columns of these names and types (PostgreSQL's assignment
-    /// rules: the same type, numeric into numeric with a cast when stored, or untyped literals, which take the
-    /// column's type).
+    /// rules: the same type, numeric into numeric with a cast when stored, anything into text as its text, or
+    /// untyped literals, which take the column's type).
     pub fn assign_types(&self, query: &mut BoundQuery, targets: &[(String, DataType)]) -> Result<(), ExecError> {
         for (index, (name, target)) in targets.iter().enumerate() {
             let source = query.columns[index].data_type;
             if source == *target || (source.is_numeric() && target.is_numeric()) {
                 continue;
             }
-            if !self.type_untyped_column(query, index, *target)? {
+            // Any value goes into a text column as its text (cast when stored).
+            if !self.type_untyped_column(query, index, *target)? && *target != DataType::Text {
                 return Err(ExecError::new(
                     sqlstate::DATATYPE_MISMATCH,
                     format!("column \"{name}\" is of type {target} but expression is of type {source}"),

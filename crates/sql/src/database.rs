@@ -948,8 +948,9 @@ impl Session {
             let mut full: Vec<numadb_execution::Expr> =
                 table.columns().iter().map(|c| numadb_execution::Expr::literal(Value::Null, c.data_type)).collect();
             for (expr, &column) in row.iter().zip(&columns) {
-                let target = table.columns()[column].data_type;
-                full[column] = binder.bind_constant(expr, Some(target))?;
+                let definition = &table.columns()[column];
+                let bound = binder.bind_constant(expr, None)?;
+                full[column] = binder.assign_to(bound, &definition.name, definition.data_type)?;
             }
             rows.push(full);
         }
