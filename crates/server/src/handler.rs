@@ -622,12 +622,18 @@ impl Handler {
         }
     }
 
-    /// Runs an engine call with the session marked busy (shutdown lets busy sessions finish).
+    /// Runs an engine call with the session marked busy (shutdown lets busy sessions finish). A statement that
+    /// shutdown cancelled reports why, as PostgreSQL does (57P01, not the 57014 of a cancel request).
     fn run_engine<T>(&mut self, run: impl FnOnce(&mut Session) -> Result<T, ExecError>) -> Result<T, ExecError> {
         self.entry.busy.store(true, Ordering::Release);
         let result = run(&mut self.session);
         self.entry.busy.store(false, Ordering::Release);
-        result
+        match result {
+            Err(error) if error.sqlstate == sqlstate::QUERY_CANCELED && self.shared.is_shutting_down() => {
+                Err(ExecError::new(sqlstate::ADMIN_SHUTDOWN, "terminating connection due to administrator command"))
+            }
+            result => result,
+        }
     }
 
     /// Writes rows `from..to` of a result as DataRows, flushing through `sink` as the output grows.
