@@ -147,7 +147,7 @@ struct ScanJob {
     tasks: usize,
 }
 
-/// Memory the rows a statement's scans produce take, against its limit.
+/// Memory the rows a statement's scans and joins produce take, against its limit.
 struct ResultBudget {
     used_bytes: AtomicU64,
     max_bytes: Option<u64>,
@@ -250,7 +250,7 @@ pub fn execute(plan: &Plan, executor: &Executor<'_>) -> Result<ExecutionResult, 
     let post_started = Instant::now();
     let mut result = ExecutionResult { report, ..Default::default() };
     let mut next_job = 0;
-    result.rows = finish(plan, executor, &jobs, &mut next_job, &mut result)?;
+    result.rows = finish(plan, executor, &jobs, &mut next_job, &budget, &mut result)?;
     for job in &jobs {
         result.scans.push(ScanStats {
             table: String::new(),
@@ -918,6 +918,7 @@ fn finish(
     executor: &Executor<'_>,
     jobs: &[Arc<ScanJob>],
     next_job: &mut usize,
+    budget: &ResultBudget,
     result: &mut ExecutionResult,
 ) -> Result<Vec<Vec<Value>>, ExecError> {
     check_interrupts(executor)?;
@@ -946,7 +947,7 @@ fn finish(
         Plan::UnionAll(inputs) => {
             let parts = inputs
                 .iter()
-                .map(|input| finish(input, executor, jobs, next_job, result))
+                .map(|input| finish(input, executor, jobs, next_job, budget, result))
                 .collect::<Result<Vec<_>, _>>()?;
             let started = Instant::now();
             let rows: Vec<Vec<Value>> = parts.into_iter().flatten().collect();
@@ -955,8 +956,8 @@ fn finish(
         }
         Plan::Subqueries { .. } => Err(ExecError::internal("subqueries are only planned around a whole statement")),
         Plan::SetOperation { op, all, left, right } => {
-            let left = finish(left, executor, jobs, next_job, result)?;
-            let right = finish(right, executor, jobs, next_job, result)?;
+            let left = finish(left, executor, jobs, next_job, budget, result)?;
+            let right = finish(right, executor, jobs, next_job, budget, result)?;
             let started = Instant::now();
             let rows = set_operation(*op, *all, left, right, executor)?;
             let name = format!("{}{}", op.keyword(), if *all { " ALL" } else { "" });
@@ -964,16 +965,16 @@ fn finish(
             Ok(rows)
         }
         Plan::Join(join) => {
-            let left = finish(&join.left, executor, jobs, next_job, result)?;
-            let right = finish(&join.right, executor, jobs, next_job, result)?;
+            let left = finish(&join.left, executor, jobs, next_job, budget, result)?;
+            let right = finish(&join.right, executor, jobs, next_job, budget, result)?;
             let started = Instant::now();
-            let rows = join_rows(join, left, right, executor)?;
+            let rows = join_rows(join, left, right, executor, budget)?;
             let method = if join.left_keys.is_empty() { "Nested Loop" } else { "Hash Join" };
             result.operator(format!("{method} ({})", join.kind.keyword()), rows.len(), started);
             Ok(rows)
         }
         Plan::Aggregate { input, group_by, aggregates } => {
-            let rows = finish(input, executor, jobs, next_job, result)?;
+            let rows = finish(input, executor, jobs, next_job, budget, result)?;
             let started = Instant::now();
             let mut partial = PartialAggregate::default();
             for (position, row) in rows.iter().enumerate() {
@@ -987,7 +988,7 @@ fn finish(
             Ok(rows)
         }
         Plan::Post { input, filter, projection, distinct, order_by, offset, limit } => {
-            let rows = finish(input, executor, jobs, next_job, result)?;
+            let rows = finish(input, executor, jobs, next_job, budget, result)?;
             let rows = post_process(
                 rows,
                 filter.as_ref(),
@@ -1010,18 +1011,19 @@ fn finish(
 /// other one, in order, looks up its candidates; without keys, every right row is a candidate for every left row.
 /// A candidate is a partner when the rest of the condition is TRUE. Rows without a partner follow as the join kind
 /// asks: the probing side's right after their probe, the hashed side's at the end. The output counts against
-/// `numadb.max_result_mb` as it grows, and the loop looks at the cancel flag and the deadline as it goes (a nested
+/// the statement's `numadb.max_result_mb` (with the rows its scans produced) as it grows, and the loop looks at the cancel flag and the deadline as it goes (a nested
 /// loop can run long while producing little).
 fn join_rows(
     join: &JoinPlan,
     left: Vec<Vec<Value>>,
     right: Vec<Vec<Value>>,
     executor: &Executor<'_>,
+    budget: &ResultBudget,
 ) -> Result<Vec<Vec<Value>>, ExecError> {
     let params = executor.params;
     // `=` is never TRUE with a NULL: a NULL key (`None`) has no partner.
     match (join.left_keys.as_slice(), join.right_keys.as_slice()) {
-        ([], _) => join_with_keys::<()>(join, left, right, executor, None),
+        ([], _) => join_with_keys::<()>(join, left, right, executor, budget, None),
         // Integer keys (the common case) hash and compare as plain integers.
         ([left_key], [right_key]) if left_key.data_type().is_integer() && right_key.data_type().is_integer() => {
             let key = |expr: &Expr, row: &[Value]| -> Result<Option<i64>, ExecError> {
@@ -1033,7 +1035,7 @@ fn join_rows(
             };
             let keys = |hash_left: bool, row: &[Value]| key(if hash_left { left_key } else { right_key }, row);
             let probes = |hash_left: bool, row: &[Value]| key(if hash_left { right_key } else { left_key }, row);
-            join_with_keys(join, left, right, executor, Some((&keys, &probes)))
+            join_with_keys(join, left, right, executor, budget, Some((&keys, &probes)))
         }
         ([left_key], [right_key]) => {
             let key = |expr: &Expr, row: &[Value]| -> Result<Option<Value>, ExecError> {
@@ -1042,7 +1044,7 @@ fn join_rows(
             };
             let keys = |hash_left: bool, row: &[Value]| key(if hash_left { left_key } else { right_key }, row);
             let probes = |hash_left: bool, row: &[Value]| key(if hash_left { right_key } else { left_key }, row);
-            join_with_keys(join, left, right, executor, Some((&keys, &probes)))
+            join_with_keys(join, left, right, executor, budget, Some((&keys, &probes)))
         }
         (left_keys, right_keys) => {
             let key = |exprs: &[Expr], row: &[Value]| -> Result<Option<Vec<Value>>, ExecError> {
@@ -1051,7 +1053,7 @@ fn join_rows(
             };
             let keys = |hash_left: bool, row: &[Value]| key(if hash_left { left_keys } else { right_keys }, row);
             let probes = |hash_left: bool, row: &[Value]| key(if hash_left { right_keys } else { left_keys }, row);
-            join_with_keys(join, left, right, executor, Some((&keys, &probes)))
+            join_with_keys(join, left, right, executor, budget, Some((&keys, &probes)))
         }
     }
 }
@@ -1065,6 +1067,7 @@ fn join_with_keys<K: std::hash::Hash + Eq>(
     left: Vec<Vec<Value>>,
     right: Vec<Vec<Value>>,
     executor: &Executor<'_>,
+    budget: &ResultBudget,
     keys: Option<(KeyOf<'_, K>, KeyOf<'_, K>)>,
 ) -> Result<Vec<Vec<Value>>, ExecError> {
     let params = executor.params;
@@ -1094,7 +1097,6 @@ fn join_with_keys<K: std::hash::Hash + Eq>(
         }
     }
 
-    let budget = ResultBudget { used_bytes: AtomicU64::new(0), max_bytes: executor.result_bytes_max };
     let mut build_matched = vec![false; if keep_build { build.len() } else { 0 }];
     let mut rows: Vec<Vec<Value>> = Vec::new();
     let mut charged = 0;
