@@ -179,12 +179,15 @@ impl Binder<'_> {
                         self.merge_columns(&mut names, left_columns, &merged, kind)?
                     }
                     JoinConstraint::Natural => {
+                        // The names both sides have, in the order of the left side's columns (as `*` lists them).
                         let right: Vec<String> = names.columns[left_columns..].iter().map(|c| c.name.clone()).collect();
-                        let common: Vec<String> = names.columns[..left_columns]
-                            .iter()
-                            .filter(|c| !c.merged_away && right.contains(&c.name))
-                            .map(|c| c.name.clone())
-                            .collect();
+                        let mut common: Vec<String> = Vec::new();
+                        for &i in names.star.iter().filter(|&&i| i < left_columns) {
+                            let column = &names.columns[i];
+                            if !column.merged_away && right.contains(&column.name) && !common.contains(&column.name) {
+                                common.push(column.name.clone());
+                            }
+                        }
                         self.merge_columns(&mut names, left_columns, &common, kind)?
                     }
                     JoinConstraint::None => None,
@@ -417,8 +420,9 @@ impl Binder<'_> {
             let left = side(0..left_columns, "left")?;
             let right = side(left_columns..names.columns.len(), "right")?;
             let (left_expr, right_expr) = (names.columns[left].expr.clone(), names.columns[right].expr.clone());
-            equalities.push(self.bind_binary(&BinaryOperator::Eq, left_expr.clone(), right_expr.clone())?);
-            let (both, data_type) = self.unify_results(vec![left_expr, right_expr], "JOIN/USING")?;
+            // Types that do not meet are PostgreSQL's 42804 here, before `=` would say 42883.
+            let (both, data_type) = self.unify_results(vec![left_expr.clone(), right_expr.clone()], "JOIN/USING")?;
+            equalities.push(self.bind_binary(&BinaryOperator::Eq, left_expr, right_expr)?);
             let expr = match kind {
                 JoinKind::Inner | JoinKind::Left => both[0].clone(),
                 JoinKind::Right => both[1].clone(),
