@@ -9,6 +9,7 @@ use numadb_execution::plan::{LookupPlan, Plan, ScanOutput, ScanPlan, SetOp, Sort
 use numadb_execution::{AggregateCall, AggregateFunction, BinaryOp, ExecError, sqlstate};
 use numadb_storage::{DataType, Table, Value};
 
+mod decorrelate;
 mod join;
 use join::JoinNames;
 use sqlparser::ast::{
@@ -1580,6 +1581,10 @@ impl<'a> Binder<'a> {
         limit: Option<Expr>,
         offset: Option<Expr>,
     ) -> Result<BoundQuery, ExecError> {
+        // Correlated EXISTS / NOT EXISTS / IN in WHERE become joins.
+        if let Some(rewritten) = self.decorrelate(select) {
+            return self.plan_select_join(&rewritten, order_by, limit, offset);
+        }
         if select.from.len() > 1
             || select.from.iter().any(|f| !f.joins.is_empty() || matches!(f.relation, TableFactor::NestedJoin { .. }))
         {

@@ -7,7 +7,8 @@
 //! of expressions, DISTINCT ones and ones with FILTER), GROUP BY with one or two keys and HAVING, DISTINCT,
 //! projections of arithmetic, CASE, COALESCE, NULLIF, GREATEST/LEAST, abs, lower/upper/length, ORDER BY several
 //! keys with NULLS FIRST/LAST, LIMIT and OFFSET, UNION ALL, INTERSECT/EXCEPT [ALL] (also over a WITH query),
-//! inner, left, right and full joins with a second table (ON, USING; WHERE on either side), subqueries in FROM
+//! inner, left, right and full joins with a second table (ON, USING; WHERE on either side), correlated
+//! EXISTS/NOT EXISTS/IN with equalities, subqueries in FROM
 //! and uncorrelated ones in WHERE (scalar, IN, op ANY/ALL, EXISTS). Doubles compare with a relative tolerance
 //! (summation order differs); everything else must be equal.
 //!
@@ -293,6 +294,21 @@ const U_COLUMNS: [(&str, &str); 4] = [("uk", "INTEGER"), ("ua", "INTEGER"), ("us
 /// A join of `t` with `u` (keys with NULLs, duplicates and rows without partners on both sides), WHERE over `t`
 /// (which goes into `t`'s scan unless an outer join pads `t`) and over `u`, aggregated or as ordered rows.
 fn join_query(rng: &mut Rng, filter: &str) -> (String, bool) {
+    if rng.chance(30) {
+        // A correlated subquery with equalities, which numadb plans as a join.
+        let local = if rng.chance(50) { format!(" AND u.ua > {}", rng.below(41) as i64 - 20) } else { String::new() };
+        let correlated = match rng.below(4) {
+            0 => format!("EXISTS (SELECT 1 FROM u WHERE u.uk = t.k{local})"),
+            1 => format!("NOT EXISTS (SELECT 1 FROM u WHERE u.uk = t.k{local})"),
+            2 => format!("NOT EXISTS (SELECT 1 FROM u WHERE t.s = u.us AND u.ua = t.a{local})"),
+            _ => format!("t.s IN (SELECT u.us FROM u WHERE u.uk = t.k + 1{local})"),
+        };
+        let filter = match filter.strip_prefix(" WHERE ") {
+            Some(t_filter) => format!(" WHERE ({t_filter}) AND {correlated}"),
+            None => format!(" WHERE {correlated}"),
+        };
+        return (format!("SELECT count(*), count(t.a), sum(t.a), min(t.s) FROM t{filter}"), false);
+    }
     let kind = rng.pick(&["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN", "INNER JOIN", "LEFT OUTER JOIN"]);
     let from = match rng.below(6) {
         0 => format!("t {kind} u ON t.k = u.uk"),

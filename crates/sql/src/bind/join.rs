@@ -361,8 +361,12 @@ impl Binder<'_> {
         let kept: Vec<usize> =
             (0..columns.len()).filter(|&c| needs.column(qualifier.as_deref(), &columns[c].name)).collect();
         let start = relations.last().map_or(0, |r| r.start + r.width);
+        // A relation the decorrelation added is not the user's: `*` does not list it.
+        let hidden = qualifier.as_deref().is_some_and(|q| q.starts_with(super::decorrelate::HIDDEN_RELATION));
         for (offset, &c) in kept.iter().enumerate() {
-            names.star.push(names.columns.len());
+            if !hidden {
+                names.star.push(names.columns.len());
+            }
             names.columns.push(JoinColumn {
                 name: columns[c].name.clone(),
                 qualifier: qualifier.clone(),

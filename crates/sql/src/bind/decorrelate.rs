@@ -1,0 +1,274 @@
+//! Correlated `EXISTS`, `NOT EXISTS` and `IN (SELECT …)` in WHERE, rewritten as joins before binding.
+//!
+//! A subquery that refers to the enclosing query's columns only through equalities in its WHERE
+//! (`EXISTS (SELECT … FROM b WHERE b.k = a.k AND b.x > 5)`) asks, for each outer row, whether some inner row has
+//! the same keys. That is a join with the distinct keys of the inner rows that pass the rest of the WHERE:
+//!
+//! - `EXISTS` joins them (`JOIN (SELECT DISTINCT b.k … WHERE b.x > 5) ON … = a.k`): distinct keys match a row at
+//!   most once, so no row is repeated;
+//! - `NOT EXISTS` left-joins them and keeps the rows that found none (a marker column IS NULL);
+//! - `x IN (SELECT v …)` joins the distinct (keys, v) on the keys and `v = x` (in WHERE, IN's NULL answers and
+//!   FALSE both drop the row, so the join is exact). `NOT IN` is not rewritten: its NULL rules are not a join's.
+//!
+//! Anything else correlated (other comparisons with outer columns, aggregates, subqueries over joins) is left as it
+//! is, and binding refuses it with 0A000 as before. The joined relations are named `__numadb_sq<n>`, and `*` does
+//! not list their columns.
+
+use sqlparser::ast::{self, BinaryOperator, Expr as E, Select, SetExpr, TableFactor};
+use sqlparser::dialect::PostgreSqlDialect;
+use sqlparser::parser::Parser;
+use sqlparser::tokenizer::{Token, Tokenizer};
+
+use super::{Binder, fold, object_name};
+
+/// The prefix of the relations the rewrite adds (hidden from `*`).
+pub(super) const HIDDEN_RELATION: &str = "__numadb_sq";
+
+/// The names visible in one FROM: each relation's qualifier and column names.
+struct Names {
+    relations: Vec<(String, Vec<String>)>,
+}
+
+impl Names {
+    fn has_column(&self, name: &str) -> bool {
+        self.relations.iter().any(|(_, columns)| columns.iter().any(|c| c == name))
+    }
+
+    fn has_qualifier(&self, qualifier: &str) -> bool {
+        self.relations.iter().any(|(q, _)| q == qualifier)
+    }
+}
+
+/// Which scope an expression's names come from.
+#[derive(Default)]
+struct Refs {
+    inner: bool,
+    outer: bool,
+}
+
+impl Binder<'_> {
+    /// The SELECT with its correlated `EXISTS`/`NOT EXISTS`/`IN` conjuncts in WHERE turned into joins, if it has
+    /// any that can be (see the module's documentation); `None` leaves it as it is.
+    pub(super) fn decorrelate(&self, select: &Select) -> Option<Select> {
+        let selection = select.selection.as_ref()?;
+        let mut conjuncts = Vec::new();
+        split_and(selection, &mut conjuncts);
+        if !conjuncts.iter().any(|c| matches!(c, E::Exists { .. } | E::InSubquery { negated: false, .. })) {
+            return None;
+        }
+        let outer = self.names_in(&select.from)?;
+        let mut rewritten = select.clone();
+        let mut kept: Vec<E> = Vec::new();
+        let mut joins: Vec<ast::Join> = Vec::new();
+        for conjunct in conjuncts {
+            let hidden = format!("{HIDDEN_RELATION}{}", joins.len() + 1);
+            match self.as_join(conjunct, &outer, &hidden) {
+                Some((join, condition)) => {
+                    joins.push(join);
+                    kept.extend(condition);
+                }
+                None => kept.push(conjunct.clone()),
+            }
+        }
+        if joins.is_empty() {
+            return None;
+        }
+        rewritten.from.last_mut()?.joins.extend(joins);
+        rewritten.selection = kept.into_iter().reduce(|left, right| E::BinaryOp {
+            left: Box::new(left),
+            op: BinaryOperator::And,
+            right: Box::new(right),
+        });
+        Some(rewritten)
+    }
+
+    /// The qualifiers and column names of a FROM of tables and `WITH` queries (`None` for anything else).
+    fn names_in(&self, from: &[ast::TableWithJoins]) -> Option<Names> {
+        let mut relations = Vec::new();
+        for item in from {
+            for factor in std::iter::once(&item.relation).chain(item.joins.iter().map(|j| &j.relation)) {
+                let TableFactor::Table { name, alias, .. } = factor else { return None };
+                let mut columns: Vec<String> = match self.cte(name) {
+                    Some(query) => query.columns.iter().map(|c| c.name.clone()).collect(),
+                    None => self.source.resolve(name).ok()?.columns().iter().map(|c| c.name.clone()).collect(),
+                };
+                if let Some(alias) = alias {
+                    columns.iter_mut().zip(&alias.columns).for_each(|(c, a)| *c = fold(&a.name));
+                }
+                let qualifier = match alias {
+                    Some(alias) => fold(&alias.name),
+                    None => object_name(name).last().cloned().unwrap_or_default(),
+                };
+                relations.push((qualifier, columns));
+            }
+        }
+        Some(Names { relations })
+    }
+
+    /// One correlated conjunct as a join (and what stays in WHERE), or `None` when it is not one this rewrite
+    /// handles (including when it is not correlated at all: the ordinary path plans it).
+    fn as_join(&self, conjunct: &E, outer: &Names, hidden: &str) -> Option<(ast::Join, Option<E>)> {
+        let (subquery, negated, tested) = match conjunct {
+            E::Exists { subquery, negated } => (subquery, *negated, None),
+            E::InSubquery { expr, subquery, negated: false } => (subquery, false, Some(expr.as_ref())),
+            _ => return None,
+        };
+        if subquery.with.is_some()
+            || subquery.order_by.is_some()
+            || subquery.limit_clause.is_some()
+            || subquery.fetch.is_some()
+            || !subquery.locks.is_empty()
+        {
+            return None;
+        }
+        let SetExpr::Select(inner) = subquery.body.as_ref() else { return None };
+        if inner.from.len() != 1
+            || !inner.from[0].joins.is_empty()
+            || inner.having.is_some()
+            || !matches!(&inner.group_by, ast::GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty())
+            || inner.into.is_some()
+        {
+            return None;
+        }
+        let inner_names = self.names_in(&inner.from)?;
+        let mut conjuncts = Vec::new();
+        split_and(inner.selection.as_ref()?, &mut conjuncts);
+        let mut keys: Vec<(E, E)> = Vec::new();
+        let mut local: Vec<E> = Vec::new();
+        for conjunct in conjuncts {
+            let refs = references(conjunct, &inner_names, outer);
+            if !refs.outer {
+                local.push(conjunct.clone());
+                continue;
+            }
+            let E::BinaryOp { left, op: BinaryOperator::Eq, right } = conjunct else { return None };
+            let (l, r) = (references(left, &inner_names, outer), references(right, &inner_names, outer));
+            match (l.inner && !l.outer, r.outer && !r.inner, r.inner && !r.outer, l.outer && !l.inner) {
+                (true, true, _, _) => keys.push((left.as_ref().clone(), right.as_ref().clone())),
+                (_, _, true, true) => keys.push((right.as_ref().clone(), left.as_ref().clone())),
+                _ => return None,
+            }
+        }
+        if keys.is_empty() {
+            return None;
+        }
+        // IN's tested value joins the keys; its subquery has exactly one column, read from the inner rows.
+        let value = match (tested, inner.projection.as_slice()) {
+            (None, _) => None,
+            (Some(tested), [ast::SelectItem::UnnamedExpr(v) | ast::SelectItem::ExprWithAlias { expr: v, .. }]) => {
+                let refs = references(v, &inner_names, outer);
+                let tested_refs = references(tested, &inner_names, outer);
+                if refs.outer || tested_refs.inner || contains_subquery(v) || contains_subquery(tested) {
+                    return None;
+                }
+                Some((v.clone(), tested.clone()))
+            }
+            (Some(_), _) => return None,
+        };
+        if keys.iter().any(|(i, o)| contains_subquery(i) || contains_subquery(o)) {
+            return None;
+        }
+        let mut items: Vec<String> =
+            keys.iter().enumerate().map(|(i, (inner, _))| format!("{inner} AS __numadb_k{i}")).collect();
+        if let Some((v, _)) = &value {
+            items.push(format!("{v} AS __numadb_v"));
+        }
+        items.push("TRUE AS __numadb_m".to_string());
+        let local = if local.is_empty() {
+            String::new()
+        } else {
+            format!(" WHERE {}", local.iter().map(|c| format!("({c})")).collect::<Vec<_>>().join(" AND "))
+        };
+        let mut on: Vec<String> =
+            keys.iter().enumerate().map(|(i, (_, outer))| format!("{hidden}.__numadb_k{i} = ({outer})")).collect();
+        if let Some((_, tested)) = &value {
+            on.push(format!("{hidden}.__numadb_v = ({tested})"));
+        }
+        let kind = if negated { "LEFT JOIN" } else { "JOIN" };
+        let text = format!(
+            "SELECT 1 FROM x {kind} (SELECT DISTINCT {} FROM {}{local}) AS {hidden} ON {}",
+            items.join(", "),
+            inner.from[0],
+            on.join(" AND ")
+        );
+        let parsed = Parser::parse_sql(&PostgreSqlDialect {}, &text).ok()?;
+        let [ast::Statement::Query(query)] = parsed.as_slice() else { return None };
+        let SetExpr::Select(parsed) = query.body.as_ref() else { return None };
+        let join = parsed.from.first()?.joins.first()?.clone();
+        let remaining = negated.then(|| {
+            E::IsNull(Box::new(E::CompoundIdentifier(vec![ast::Ident::new(hidden), ast::Ident::new("__numadb_m")])))
+        });
+        Some((join, remaining))
+    }
+}
+
+/// The top-level AND operands of a condition.
+fn split_and<'e>(expr: &'e E, out: &mut Vec<&'e E>) {
+    match expr {
+        E::BinaryOp { left, op: BinaryOperator::And, right } => {
+            split_and(left, out);
+            split_and(right, out);
+        }
+        E::Nested(inner) if matches!(inner.as_ref(), E::BinaryOp { op: BinaryOperator::And, .. }) => {
+            split_and(inner, out)
+        }
+        other => out.push(other),
+    }
+}
+
+/// Whether an expression holds a subquery (its names are another scope's: the rewrite leaves it alone).
+fn contains_subquery(expr: &E) -> bool {
+    let text = expr.to_string().to_uppercase();
+    text.contains("SELECT")
+}
+
+/// Which scope the names in an expression belong to: a name the inner FROM has is inner (it hides an outer one),
+/// else one the outer FROM has is outer; `q.name` by its qualifier. Function names and keywords match neither.
+fn references(expr: &E, inner: &Names, outer: &Names) -> Refs {
+    let mut refs = Refs::default();
+    let text = expr.to_string();
+    let Ok(tokens) = Tokenizer::new(&PostgreSqlDialect {}, &text).tokenize() else {
+        return Refs { inner: true, outer: true };
+    };
+    let tokens: Vec<Token> = tokens.into_iter().filter(|t| !matches!(t, Token::Whitespace(_))).collect();
+    let word = |token: &Token| match token {
+        Token::Word(w) => Some(if w.quote_style.is_some() { w.value.clone() } else { w.value.to_lowercase() }),
+        _ => None,
+    };
+    let mut position = 0;
+    while position < tokens.len() {
+        let Some(first) = word(&tokens[position]) else {
+            position += 1;
+            continue;
+        };
+        let mut chain = vec![first];
+        position += 1;
+        while position + 1 < tokens.len() && tokens[position] == Token::Period {
+            let Some(next) = word(&tokens[position + 1]) else { break };
+            chain.push(next);
+            position += 2;
+        }
+        // A word followed by `(` is a function's name.
+        if chain.len() == 1 && tokens.get(position) == Some(&Token::LParen) {
+            continue;
+        }
+        match chain.as_slice() {
+            [name] => {
+                if inner.has_column(name) {
+                    refs.inner = true;
+                } else if outer.has_column(name) {
+                    refs.outer = true;
+                }
+            }
+            [.., qualifier, _] => {
+                if inner.has_qualifier(qualifier) {
+                    refs.inner = true;
+                } else if outer.has_qualifier(qualifier) {
+                    refs.outer = true;
+                }
+            }
+            [] => {}
+        }
+    }
+    refs
+}
