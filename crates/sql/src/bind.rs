@@ -1921,7 +1921,7 @@ fn sort_key(expr: Expr, options: &ast::OrderByOptions) -> SortKey {
 
 /// Makes a subquery's untyped output columns (`SELECT NULL AS v`, `SELECT 'a'`) text, as PostgreSQL resolves them
 /// when the subquery is a relation in FROM or a `WITH` query: an enclosing UNION then no longer types them.
-fn settle_untyped(query: &mut BoundQuery) {
+pub(crate) fn settle_untyped(query: &mut BoundQuery) {
     let untyped: Vec<bool> = (0..query.columns.len()).map(|index| untyped_output(&query.plan, index)).collect();
     if !untyped.contains(&true) {
         return;

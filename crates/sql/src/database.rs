@@ -607,7 +607,26 @@ impl Session {
                 let subqueries = binder.take_subqueries();
                 self.run_change(change, subqueries, params, sql)
             }
-            Statement::CreateTable(create) => self.create_table(create),
+            Statement::CreateTable(create) => self.create_table(create, sql),
+            Statement::Truncate(truncate) => {
+                if truncate.partitions.is_some() || truncate.on_cluster.is_some() {
+                    return Err(unsupported("this TRUNCATE form"));
+                }
+                // Every name is checked before any table is emptied.
+                let mut tables = Vec::new();
+                for target in &truncate.table_names {
+                    let name = table_name(&target.name)?;
+                    match self.db.catalog.table(&name) {
+                        Some(table) => tables.push(table),
+                        None if truncate.if_exists => {}
+                        None => return Err(undefined_table(&target.name.to_string())),
+                    }
+                }
+                for table in tables {
+                    table.truncate()?;
+                }
+                Ok(QueryOutput::command("TRUNCATE TABLE"))
+            }
             Statement::Drop { object_type, if_exists, names, .. } => {
                 for name in names {
                     let name = table_name(name)?;
@@ -957,13 +976,63 @@ impl Session {
         Ok((table, InsertSource::Rows(rows)))
     }
 
-    fn create_table(&mut self, create: &ast::CreateTable) -> Result<QueryOutput, ExecError> {
+    fn create_table(&mut self, create: &ast::CreateTable, sql: &str) -> Result<QueryOutput, ExecError> {
         let name = table_name(&create.name)?;
         if self.db.catalog.table(&name).is_some() {
             if create.if_not_exists {
-                return Ok(QueryOutput::command("CREATE TABLE"));
+                return Ok(QueryOutput::command(if create.query.is_some() {
+                    "CREATE TABLE AS"
+                } else {
+                    "CREATE TABLE"
+                }));
             }
             return Err(ExecError::new(sqlstate::DUPLICATE_TABLE, format!("relation \"{name}\" already exists")));
+        }
+        // CREATE TABLE … AS: the query runs first (if it fails, no table is made); its columns name and type the
+        // table's, unless a list of names is given.
+        let as_query = match &create.query {
+            None => None,
+            Some(query) => {
+                let binder = Binder::without_params(self.db.as_ref());
+                let mut bound = binder.plan_query(query)?;
+                crate::bind::settle_untyped(&mut bound);
+                if create.columns.len() > bound.columns.len() {
+                    return Err(ExecError::new(sqlstate::SYNTAX_ERROR, "too many column names were specified"));
+                }
+                if create
+                    .columns
+                    .iter()
+                    .any(|c| !matches!(c.data_type, ast::DataType::Unspecified) || !c.options.is_empty())
+                {
+                    return Err(unsupported("column types or constraints in CREATE TABLE … AS"));
+                }
+                for (column, given) in bound.columns.iter_mut().zip(&create.columns) {
+                    column.name = fold(&given.name);
+                }
+                let rows = self.run_query(&bound, &[], sql)?.rows;
+                Some((bound.columns, rows))
+            }
+        };
+        if let Some((query_columns, rows)) = as_query {
+            if query_columns.is_empty() {
+                return Err(unsupported("a table without columns"));
+            }
+            let mut columns: Vec<ColumnDef> = Vec::new();
+            for column in query_columns {
+                if columns.iter().any(|c| c.name == column.name) {
+                    return Err(ExecError::new(
+                        sqlstate::DUPLICATE_COLUMN,
+                        format!("column \"{}\" specified more than once", column.name),
+                    ));
+                }
+                columns.push(ColumnDef { name: column.name, data_type: column.data_type, nullable: true });
+            }
+            let table = Table::new(&name, columns, None, table_options(create)?)?;
+            let inserted = table.insert(rows)?;
+            if !self.db.catalog.add(table) {
+                return Err(ExecError::new(sqlstate::DUPLICATE_TABLE, format!("relation \"{name}\" already exists")));
+            }
+            return Ok(QueryOutput::command(&format!("SELECT {inserted}")));
         }
         if create.columns.len() > TABLE_COLUMNS_MAX {
             return Err(ExecError::new(
@@ -1019,41 +1088,12 @@ impl Session {
                 other => return Err(unsupported(&format!("the constraint {other}"))),
             }
         }
-        let mut options = TableOptions::default();
-        let with = match &create.table_options {
-            ast::CreateTableOptions::With(options) => options.as_slice(),
-            ast::CreateTableOptions::None => &[],
-            _ => return Err(unsupported("these table options")),
-        };
-        for option in with {
-            let ast::SqlOption::KeyValue { key, value } = option else {
-                return Err(unsupported(&format!("the table option {option}")));
-            };
-            let text = option_text(value);
-            match fold(key).as_str() {
-                "numa_placement" => options.placement = parse_placement(&text)?,
-                "partition_rows" => {
-                    options.partition_rows = text.parse().map_err(|_| {
-                        ExecError::new(sqlstate::INVALID_PARAMETER_VALUE, format!("invalid partition_rows \"{text}\""))
-                    })?
-                }
-                "primary_key_index" => options.primary_key_index = index_kind(&text)?,
-                other => {
-                    return Err(ExecError::new(
-                        sqlstate::INVALID_PARAMETER_VALUE,
-                        format!("unrecognized parameter \"{other}\""),
-                    )
-                    .with_hint("numadb's table options are numa_placement, partition_rows and primary_key_index"));
-                }
-            }
-        }
-        let table = Table::new(&name, columns, primary_key, options)?;
+        let table = Table::new(&name, columns, primary_key, table_options(create)?)?;
         if !self.db.catalog.add(table) {
             return Err(ExecError::new(sqlstate::DUPLICATE_TABLE, format!("relation \"{name}\" already exists")));
         }
         Ok(QueryOutput::command("CREATE TABLE"))
     }
-
     fn create_index(&mut self, create: &ast::CreateIndex) -> Result<QueryOutput, ExecError> {
         let table_name = table_name(&create.table_name)?;
         let table = self.db.catalog.table(&table_name).ok_or_else(|| undefined_table(&table_name))?;
@@ -1256,7 +1296,39 @@ impl Session {
     }
 }
 
-/// A binder for prepared statements (parameters allowed, with declared types) or plain ones (none allowed).
+/// A CREATE TABLE's `WITH (…)` options.
+fn table_options(create: &ast::CreateTable) -> Result<TableOptions, ExecError> {
+    let mut options = TableOptions::default();
+    let with = match &create.table_options {
+        ast::CreateTableOptions::With(options) => options.as_slice(),
+        ast::CreateTableOptions::None => &[],
+        _ => return Err(unsupported("these table options")),
+    };
+    for option in with {
+        let ast::SqlOption::KeyValue { key, value } = option else {
+            return Err(unsupported(&format!("the table option {option}")));
+        };
+        let text = option_text(value);
+        match fold(key).as_str() {
+            "numa_placement" => options.placement = parse_placement(&text)?,
+            "partition_rows" => {
+                options.partition_rows = text.parse().map_err(|_| {
+                    ExecError::new(sqlstate::INVALID_PARAMETER_VALUE, format!("invalid partition_rows \"{text}\""))
+                })?
+            }
+            "primary_key_index" => options.primary_key_index = index_kind(&text)?,
+            other => {
+                return Err(ExecError::new(
+                    sqlstate::INVALID_PARAMETER_VALUE,
+                    format!("unrecognized parameter \"{other}\""),
+                )
+                .with_hint("numadb's table options are numa_placement, partition_rows and primary_key_index"));
+            }
+        }
+    }
+    Ok(options)
+}
+
 /// An UPDATE or DELETE, bound.
 struct Change {
     table: Arc<Table>,
@@ -1268,6 +1340,7 @@ struct Change {
     assignments: Option<Vec<(usize, numadb_execution::Expr)>>,
 }
 
+/// A binder for prepared statements (parameters allowed, with declared types) or plain ones (none allowed).
 fn binder_for<'a>(db: &'a Database, declared: Option<&[Option<DataType>]>) -> Binder<'a> {
     match declared {
         Some(declared) => Binder::new(db, declared),

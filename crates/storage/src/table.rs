@@ -607,6 +607,31 @@ impl Table {
         Ok(added)
     }
 
+    /// TRUNCATE: removes every row at once (the indexes are emptied, the placement stays). Readers keep the
+    /// snapshot they took; writers wait. Returns how many rows there were.
+    pub fn truncate(&self) -> Result<u64, StorageError> {
+        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let snapshot = self.snapshot();
+        let mut indexes = Vec::with_capacity(snapshot.indexes.len());
+        for index in &snapshot.indexes {
+            let definition = &self.columns[index.column()];
+            indexes.push(Arc::new(Index::build(
+                index.name(),
+                index.column(),
+                &definition.name,
+                index.kind(),
+                index.is_unique(),
+                definition.data_type == DataType::Text,
+                std::iter::empty(),
+            )?));
+        }
+        let mut state = self.write();
+        state.partitions = Vec::new();
+        state.delta = Arc::new(Delta { first_row: 0, columns: vec![Vec::new(); self.columns.len()] });
+        state.indexes = indexes;
+        Ok(snapshot.rows())
+    }
+
     /// UPDATE and DELETE: `decide` sees every row, in row order, and says what becomes of it. See
     /// [`Table::rewrite_where`].
     pub fn rewrite<E: From<StorageError>>(
@@ -995,6 +1020,20 @@ mod tests {
             0
         );
         assert_eq!(table.rows(), 5000);
+    }
+
+    #[test]
+    fn truncate_empties_the_table_and_its_indexes_and_inserts_start_again() {
+        let table = Table::new("t", schema(), Some(0), small()).unwrap();
+        table.insert((0..3000).map(|i| vec![Value::Int(i), Value::text(&format!("n{i}"))]).collect()).unwrap();
+        let before = table.snapshot();
+        assert_eq!(table.truncate().unwrap(), 3000);
+        assert_eq!(table.rows(), 0);
+        assert_eq!(before.rows(), 3000, "a snapshot taken before still reads the old rows");
+        assert_eq!(table.snapshot().index_on(0).unwrap().lookup_one(&Value::Int(5)), None);
+        table.insert(vec![vec![Value::Int(5), Value::text("again")]]).unwrap();
+        assert_eq!(contents(&table), vec![(5, Value::text("again"))]);
+        assert_eq!(table.snapshot().index_on(0).unwrap().lookup_one(&Value::Int(5)), Some(0));
     }
 
     #[test]
