@@ -1810,8 +1810,15 @@ impl<'a> Binder<'a> {
             }
             ast::Expr::Identifier(ident) => {
                 let name = fold(ident);
-                let is_input_column = scope.table.is_some_and(|t| t.column_index(&name).is_some())
-                    || scope.derived.is_some_and(|columns| columns.iter().any(|c| c.name == name));
+                // An input column by that name (a join's, a renamed table's included): GROUP BY means it.
+                let is_input_column = match (scope.joined, &scope.renamed) {
+                    (Some(joined), _) => joined.visible_names().contains(&name),
+                    (None, Some(renamed)) => renamed.contains(&name),
+                    (None, None) => {
+                        scope.table.is_some_and(|t| t.column_index(&name).is_some())
+                            || scope.derived.is_some_and(|columns| columns.iter().any(|c| c.name == name))
+                    }
+                };
                 if is_input_column && !for_order_by {
                     return Ok(None);
                 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use numadb_execution::plan::{JoinKind, JoinPlan, Plan, ScanOutput};
 use numadb_execution::{BinaryOp, ExecError, Expr, ScalarFunction, sqlstate};
-use numadb_storage::Table;
+use numadb_storage::{DataType, Table};
 use sqlparser::ast::{
     self, BinaryOperator, Join, JoinConstraint, JoinOperator, Select, SelectItem, TableFactor, TableWithJoins,
 };
@@ -147,6 +147,24 @@ impl Binder<'_> {
                 steps.push(Step { kind: JoinKind::Inner, condition: None });
             }
             for join in joins {
+                if matches!(join.join_operator, JoinOperator::CrossJoin(_)) {
+                } else if matches!(join_constraint(&join.join_operator), Some(JoinConstraint::None)) {
+                    return Err(ExecError::new(sqlstate::SYNTAX_ERROR, "a JOIN needs ON, USING or NATURAL"));
+                }
+                // After a comma, PostgreSQL joins this item's relations first (`a, b JOIN c` is `a, (b JOIN c)`);
+                // joined left to right here, that is the same only for inner and left joins on ON.
+                if position > 0
+                    && (matches!(
+                        join.join_operator,
+                        JoinOperator::Right(_) | JoinOperator::RightOuter(_) | JoinOperator::FullOuter(_)
+                    ) || matches!(
+                        join_constraint(&join.join_operator),
+                        Some(JoinConstraint::Using(_) | JoinConstraint::Natural)
+                    ))
+                {
+                    return Err(unsupported("a RIGHT or FULL join, or USING or NATURAL, after a comma in FROM")
+                        .with_hint("List the joined relations first, or write the comma as CROSS JOIN."));
+                }
                 let (kind, constraint) = match &join.join_operator {
                     JoinOperator::Join(c) | JoinOperator::Inner(c) | JoinOperator::CrossJoin(c) => (JoinKind::Inner, c),
                     JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => (JoinKind::Left, c),
@@ -504,13 +522,24 @@ fn equality_sides(expr: &Expr, left_width: usize, right_width: usize) -> Option<
         !columns.is_empty() && columns.iter().all(|c| range.contains(c))
     };
     let (l, r) = (0..left_width, left_width..left_width + right_width);
-    if within(left, l.clone()) && within(right, r.clone()) {
-        Some((left.as_ref().clone(), right.as_ref().clone()))
+    let (left_key, right_key) = if within(left, l.clone()) && within(right, r.clone()) {
+        (left.as_ref().clone(), right.as_ref().clone())
     } else if within(right, l) && within(left, r) {
-        Some((right.as_ref().clone(), left.as_ref().clone()))
+        (right.as_ref().clone(), left.as_ref().clone())
     } else {
-        None
+        return None;
+    };
+    // `=` compares an integer with a double as doubles (2^53 + 1 = 2^53): the keys are hashed and compared so too.
+    let as_double = |key: Expr| match key.data_type() {
+        DataType::Integer | DataType::BigInt => Expr::Cast { expr: Box::new(key), to: DataType::Double },
+        _ => key,
+    };
+    if left_key.data_type() != right_key.data_type()
+        && (left_key.data_type() == DataType::Double || right_key.data_type() == DataType::Double)
+    {
+        return Some((as_double(left_key), as_double(right_key)));
     }
+    Some((left_key, right_key))
 }
 
 /// `expr` with every column `i` read as column `i - by`.
@@ -589,11 +618,10 @@ impl Needed {
                 _ => {}
             }
         }
-        let natural = select
-            .from
-            .iter()
-            .flat_map(|f| &f.joins)
-            .any(|j| matches!(join_constraint(&j.join_operator), Some(JoinConstraint::Natural)));
+        let natural = select.from.iter().any(|item| {
+            let joins = flatten_nested(item, true).map(|(_, joins)| joins).unwrap_or_default();
+            joins.iter().any(|j| matches!(join_constraint(&j.join_operator), Some(JoinConstraint::Natural)))
+        });
         Needed { bare, qualified, everything: everything || natural, qualified_stars }
     }
 
