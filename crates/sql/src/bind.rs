@@ -1614,16 +1614,8 @@ impl<'a> Binder<'a> {
         let mut renamed = None;
         let (table, qualifier) = match select.from.first().map(|f| &f.relation) {
             None => (None, None),
-            Some(TableFactor::Table { name, alias, args, sample, with_ordinality, version, .. }) => {
-                if args.is_some() {
-                    return Err(unsupported("table functions"));
-                }
-                if sample.is_some() {
-                    return Err(unsupported("TABLESAMPLE"));
-                }
-                if *with_ordinality || version.is_some() {
-                    return Err(unsupported("WITH ORDINALITY or time travel"));
-                }
+            Some(factor @ TableFactor::Table { name, alias, .. }) => {
+                check_table_factor(factor)?;
                 if let Some(mut inner) = self.cte(name) {
                     let qualifier = match alias {
                         Some(alias) => {
@@ -1924,6 +1916,22 @@ fn plain_order_item(item: &ast::OrderByExpr) -> Result<ast::OrderByExpr, ExecErr
 fn sort_key(expr: Expr, options: &ast::OrderByOptions) -> SortKey {
     let descending = matches!(options.sort, Some(ast::OrderBySort::Desc));
     SortKey { expr, descending, nulls_first: options.nulls_first.unwrap_or(descending) }
+}
+
+/// Refuses what numadb does not do with a table in FROM: table functions, TABLESAMPLE, WITH ORDINALITY, time
+/// travel.
+fn check_table_factor(factor: &TableFactor) -> Result<(), ExecError> {
+    let TableFactor::Table { args, sample, with_ordinality, version, .. } = factor else { return Ok(()) };
+    if args.is_some() {
+        return Err(unsupported("table functions"));
+    }
+    if sample.is_some() {
+        return Err(unsupported("TABLESAMPLE"));
+    }
+    if *with_ordinality || version.is_some() {
+        return Err(unsupported("WITH ORDINALITY or time travel"));
+    }
+    Ok(())
 }
 
 /// Makes a subquery's untyped output columns (`SELECT NULL AS v`, `SELECT 'a'`) text, as PostgreSQL resolves them

@@ -568,18 +568,8 @@ impl Table {
         };
         let mut rebuilt = Vec::new();
         for index in &indexes {
-            let definition = &self.columns[index.column()];
             if was_empty {
-                let built = Index::build(
-                    index.name(),
-                    index.column(),
-                    &definition.name,
-                    index.kind(),
-                    index.is_unique(),
-                    definition.data_type == DataType::Text,
-                    keys_of(index.column()),
-                )?;
-                rebuilt.push(Arc::new(built));
+                rebuilt.push(Arc::new(self.rebuild_index(index, keys_of(index.column()))?));
             } else {
                 let entries: Vec<(Value, u32)> = keys_of(index.column()).filter(|(k, _)| !k.is_null()).collect();
                 let keys: Vec<Value> = entries.iter().map(|(k, _)| k.clone()).collect();
@@ -607,6 +597,21 @@ impl Table {
         Ok(added)
     }
 
+    /// An index like `index` (name, column, kind, uniqueness) over these (key, row id) entries.
+    fn rebuild_index(&self, index: &Index, entries: impl Iterator<Item = (Value, u32)>) -> Result<Index, StorageError> {
+        let definition = &self.columns[index.column()];
+        let text = definition.data_type == DataType::Text;
+        Ok(Index::build(
+            index.name(),
+            index.column(),
+            &definition.name,
+            index.kind(),
+            index.is_unique(),
+            text,
+            entries,
+        )?)
+    }
+
     /// TRUNCATE: removes every row at once (the indexes are emptied, the placement stays). Readers keep the
     /// snapshot they took; writers wait. Returns how many rows there were.
     pub fn truncate(&self) -> Result<u64, StorageError> {
@@ -614,16 +619,7 @@ impl Table {
         let snapshot = self.snapshot();
         let mut indexes = Vec::with_capacity(snapshot.indexes.len());
         for index in &snapshot.indexes {
-            let definition = &self.columns[index.column()];
-            indexes.push(Arc::new(Index::build(
-                index.name(),
-                index.column(),
-                &definition.name,
-                index.kind(),
-                index.is_unique(),
-                definition.data_type == DataType::Text,
-                std::iter::empty(),
-            )?));
+            indexes.push(Arc::new(self.rebuild_index(index, std::iter::empty())?));
         }
         let mut state = self.write();
         state.partitions = Vec::new();
@@ -776,7 +772,6 @@ impl Table {
             let mut indexes = Vec::with_capacity(snapshot.indexes.len());
             for index in &snapshot.indexes {
                 let column = index.column();
-                let definition = &self.columns[column];
                 let entries = partitions
                     .iter()
                     .flat_map(|p| {
@@ -788,17 +783,7 @@ impl Table {
                             .enumerate()
                             .map(|(r, v)| (v.clone(), (delta.first_row + r as u64) as u32)),
                     );
-                let built = Index::build(
-                    index.name(),
-                    column,
-                    &definition.name,
-                    index.kind(),
-                    index.is_unique(),
-                    definition.data_type == DataType::Text,
-                    entries,
-                )
-                .map_err(StorageError::from)?;
-                indexes.push(Arc::new(built));
+                indexes.push(Arc::new(self.rebuild_index(index, entries)?));
             }
             indexes
         } else {

@@ -17,7 +17,6 @@
 use sqlparser::ast::{self, BinaryOperator, Expr as E, Select, SetExpr, TableFactor};
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::Parser;
-use sqlparser::tokenizer::{Token, Tokenizer};
 
 use super::{Binder, fold, object_name};
 
@@ -226,30 +225,12 @@ fn contains_subquery(expr: &E) -> bool {
 /// else one the outer FROM has is outer; `q.name` by its qualifier. Function names and keywords match neither.
 fn references(expr: &E, inner: &Names, outer: &Names) -> Refs {
     let mut refs = Refs::default();
-    let text = expr.to_string();
-    let Ok(tokens) = Tokenizer::new(&PostgreSqlDialect {}, &text).tokenize() else {
+    let Some(chains) = super::join::name_chains(&expr.to_string()) else {
         return Refs { inner: true, outer: true };
     };
-    let tokens: Vec<Token> = tokens.into_iter().filter(|t| !matches!(t, Token::Whitespace(_))).collect();
-    let word = |token: &Token| match token {
-        Token::Word(w) => Some(if w.quote_style.is_some() { w.value.clone() } else { w.value.to_lowercase() }),
-        _ => None,
-    };
-    let mut position = 0;
-    while position < tokens.len() {
-        let Some(first) = word(&tokens[position]) else {
-            position += 1;
-            continue;
-        };
-        let mut chain = vec![first];
-        position += 1;
-        while position + 1 < tokens.len() && tokens[position] == Token::Period {
-            let Some(next) = word(&tokens[position + 1]) else { break };
-            chain.push(next);
-            position += 2;
-        }
+    for (chain, function) in chains {
         // A word followed by `(` is a function's name.
-        if chain.len() == 1 && tokens.get(position) == Some(&Token::LParen) {
+        if function && chain.len() == 1 {
             continue;
         }
         match chain.as_slice() {

@@ -22,8 +22,8 @@ use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::tokenizer::{Token, Tokenizer};
 
 use super::{
-    Binder, BoundQuery, OutputColumn, Scope, flatten_and, fold, fold_boolean, object_name, plan_over_rows, post,
-    rename_columns, settle_untyped, unsupported, uses_aggregates,
+    Binder, BoundQuery, OutputColumn, Scope, check_table_factor, flatten_and, fold, fold_boolean, object_name,
+    plan_over_rows, post, rename_columns, settle_untyped, unsupported, uses_aggregates,
 };
 
 /// A column of a FROM clause with joins, as the query's names see it.
@@ -313,16 +313,8 @@ impl Binder<'_> {
         tables: &mut Vec<Arc<Table>>,
     ) -> Result<(), ExecError> {
         let (qualifier, columns, source) = match factor {
-            TableFactor::Table { name, alias, args, sample, with_ordinality, version, .. } => {
-                if args.is_some() {
-                    return Err(unsupported("table functions"));
-                }
-                if sample.is_some() {
-                    return Err(unsupported("TABLESAMPLE"));
-                }
-                if *with_ordinality || version.is_some() {
-                    return Err(unsupported("WITH ORDINALITY or time travel"));
-                }
+            TableFactor::Table { name, alias, .. } => {
+                check_table_factor(factor)?;
                 let qualifier = match alias {
                     Some(alias) => fold(&alias.name),
                     None => object_name(name).last().cloned().unwrap_or_default(),
@@ -576,28 +568,9 @@ impl Needed {
         }
         let (mut bare, mut qualified) = (HashSet::new(), HashSet::new());
         // The text is the parser's own rendering of a statement it parsed, so it tokenizes; if not, read everything.
-        let tokens = Tokenizer::new(&PostgreSqlDialect {}, &text).tokenize();
-        let mut everything = tokens.is_err();
-        let tokens: Vec<Token> =
-            tokens.unwrap_or_default().into_iter().filter(|t| !matches!(t, Token::Whitespace(_))).collect();
-        let word = |token: &Token| match token {
-            Token::Word(w) => Some(if w.quote_style.is_some() { w.value.clone() } else { w.value.to_lowercase() }),
-            _ => None,
-        };
-        let mut position = 0;
-        while position < tokens.len() {
-            let Some(first) = word(&tokens[position]) else {
-                position += 1;
-                continue;
-            };
-            // A chain `a.b.c`: its last two words are a qualifier and a name.
-            let mut chain = vec![first];
-            position += 1;
-            while position + 1 < tokens.len() && tokens[position] == Token::Period {
-                let Some(next) = word(&tokens[position + 1]) else { break };
-                chain.push(next);
-                position += 2;
-            }
+        let chains = name_chains(&text);
+        let mut everything = chains.is_none();
+        for (chain, _) in chains.unwrap_or_default() {
             match chain.as_slice() {
                 [name] => {
                     bare.insert(name.clone());
@@ -633,6 +606,34 @@ impl Needed {
                     || self.qualified_stars.iter().any(|s| s == q)
             })
     }
+}
+
+/// The names in a text of SQL, as chains of words joined by periods (`q.name` is `[q, name]`), each with whether
+/// `(` follows it (a function's name); `None` when the text does not tokenize.
+pub(super) fn name_chains(text: &str) -> Option<Vec<(Vec<String>, bool)>> {
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, text).tokenize().ok()?;
+    let tokens: Vec<Token> = tokens.into_iter().filter(|t| !matches!(t, Token::Whitespace(_))).collect();
+    let word = |token: &Token| match token {
+        Token::Word(w) => Some(if w.quote_style.is_some() { w.value.clone() } else { w.value.to_lowercase() }),
+        _ => None,
+    };
+    let mut chains = Vec::new();
+    let mut position = 0;
+    while position < tokens.len() {
+        let Some(first) = word(&tokens[position]) else {
+            position += 1;
+            continue;
+        };
+        let mut chain = vec![first];
+        position += 1;
+        while position + 1 < tokens.len() && tokens[position] == Token::Period {
+            let Some(next) = word(&tokens[position + 1]) else { break };
+            chain.push(next);
+            position += 2;
+        }
+        chains.push((chain, tokens.get(position) == Some(&Token::LParen)));
+    }
+    Some(chains)
 }
 
 fn join_constraint(operator: &JoinOperator) -> Option<&JoinConstraint> {
