@@ -1550,6 +1550,23 @@ impl<'a> Binder<'a> {
         clauses
     }
 
+    /// A subquery in FROM: its plan, its untyped columns made text and renamed by its alias list, and the name it
+    /// goes by (its alias).
+    fn plan_derived(&self, factor: &TableFactor) -> Result<(BoundQuery, Option<String>), ExecError> {
+        let TableFactor::Derived { lateral, subquery, alias, .. } = factor else {
+            return Err(ExecError::internal("not a subquery in FROM"));
+        };
+        if *lateral {
+            return Err(unsupported("LATERAL"));
+        }
+        let mut inner = self.plan_query_inner(subquery)?;
+        settle_untyped(&mut inner);
+        if let Some(alias) = alias {
+            rename_columns(&mut inner.columns, &alias.columns, &format!("table \"{}\"", fold(&alias.name)))?;
+        }
+        Ok((inner, alias.as_ref().map(|a| fold(&a.name))))
+    }
+
     /// A SELECT over a subquery's rows (`FROM (SELECT …) AS s`): the same clauses as over a table, run on the
     /// subquery's result rather than inside a scan (WHERE as a filter on its rows, then [`Plan::Aggregate`]).
     fn plan_select_over(
@@ -1649,16 +1666,8 @@ impl<'a> Binder<'a> {
                 };
                 (Some(table), Some(qualifier))
             }
-            Some(TableFactor::Derived { lateral, subquery, alias, .. }) => {
-                if *lateral {
-                    return Err(unsupported("LATERAL"));
-                }
-                let mut inner = self.plan_query_inner(subquery)?;
-                settle_untyped(&mut inner);
-                if let Some(alias) = alias {
-                    rename_columns(&mut inner.columns, &alias.columns, &format!("table \"{}\"", fold(&alias.name)))?;
-                }
-                let qualifier = alias.as_ref().map(|a| fold(&a.name));
+            Some(factor @ TableFactor::Derived { .. }) => {
+                let (inner, qualifier) = self.plan_derived(factor)?;
                 return self.plan_select_over(select, inner, qualifier, order_by, limit, offset);
             }
             Some(_) => return Err(unsupported("this FROM item")),

@@ -23,7 +23,7 @@ use sqlparser::tokenizer::{Token, Tokenizer};
 
 use super::{
     Binder, BoundQuery, OutputColumn, Scope, check_table_factor, flatten_and, fold, fold_boolean, object_name,
-    plan_over_rows, post, rename_columns, settle_untyped, unsupported, uses_aggregates,
+    plan_over_rows, post, rename_columns, unsupported, uses_aggregates,
 };
 
 /// A column of a FROM clause with joins, as the query's names see it.
@@ -342,17 +342,10 @@ impl Binder<'_> {
                     }
                 }
             }
-            TableFactor::Derived { lateral, subquery, alias, .. } => {
-                if *lateral {
-                    return Err(unsupported("LATERAL"));
-                }
-                let mut query = self.plan_query_inner(subquery)?;
-                settle_untyped(&mut query);
-                if let Some(alias) = alias {
-                    rename_columns(&mut query.columns, &alias.columns, &format!("table \"{}\"", fold(&alias.name)))?;
-                }
+            TableFactor::Derived { .. } => {
+                let (query, qualifier) = self.plan_derived(factor)?;
                 tables.extend(query.tables);
-                (alias.as_ref().map(|a| fold(&a.name)), query.columns, Source::Query(query.plan))
+                (qualifier, query.columns, Source::Query(query.plan))
             }
             TableFactor::NestedJoin { .. } => {
                 return Err(unsupported("parenthesized joins other than at the start of FROM"));
