@@ -2143,11 +2143,14 @@ fn rewrite_over_groups(expr: &Expr, group_by: &[Expr], keys: usize, names: &[Str
 
 /// Renumbers column references to positions in `columns` (the scan's output).
 fn remap_columns(expr: &Expr, columns: &[usize]) -> Expr {
+    map_columns(expr, &|index| columns.iter().position(|c| *c == index).unwrap_or(index))
+}
+
+/// `expr` with every column `i` read as column `map(i)`.
+fn map_columns(expr: &Expr, map: &dyn Fn(usize) -> usize) -> Expr {
     match expr {
-        Expr::Column { index, data_type } => {
-            Expr::Column { index: columns.iter().position(|c| c == index).unwrap_or(*index), data_type: *data_type }
-        }
-        _ => match expr.try_map_children(&mut |e| Ok::<_, std::convert::Infallible>(remap_columns(e, columns))) {
+        Expr::Column { index, data_type } => Expr::Column { index: map(*index), data_type: *data_type },
+        _ => match expr.try_map_children(&mut |e| Ok::<_, std::convert::Infallible>(map_columns(e, map))) {
             Ok(mapped) => mapped,
             Err(never) => match never {},
         },

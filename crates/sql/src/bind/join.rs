@@ -22,8 +22,8 @@ use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::tokenizer::{Token, Tokenizer};
 
 use super::{
-    Binder, BoundQuery, OutputColumn, Scope, check_table_factor, flatten_and, fold, fold_boolean, object_name,
-    plan_over_rows, post, rename_columns, unsupported, uses_aggregates,
+    Binder, BoundQuery, OutputColumn, Scope, check_table_factor, flatten_and, fold, fold_boolean, map_columns,
+    object_name, plan_over_rows, post, rename_columns, unsupported, uses_aggregates,
 };
 
 /// A column of a FROM clause with joins, as the query's names see it.
@@ -530,16 +530,6 @@ fn equality_sides(expr: &Expr, left_width: usize, right_width: usize) -> Option<
 /// `expr` with every column `i` read as column `i - by`.
 fn shift_columns(expr: &Expr, by: usize) -> Expr {
     map_columns(expr, &|index| index - by)
-}
-
-fn map_columns(expr: &Expr, map: &dyn Fn(usize) -> usize) -> Expr {
-    match expr {
-        Expr::Column { index, data_type } => Expr::Column { index: map(*index), data_type: *data_type },
-        _ => match expr.try_map_children(&mut |e| Ok::<_, std::convert::Infallible>(map_columns(e, map))) {
-            Ok(mapped) => mapped,
-            Err(never) => match never {},
-        },
-    }
 }
 
 /// The columns a SELECT can name: every bare identifier in its text (and its ORDER BY's) and every qualified one
