@@ -2084,6 +2084,22 @@ struct SelectClauses<'q> {
     distinct: bool,
 }
 
+impl SelectClauses<'_> {
+    /// Reads every column `i` of the input row as column `map(i)`.
+    fn map_columns(&mut self, map: &dyn Fn(usize) -> usize) {
+        let over = |expr: &mut Expr| *expr = map_columns(expr, map);
+        self.filter.iter_mut().for_each(over);
+        self.items.iter_mut().for_each(|(expr, _)| over(expr));
+        self.group_by.iter_mut().for_each(over);
+        self.having.iter_mut().for_each(over);
+        self.sort_exprs.iter_mut().for_each(|(expr, _)| over(expr));
+        for aggregate in &mut self.aggregates {
+            aggregate.argument.iter_mut().for_each(over);
+            aggregate.filter.iter_mut().for_each(over);
+        }
+    }
+}
+
 fn distinct_order_error() -> ExecError {
     ExecError::new(
         sqlstate::INVALID_COLUMN_REFERENCE,

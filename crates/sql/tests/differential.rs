@@ -7,9 +7,9 @@
 //! of expressions, DISTINCT ones and ones with FILTER), GROUP BY with one or two keys and HAVING, DISTINCT,
 //! projections of arithmetic, CASE, COALESCE, NULLIF, GREATEST/LEAST, abs, lower/upper/length, ORDER BY several
 //! keys with NULLS FIRST/LAST, LIMIT and OFFSET, UNION ALL, INTERSECT/EXCEPT [ALL] (also over a WITH query),
-//! inner, left, right and full joins with a second table (ON, USING; WHERE on either side), correlated
-//! EXISTS/NOT EXISTS/IN with equalities, subqueries in FROM
-//! and uncorrelated ones in WHERE (scalar, IN, op ANY/ALL, EXISTS). Doubles compare with a relative tolerance
+//! inner, left, right and full joins with a second table (ON, USING; WHERE on either side), commas and CROSS
+//! JOIN whose conditions are in WHERE (also after an outer join), correlated EXISTS/NOT EXISTS/IN with
+//! equalities, subqueries in FROM and uncorrelated ones in WHERE (scalar, IN, op ANY/ALL, EXISTS). Doubles compare with a relative tolerance
 //! (summation order differs); everything else must be equal.
 //!
 //! `NUMADB_PYTHON` names a Python with `duckdb` installed (the project's test command sets up a virtual
@@ -310,7 +310,21 @@ fn join_query(rng: &mut Rng, filter: &str) -> (String, bool) {
         return (format!("SELECT count(*), count(t.a), sum(t.a), min(t.s) FROM t{filter}"), false);
     }
     let kind = rng.pick(&["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN", "INNER JOIN", "LEFT OUTER JOIN"]);
-    let from = match rng.below(6) {
+    // Commas and CROSS JOIN take their join condition from WHERE, which numadb moves into the joins.
+    let mut links: Vec<&str> = Vec::new();
+    let from = match rng.below(9) {
+        6 => {
+            links.push("u.uk = t.k");
+            String::from("u, t")
+        }
+        7 => {
+            links.extend(["t.k = w.uk", "w.ua = u.uk"]);
+            String::from("t CROSS JOIN u, u AS w")
+        }
+        8 => {
+            links.push("w.uk = t.a");
+            format!("t {kind} u ON t.k = u.uk, u AS w")
+        }
         0 => format!("t {kind} u ON t.k = u.uk"),
         1 => format!("t {kind} u ON t.k = u.uk AND t.a < u.ua"),
         2 => format!("t {kind} u ON t.a = u.ua AND t.s = u.us"),
@@ -319,7 +333,7 @@ fn join_query(rng: &mut Rng, filter: &str) -> (String, bool) {
         _ => format!("u {kind} t ON u.uk = t.k + 1 AND u.us IS NOT DISTINCT FROM t.s"),
     };
     let (table_u, key_u) = if from.contains(" v USING") { ("v", "v.k") } else { ("u", "u.uk") };
-    let mut conditions: Vec<String> = Vec::new();
+    let mut conditions: Vec<String> = links.iter().map(|l| l.to_string()).collect();
     if let Some(t_filter) = filter.strip_prefix(" WHERE ") {
         conditions.push(format!("({t_filter})"));
     }

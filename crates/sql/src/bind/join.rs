@@ -1,5 +1,5 @@
 //! SELECT over a FROM clause with joins: `[INNER] JOIN`, `LEFT`/`RIGHT`/`FULL [OUTER] JOIN` with `ON`, `USING` or
-//! `NATURAL`, `CROSS JOIN` and commas, joined left to right.
+//! `NATURAL`, `CROSS JOIN` and commas.
 //!
 //! Each relation (a table, a subquery, a `WITH` query) produces only the columns the query can name: a column
 //! whose name appears nowhere in the statement's text is not read, so a join of two wide tables does not carry
@@ -8,6 +8,16 @@
 //! relation an outer join pads with NULLs), so the scan kernels and the primary-key index see them. What is left of
 //! `ON` becomes the join's equality keys (a hash join) and a condition on the joined rows; the rest of WHERE and
 //! every other clause run over the joined rows as over a subquery's.
+//!
+//! Commas and `CROSS JOIN` put the join conditions in WHERE, and the order written need not be one where each
+//! join has a key (`FROM a, b, c WHERE a.x = c.x AND c.y = b.y`: a × b has no condition). When every join is
+//! inner, any order gives the same rows, so the relations are joined in one where each join has an equality with
+//! those before it if one exists, and each conjunct over several relations (from WHERE or ON) is checked by the
+//! first join that has them all. The joined row is then in another order than the one the names were bound
+//! against, so the other clauses are renumbered. With outer joins the order stays as written, and a WHERE
+//! conjunct over several relations goes into the join of the last of them when that is an inner join that no
+//! later RIGHT or FULL join follows (which would pad the rows it kept with NULLs and bring back the ones it
+//! dropped).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -142,6 +152,8 @@ impl Binder<'_> {
         let mut tables: Vec<Arc<Table>> = Vec::new();
         for (position, item) in select.from.iter().enumerate() {
             let (first, joins) = flatten_nested(item, position == 0)?;
+            // An ON inside this item sees only this item's relations (`a, b JOIN c ON a.x = c.x` is 42P01).
+            let (item_columns, item_qualifiers) = (names.columns.len(), names.qualifiers.len());
             self.add_relation(first, &needs, &mut names, &mut relations, &mut tables)?;
             if position > 0 {
                 steps.push(Step { kind: JoinKind::Inner, condition: None });
@@ -176,7 +188,20 @@ impl Binder<'_> {
                 self.add_relation(&join.relation, &needs, &mut names, &mut relations, &mut tables)?;
                 let condition = match constraint {
                     JoinConstraint::On(on) => {
-                        let scope = join_scope(&names);
+                        // A join the decorrelation added (to the last item) links the subquery to any relation.
+                        let added = names
+                            .qualifiers
+                            .last()
+                            .and_then(Option::as_deref)
+                            .is_some_and(|q| q.starts_with(super::decorrelate::HIDDEN_RELATION));
+                        let (item_columns, item_qualifiers) =
+                            if added { (0, 0) } else { (item_columns, item_qualifiers) };
+                        let item_names = JoinNames {
+                            columns: names.columns[item_columns..].to_vec(),
+                            qualifiers: names.qualifiers[item_qualifiers..].to_vec(),
+                            star: Vec::new(),
+                        };
+                        let scope = join_scope(&item_names);
                         let bound = self.without_aggregates(|| self.bind_expr(on, &scope))?;
                         if uses_aggregates(&bound) {
                             return Err(ExecError::new(
@@ -226,18 +251,17 @@ impl Binder<'_> {
 
         let scope = join_scope(&names);
         let mut clauses = self.bind_select_clauses(select, &scope, order_by, Some(names.star_items()))?;
-        let mut remaining = Vec::new();
+        let mut remaining_where = Vec::new();
         if let Some(filter) = clauses.filter.take() {
             let mut conjuncts = Vec::new();
             flatten_and(filter, &mut conjuncts);
             for conjunct in conjuncts {
                 match relation_of(&conjunct, &relations) {
                     Some(index) if !relations[index].null_supplied => relations[index].pushed.push(conjunct),
-                    _ => remaining.push(conjunct),
+                    _ => remaining_where.push(conjunct),
                 }
             }
         }
-        clauses.filter = (!remaining.is_empty()).then(|| fold_boolean(remaining, BinaryOp::And));
 
         // Conjuncts of ON over the joined relation alone filter it first (for inner and left joins, where it is the
         // side whose unmatched rows are dropped).
@@ -260,15 +284,70 @@ impl Binder<'_> {
             conditions.push(kept);
         }
 
-        let mut relations = relations.into_iter();
-        let first = relations.next().ok_or_else(|| ExecError::internal("a join without relations"))?;
+        let (order, step_conditions) = if steps.iter().all(|s| s.kind == JoinKind::Inner) {
+            // Inner joins only: they may run in any order, and every conjunct over several relations may be
+            // checked as soon as they are all joined. The relations are joined in an order that gives each join
+            // an equality with the relations before it (a hash join) where one exists: `FROM a, b, c WHERE
+            // a.x = c.x AND c.y = b.y` joins a with c, then b, instead of taking the cross product of a and b.
+            let mut pool = Vec::new();
+            let mut kept = Vec::new();
+            let on_conjuncts = conditions.into_iter().flatten();
+            for conjunct in on_conjuncts.chain(std::mem::take(&mut remaining_where)) {
+                match relations_of(&conjunct, &relations).as_deref() {
+                    Some([one]) => relations[*one].pushed.push(conjunct),
+                    Some([_, _, ..]) => pool.push(conjunct),
+                    _ => kept.push(conjunct),
+                }
+            }
+            remaining_where = kept;
+            inner_join_order(pool, &relations)
+        } else {
+            // With outer joins the order stays as written. A WHERE conjunct over several relations goes into the
+            // join of the last of them, where it can be a hash key, when that join is inner and no later join pads
+            // the rows it passes with NULLs (a RIGHT or FULL join): then it sees the same rows there as after the
+            // joins. NULLs an earlier outer join padded are already in those rows.
+            let mut conditions = conditions;
+            let mut kept = Vec::new();
+            for conjunct in std::mem::take(&mut remaining_where) {
+                let target = relations_of(&conjunct, &relations).and_then(|set| {
+                    let last = *set.iter().max()?;
+                    let movable = set.len() > 1
+                        && steps[last - 1].kind == JoinKind::Inner
+                        && steps[last..].iter().all(|s| matches!(s.kind, JoinKind::Inner | JoinKind::Left));
+                    movable.then_some(last - 1)
+                });
+                match target {
+                    Some(step) => conditions[step].push(conjunct),
+                    None => kept.push(conjunct),
+                }
+            }
+            remaining_where = kept;
+            ((0..relations.len()).collect(), conditions)
+        };
+        clauses.filter = (!remaining_where.is_empty()).then(|| fold_boolean(remaining_where, BinaryOp::And));
+
+        // Positions in the joined row as written → positions in the row the joins (in `order`) produce.
+        let total_width: usize = relations.iter().map(|r| r.width).sum();
+        let mut moved_to = vec![0; total_width];
+        let mut joined_start = 0;
+        for &r in &order {
+            for offset in 0..relations[r].width {
+                moved_to[relations[r].start + offset] = joined_start + offset;
+            }
+            joined_start += relations[r].width;
+        }
+        let mut relations: Vec<Option<Relation>> = relations.into_iter().map(Some).collect();
+        let mut take = |r: usize| relations[r].take().ok_or_else(|| ExecError::internal("a relation joined twice"));
+        let first = take(order[0])?;
         let mut width = first.width;
         let mut plan = self.relation_plan(first);
-        for ((step, condition), relation) in steps.iter().zip(conditions).zip(relations) {
+        for ((step, condition), &r) in steps.iter().zip(step_conditions).zip(&order[1..]) {
+            let relation = take(r)?;
             let right_width = relation.width;
             let right = self.relation_plan(relation);
             let (mut left_keys, mut right_keys, mut rest) = (Vec::new(), Vec::new(), Vec::new());
             for conjunct in condition {
+                let conjunct = map_columns(&conjunct, &|index| moved_to[index]);
                 match equality_sides(&conjunct, width, right_width) {
                     Some((left, right)) => {
                         left_keys.push(left);
@@ -289,6 +368,8 @@ impl Binder<'_> {
             });
             width += right_width;
         }
+        // The other clauses were bound against the order as written (columns past the row are aggregates').
+        clauses.map_columns(&|index| moved_to.get(index).copied().unwrap_or(index));
 
         // Column names by position in the joined row, for errors.
         let mut row_names = vec![String::from("?"); width];
@@ -296,7 +377,7 @@ impl Binder<'_> {
             if let Expr::Column { index, .. } = column.expr
                 && column.qualifier.is_some()
             {
-                row_names[index] = column.name.clone();
+                row_names[moved_to[index]] = column.name.clone();
             }
         }
         let (plan, columns) = plan_over_rows(plan, &row_names, clauses, limit, offset)?;
@@ -496,6 +577,63 @@ fn relation_of(expr: &Expr, relations: &[Relation]) -> Option<usize> {
     let index = relations.iter().position(|r| (r.start..r.start + r.width).contains(&first))?;
     let range = relations[index].start..relations[index].start + relations[index].width;
     columns.iter().all(|c| range.contains(c)).then_some(index)
+}
+
+/// The relations whose columns `expr` reads, in order; `None` if it reads a column of none.
+fn relations_of(expr: &Expr, relations: &[Relation]) -> Option<Vec<usize>> {
+    let mut columns = Vec::new();
+    expr.columns(&mut columns);
+    let mut set = Vec::new();
+    for column in columns {
+        let index = relations.iter().position(|r| (r.start..r.start + r.width).contains(&column))?;
+        if !set.contains(&index) {
+            set.push(index);
+        }
+    }
+    set.sort_unstable();
+    Some(set)
+}
+
+/// The order in which to join relations that are all inner-joined, and the conjuncts (each over two relations or
+/// more) each join checks: the first relation first, then each time the first relation not yet joined that an
+/// equality links to those joined (a hash join), or failing that the first not yet joined (a cross product). Each
+/// conjunct is checked by the join after which all its relations are present.
+fn inner_join_order(pool: Vec<Expr>, relations: &[Relation]) -> (Vec<usize>, Vec<Vec<Expr>>) {
+    let count = relations.len();
+    let sets: Vec<Vec<usize>> = pool.iter().map(|c| relations_of(c, relations).unwrap_or_default()).collect();
+    let mut joined = vec![false; count];
+    let mut order = Vec::with_capacity(count);
+    if count > 0 {
+        joined[0] = true;
+        order.push(0);
+    }
+    let links = |joined: &[bool], candidate: usize| {
+        pool.iter().any(|conjunct| {
+            let Expr::Binary { op: BinaryOp::Eq, left, right, .. } = conjunct else { return false };
+            let (Some(left), Some(right)) = (relations_of(left, relations), relations_of(right, relations)) else {
+                return false;
+            };
+            let is_candidate = |set: &[usize]| set == [candidate];
+            let all_joined = |set: &[usize]| !set.is_empty() && set.iter().all(|&r| joined[r]);
+            (is_candidate(&left) && all_joined(&right)) || (is_candidate(&right) && all_joined(&left))
+        })
+    };
+    while order.len() < count {
+        let waiting = || (0..count).filter(|&r| !joined[r]);
+        let Some(next) = waiting().find(|&r| links(&joined, r)).or_else(|| waiting().next()) else { break };
+        joined[next] = true;
+        order.push(next);
+    }
+    let mut position = vec![0; count];
+    for (at, &r) in order.iter().enumerate() {
+        position[r] = at;
+    }
+    let mut conditions = vec![Vec::new(); count.saturating_sub(1)];
+    for (conjunct, set) in pool.into_iter().zip(sets) {
+        let last = set.iter().map(|&r| position[r]).max().unwrap_or(0).max(1);
+        conditions[last - 1].push(conjunct);
+    }
+    (order, conditions)
 }
 
 /// `l = r` with `l` over the left input's columns (`..left_width`) and `r` over the right input's: a hash key.
