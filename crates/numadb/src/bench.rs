@@ -183,20 +183,20 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 .iter()
                 .find(|(n, _)| *n == name)
                 .with_context(|| format!("no built-in experiment {name:?}; `numadb bench list` shows them"))?;
-            print!("{text}");
+            out!("{text}");
             Ok(())
         }
         Benchmark::List { name: None } => {
             for (name, _) in experiment::BUILTIN {
                 let file = experiment::builtin(name).expect("built-in");
                 let summary = file.description.split(". ").next().unwrap_or_default().trim_end_matches('.');
-                println!(
+                outln!(
                     "{name:<16} {} configuration(s) × {} workload(s): {summary}.",
                     file.configurations.len(),
                     file.expanded_workloads().len()
                 );
             }
-            println!("\nnumadb bench list NAME prints one as TOML; numadb bench run NAME|FILE runs it.");
+            outln!("\nnumadb bench list NAME prints one as TOML; numadb bench run NAME|FILE runs it.");
             Ok(())
         }
         Benchmark::Wire(args) => {
@@ -215,9 +215,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             };
             let report = wire::run(&options, |step| eprintln!("… {step}")).map_err(|e| anyhow::anyhow!(e))?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                outln!("{}", serde_json::to_string_pretty(&report)?);
             } else {
-                print!("{}", wire::render(&report));
+                out!("{}", wire::render(&report));
             }
             Ok(())
         }
@@ -230,9 +230,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             };
             let report = soak::run(&options, |line| eprintln!("{line}")).map_err(|e| anyhow::anyhow!(e))?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                outln!("{}", serde_json::to_string_pretty(&report)?);
             } else {
-                print!("{}", soak::render(&report));
+                out!("{}", soak::render(&report));
             }
             if !report.passed() {
                 std::process::exit(1);
@@ -250,9 +250,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             };
             let report = engine::run(&options, |step| eprintln!("… {step}")).map_err(|e| anyhow::anyhow!(e))?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                outln!("{}", serde_json::to_string_pretty(&report)?);
             } else {
-                print!("{}", engine::render(&report));
+                out!("{}", engine::render(&report));
             }
             Ok(())
         }
@@ -320,13 +320,13 @@ fn run_experiment(args: RunArgs) -> anyhow::Result<()> {
     .map_err(|e| anyhow::anyhow!(e))?
     .len();
     if args.json {
-        println!("{}", numadb_report::to_json(&report::Document { results: &results, findings: &findings }).trim_end());
+        outln!("{}", numadb_report::to_json(&report::Document { results: &results, findings: &findings }).trim_end());
     } else {
         if let Some(document) = &probe {
-            print!("{}", crate::tour::probe_text(document));
-            println!();
+            out!("{}", crate::tour::probe_text(document));
+            outln!();
         }
-        print!("{}", report::text(&results, &findings));
+        out!("{}", report::text(&results, &findings));
     }
     eprintln!("numadb bench: wrote {written} files into {} (open report.html)", out.display());
     Ok(())

@@ -1,6 +1,18 @@
 //! `numadb`: one binary for everything numadb does. Each subcommand lives in its own module; this file only parses
 //! the command line and turns errors into a message and an exit status.
 
+/// `print!` to standard output, except that a reader that went away (`numadb … | head`) ends the program quietly
+/// with status 0, as it ends a C tool (by SIGPIPE), instead of a panic.
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::write_stdout(format_args!($($arg)*)) };
+}
+
+/// `println!` as [`out!`].
+macro_rules! outln {
+    () => { $crate::write_stdout(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::write_stdout(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
 mod bench;
 mod format;
 mod probe;
@@ -33,6 +45,18 @@ enum Command {
     Bench(bench::BenchArgs),
     Probe(probe::ProbeArgs),
     Tour(tour::TourArgs),
+}
+
+/// What [`out!`] and [`outln!`] do.
+fn write_stdout(text: std::fmt::Arguments) {
+    use std::io::Write;
+    if let Err(error) = std::io::stdout().lock().write_fmt(text) {
+        if error.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("numadb: error: cannot write to standard output: {error}");
+        std::process::exit(1);
+    }
 }
 
 fn main() -> ExitCode {

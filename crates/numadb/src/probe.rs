@@ -297,9 +297,9 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<()> {
     let json = args.common.json;
     let (document, out) = measure(args)?;
     if json {
-        println!("{}", numadb_report::to_json(&document).trim_end());
+        outln!("{}", numadb_report::to_json(&document).trim_end());
     } else {
-        print!("{}", render::text(&document));
+        out!("{}", render::text(&document));
     }
     if let Some(dir) = out {
         let written = render::write_files(&dir, &document)?;

@@ -116,7 +116,7 @@ fn read_password_file(path: &PathBuf) -> anyhow::Result<BTreeMap<String, Verifie
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     if args.print_verifier {
         let password = args.password.as_deref().unwrap_or_default();
-        println!("{}", Verifier::from_password(password));
+        outln!("{}", Verifier::from_password(password));
         return Ok(());
     }
     let mut users = match &args.password_file {

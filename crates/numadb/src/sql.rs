@@ -206,7 +206,7 @@ impl Shell {
         for result in results {
             match (result, &mut self.json) {
                 (Ok(output), Some(json)) => json.push(output_json(&output)),
-                (Ok(output), None) => print!("{}", render(&output)),
+                (Ok(output), None) => out!("{}", render(&output)),
                 (Err(error), json) => {
                     ok = false;
                     eprint!("{}", render_error(&error));
@@ -227,7 +227,7 @@ impl Shell {
     fn print_json(&mut self) {
         if let Some(json) = &mut self.json {
             let document = serde_json::Value::Array(std::mem::take(json));
-            println!("{}", serde_json::to_string_pretty(&document).unwrap_or_default());
+            outln!("{}", serde_json::to_string_pretty(&document).unwrap_or_default());
             let _ = std::io::stdout().flush();
         }
     }
@@ -242,7 +242,7 @@ impl Shell {
                     Some("off") => false,
                     _ => !self.timing,
                 };
-                println!("Timing is {}.", if self.timing { "on" } else { "off" });
+                outln!("Timing is {}.", if self.timing { "on" } else { "off" });
                 true
             }
             "dt" => self.run(
@@ -275,10 +275,10 @@ impl Shell {
                                     .collect(),
                                 tag: String::new(),
                             };
-                            println!("Table \"{}\" (placement {})", table.name(), table.placement(None));
-                            print!("{}", render(&output));
+                            outln!("Table \"{}\" (placement {})", table.name(), table.placement(None));
+                            out!("{}", render(&output));
                             for index in table.snapshot().indexes {
-                                println!(
+                                outln!(
                                     "Index: {} {} ({}){}",
                                     index.name(),
                                     index.kind().name(),
@@ -297,10 +297,10 @@ impl Shell {
                 None => self.meta_command(session, "dt"),
             },
             "?" | "h" | "help" => {
-                println!(
+                outln!(
                     "\\dt            list tables\n\\d NAME        describe a table\n\\timing        toggle timing\n\\q             quit"
                 );
-                println!(
+                outln!(
                     "SQL: SELECT/INSERT/CREATE TABLE/CREATE INDEX/COPY/EXPLAIN [ANALYZE]/SET/SHOW; ALTER TABLE t NUMA NODE ('n')"
                 );
                 true
@@ -318,7 +318,7 @@ impl Shell {
         if let Some(path) = &history {
             let _ = editor.load_history(path);
         }
-        println!("numadb {} — type \\? for help, \\q to quit.", env!("CARGO_PKG_VERSION"));
+        outln!("numadb {} — type \\? for help, \\q to quit.", env!("CARGO_PKG_VERSION"));
         let mut buffer = String::new();
         loop {
             let prompt = if buffer.is_empty() { "numadb=> " } else { "numadb-> " };

@@ -65,7 +65,7 @@ impl TopoDocument {
 pub fn run(args: TopoArgs) -> anyhow::Result<()> {
     if args.json_schema {
         let schema = schemars::schema_for!(TopoDocument);
-        println!("{}", serde_json::to_string_pretty(&schema)?);
+        outln!("{}", serde_json::to_string_pretty(&schema)?);
         return Ok(());
     }
     let topology = match &args.capture {
@@ -79,11 +79,11 @@ pub fn run(args: TopoArgs) -> anyhow::Result<()> {
             .with_context(|| format!("reading the topology below {}", args.root.display()))?,
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&TopoDocument::new(topology))?);
+        outln!("{}", serde_json::to_string_pretty(&TopoDocument::new(topology))?);
         return Ok(());
     }
     let domains = topology.domains(args.domains)?;
-    print!("{}", summary(&topology, &domains, args.cpus));
+    out!("{}", summary(&topology, &domains, args.cpus));
     Ok(())
 }
 

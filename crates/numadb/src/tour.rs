@@ -207,7 +207,7 @@ pub fn run(args: TourArgs) -> anyhow::Result<()> {
     out.write("report.html", page.finish()).context("writing report.html")?;
 
     if args.json {
-        println!("{}", numadb_report::to_json(&document).trim_end());
+        outln!("{}", numadb_report::to_json(&document).trim_end());
         return Ok(());
     }
     let mut summary = String::new();
@@ -218,7 +218,7 @@ pub fn run(args: TourArgs) -> anyhow::Result<()> {
     }
     summary.push('\n');
     summary.push_str(&report::text(&results, &findings));
-    print!("{summary}");
+    out!("{summary}");
     eprintln!(
         "\nnumadb tour: finished in {elapsed_s:.0} s; report in {} (open report.html)",
         out_dir.join("report.html").display()

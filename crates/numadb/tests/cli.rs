@@ -292,3 +292,28 @@ fn sql_file_runs_backslash_commands_and_statements_in_order_until_an_error() {
     assert!(err.contains("42703"), "{err}");
     assert!(!out.contains("never"), "nothing runs after the error: {out}");
 }
+
+#[test]
+fn a_reader_that_goes_away_ends_the_shell_quietly() {
+    use std::io::Read;
+    // 100 000 rows of output: far more than a pipe holds, so numadb is still writing when the reader leaves.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_numadb"))
+        .args([
+            "sql",
+            "-c",
+            "CREATE TABLE d (v INTEGER); INSERT INTO d VALUES (0), (1), (2), (3), (4), (5), (6), (7), (8), (9)",
+            "-c",
+            "SELECT a.v, b.v, c.v, e.v, f.v FROM d a, d b, d c, d e, d f",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 64];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    // The read end is closed here (the handle was dropped).
+    let output = child.wait_with_output().unwrap();
+    let err = stderr(&output);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(output.status.success(), "{:?}: {err}", output.status);
+}
