@@ -31,6 +31,8 @@ pub mod sqlstate {
     pub const WRONG_OBJECT_TYPE: &str = "42809";
     /// `42803`
     pub const GROUPING_ERROR: &str = "42803";
+    /// A window function where none is allowed (WHERE, GROUP BY, HAVING, inside another window function).
+    pub const WINDOWING_ERROR: &str = "42P20";
     /// `42P02`
     pub const UNDEFINED_PARAMETER: &str = "42P02";
     /// `42P18`

@@ -6,6 +6,7 @@
 //! - [`plan`]: the physical plans the SQL layer builds.
 //! - [`run`]: executing plans: one task graph per statement, tasks preferring their data's domain, byte
 //!   accounting per (running domain, memory node).
+//! - [`window`]: window functions over materialized rows.
 //! - [`load`]: parallel, placement-aware data generation.
 //!
 //! Architecture invariant: execution is where the scheduler (domains, tasks) meets storage (partitions, nodes):
@@ -18,9 +19,11 @@ pub mod filter;
 pub mod load;
 pub mod plan;
 pub mod run;
+pub mod window;
 
 pub use aggregate::{AggregateCall, AggregateFunction};
 pub use error::{ExecError, sqlstate};
 pub use expr::{BinaryOp, Expr, ScalarFunction};
 pub use plan::{JoinKind, JoinPlan, LookupPlan, Plan, ScanOutput, ScanPlan, SetOp, SortKey};
 pub use run::{ExecutionResult, Executor, MORSEL_BLOCKS_DEFAULT, OperatorStats, ScanStats, execute};
+pub use window::{WindowCall, WindowFunction};

@@ -8,6 +8,7 @@ use numadb_storage::{Table, Value};
 use crate::aggregate::AggregateCall;
 use crate::error::ExecError;
 use crate::expr::{BinaryOp, Expr};
+use crate::window::WindowCall;
 
 /// What a scan produces.
 #[derive(Debug, Clone)]
@@ -50,7 +51,7 @@ pub struct LookupPlan {
 }
 
 /// An `ORDER BY` key, over the input of the [`Plan::Post`] node.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SortKey {
     /// The expression.
     pub expr: Expr,
@@ -170,6 +171,13 @@ pub enum Plan {
         /// Aggregates (over input rows).
         aggregates: Vec<AggregateCall>,
     },
+    /// Window functions: each input row with one more column per call, the call's value for that row.
+    Window {
+        /// The input.
+        input: Box<Plan>,
+        /// The calls.
+        calls: Vec<WindowCall>,
+    },
     /// What happens after the rows are produced: `HAVING`, the select list, `DISTINCT`, `ORDER BY`, `OFFSET`,
     /// `LIMIT`.
     Post {
@@ -197,7 +205,7 @@ impl Plan {
             Plan::Scan(_) => true,
             Plan::Lookup(_) | Plan::Values(_) => false,
             Plan::UnionAll(inputs) => inputs.iter().any(Plan::scans),
-            Plan::Post { input, .. } | Plan::Aggregate { input, .. } => input.scans(),
+            Plan::Post { input, .. } | Plan::Aggregate { input, .. } | Plan::Window { input, .. } => input.scans(),
             Plan::Subqueries { subqueries, main } => main.scans() || subqueries.iter().any(Plan::scans),
             Plan::SetOperation { left, right, .. } => left.scans() || right.scans(),
             Plan::Join(join) => join.left.scans() || join.right.scans(),
@@ -212,9 +220,12 @@ impl Plan {
             }
             Plan::Aggregate { .. } => true,
             Plan::Subqueries { main, .. } => main.aggregates(),
-            Plan::Values(_) | Plan::UnionAll(_) | Plan::Post { .. } | Plan::SetOperation { .. } | Plan::Join(_) => {
-                false
-            }
+            Plan::Values(_)
+            | Plan::UnionAll(_)
+            | Plan::Post { .. }
+            | Plan::SetOperation { .. }
+            | Plan::Join(_)
+            | Plan::Window { .. } => false,
         }
     }
 
@@ -263,6 +274,10 @@ impl Plan {
                 let (group_by, aggregates) = map_aggregation(group_by, aggregates, f)?;
                 Plan::Aggregate { input: Box::new(input.try_map_exprs(f)?), group_by, aggregates }
             }
+            Plan::Window { input, calls } => Plan::Window {
+                input: Box::new(input.try_map_exprs(f)?),
+                calls: calls.iter().map(|call| call.try_map_exprs(&mut *f)).collect::<Result<_, _>>()?,
+            },
             Plan::Post { input, filter, projection, distinct, order_by, offset, limit } => Plan::Post {
                 input: Box::new(input.try_map_exprs(f)?),
                 filter: filter.as_ref().map(&mut *f).transpose()?,
@@ -367,6 +382,11 @@ impl Plan {
                 let kind = if group_by.is_empty() { "Aggregate" } else { "Hash Aggregate" };
                 let plural = if aggregates.len() == 1 { "" } else { "s" };
                 let _ = writeln!(out, "{indent}{arrow}{kind} ({} aggregate{plural})", aggregates.len());
+                input.describe_into(out, depth + 1);
+            }
+            Plan::Window { input, calls } => {
+                let plural = if calls.len() == 1 { "" } else { "s" };
+                let _ = writeln!(out, "{indent}{arrow}Window ({} function{plural})", calls.len());
                 input.describe_into(out, depth + 1);
             }
             Plan::Post { input, filter, projection, distinct, order_by, offset, limit } => {

@@ -22,6 +22,7 @@ use crate::error::{ExecError, sqlstate};
 use crate::expr::Expr;
 use crate::filter::{Filter, compile, tail_mask};
 use crate::plan::{JoinKind, JoinPlan, LookupPlan, Plan, ScanOutput, ScanPlan, SetOp, SortKey};
+use crate::window::{append_windows, compare_sort_keys};
 
 /// Every row of a full block.
 const ALL_ROWS: BlockMask = [u64::MAX; MASK_WORDS];
@@ -350,7 +351,9 @@ fn scan_table_names(plan: &Plan, out: &mut Vec<String>) {
     match plan {
         Plan::Scan(scan) => out.push(scan.table.name().to_string()),
         Plan::UnionAll(inputs) => inputs.iter().for_each(|p| scan_table_names(p, out)),
-        Plan::Post { input, .. } | Plan::Aggregate { input, .. } => scan_table_names(input, out),
+        Plan::Post { input, .. } | Plan::Aggregate { input, .. } | Plan::Window { input, .. } => {
+            scan_table_names(input, out)
+        }
         Plan::Subqueries { main, .. } => scan_table_names(main, out),
         Plan::SetOperation { left, right, .. } | Plan::Join(JoinPlan { left, right, .. }) => {
             scan_table_names(left, out);
@@ -390,7 +393,7 @@ fn collect_scans(
         Plan::UnionAll(inputs) => {
             inputs.iter().try_for_each(|p| collect_scans(p, executor, params, budget, graph, jobs))
         }
-        Plan::Post { input, .. } | Plan::Aggregate { input, .. } => {
+        Plan::Post { input, .. } | Plan::Aggregate { input, .. } | Plan::Window { input, .. } => {
             collect_scans(input, executor, params, budget, graph, jobs)
         }
         Plan::SetOperation { left, right, .. } | Plan::Join(JoinPlan { left, right, .. }) => {
@@ -987,6 +990,13 @@ fn finish(
             result.operator("Aggregate", rows.len(), started);
             Ok(rows)
         }
+        Plan::Window { input, calls } => {
+            let mut rows = finish(input, executor, jobs, next_job, budget, result)?;
+            let started = Instant::now();
+            append_windows(&mut rows, calls, executor.params, &|| check_interrupts(executor))?;
+            result.operator("Window", rows.len(), started);
+            Ok(rows)
+        }
         Plan::Post { input, filter, projection, distinct, order_by, offset, limit } => {
             let rows = finish(input, executor, jobs, next_job, budget, result)?;
             let rows = post_process(
@@ -1354,35 +1364,7 @@ fn post_process(
     }
     let started = Instant::now();
     if !order_by.is_empty() {
-        keyed.sort_by(|(a, _), (b, _)| {
-            for ((x, y), key) in a.iter().zip(b).zip(order_by) {
-                let ordering = match (x.is_null(), y.is_null()) {
-                    (true, true) => std::cmp::Ordering::Equal,
-                    (true, false) => {
-                        if key.nulls_first {
-                            std::cmp::Ordering::Less
-                        } else {
-                            std::cmp::Ordering::Greater
-                        }
-                    }
-                    (false, true) => {
-                        if key.nulls_first {
-                            std::cmp::Ordering::Greater
-                        } else {
-                            std::cmp::Ordering::Less
-                        }
-                    }
-                    (false, false) => {
-                        let ordering = x.sort_cmp(y);
-                        if key.descending { ordering.reverse() } else { ordering }
-                    }
-                };
-                if ordering.is_ne() {
-                    return ordering;
-                }
-            }
-            std::cmp::Ordering::Equal
-        });
+        keyed.sort_by(|(a, _), (b, _)| compare_sort_keys(a, b, order_by));
         result.operator("Sort", keyed.len(), started);
     }
     let started = Instant::now();

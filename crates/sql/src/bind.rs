@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use numadb_execution::expr::{Expr, ScalarFunction, cast, parse_value};
 use numadb_execution::plan::{LookupPlan, Plan, ScanOutput, ScanPlan, SetOp, SortKey};
-use numadb_execution::{AggregateCall, AggregateFunction, BinaryOp, ExecError, sqlstate};
+use numadb_execution::{AggregateCall, AggregateFunction, BinaryOp, ExecError, WindowCall, WindowFunction, sqlstate};
 use numadb_storage::{DataType, Table, Value};
 
 mod decorrelate;
@@ -94,6 +94,8 @@ fn unsupported(what: &str) -> ExecError {
 
 /// Offset of aggregate placeholders among column indexes while a SELECT with aggregates is bound.
 const AGGREGATE_BASE: usize = 1 << 30;
+/// Offset of window function placeholders (below the aggregates': a window's value is not an aggregate's).
+const WINDOW_BASE: usize = 1 << 29;
 
 /// What names resolve to while an expression is bound.
 struct Scope<'a> {
@@ -169,6 +171,8 @@ pub struct Binder<'a> {
     params: RefCell<Vec<Option<DataType>>>,
     /// Aggregates found while binding the current SELECT (when aggregates are allowed).
     aggregates: RefCell<Option<Vec<AggregateCall>>>,
+    /// Window function calls found while binding the current SELECT's list and ORDER BY (where they are allowed).
+    windows: RefCell<Option<Vec<WindowCall>>>,
     /// Whether `$n` may appear (prepared statements), or is an error (a plain statement has no parameters).
     params_allowed: bool,
     /// The statement's subqueries in expressions, in the order they must run (an inner one before its outer).
@@ -210,6 +214,7 @@ impl<'a> Binder<'a> {
             source,
             params: RefCell::new(declared.to_vec()),
             aggregates: RefCell::new(None),
+            windows: RefCell::new(None),
             params_allowed: true,
             subqueries: RefCell::new(Vec::new()),
             subquery_texts: RefCell::new(Vec::new()),
@@ -946,8 +951,8 @@ impl<'a> Binder<'a> {
             }
             FunctionArguments::Subquery(_) => return Err(unsupported("subqueries")),
         };
-        if function.over.is_some() {
-            return Err(unsupported("window functions"));
+        if let Some(over) = &function.over {
+            return self.bind_window(function, over, &name, &arguments, scope);
         }
         // Clauses that change what an aggregate sees must be refused, not ignored: ignoring them gives wrong answers.
         if !function.within_group.is_empty() {
@@ -980,7 +985,161 @@ impl<'a> Binder<'a> {
             }
             return Ok(scalar);
         }
-        let aggregate = match name.as_str() {
+        if self.aggregates.borrow().is_none() && self.aggregate_name(&name) {
+            return Err(ExecError::new(
+                sqlstate::GROUPING_ERROR,
+                format!("aggregate functions are not allowed here ({name})"),
+            ));
+        }
+        let call = self.aggregate_call(function, &name, &arguments, distinct, false, scope)?;
+        let data_type = call.data_type;
+        let mut collected = self.aggregates.borrow_mut();
+        let calls = collected.as_mut().expect("checked above");
+        let index = match calls.iter().position(|c| *c == call) {
+            Some(index) => index,
+            None => {
+                calls.push(call);
+                calls.len() - 1
+            }
+        };
+        Ok(Expr::Column { index: AGGREGATE_BASE + index, data_type })
+    }
+
+    /// A window function call: its placeholder column (the [`Plan::Window`] column it becomes).
+    fn bind_window(
+        &self,
+        function: &ast::Function,
+        over: &ast::WindowType,
+        name: &str,
+        arguments: &[&FunctionArgExpr],
+        scope: &Scope<'_>,
+    ) -> Result<Expr, ExecError> {
+        if self.windows.borrow().is_none() {
+            return Err(ExecError::new(sqlstate::WINDOWING_ERROR, "window functions are not allowed here"));
+        }
+        let ast::WindowType::WindowSpec(spec) = over else { return Err(unsupported("named windows")) };
+        if spec.window_name.is_some() {
+            return Err(unsupported("named windows"));
+        }
+        if spec.window_frame.is_some() {
+            return Err(unsupported("window frame clauses (ROWS, RANGE, GROUPS)")
+                .with_hint("Without one, an aggregate over a window with ORDER BY runs up to the row's last peer."));
+        }
+        if !function.within_group.is_empty() || function.null_treatment.is_some() {
+            return Err(unsupported("WITHIN GROUP, IGNORE NULLS or RESPECT NULLS"));
+        }
+        if matches!(&function.args, FunctionArguments::List(list)
+            if matches!(list.duplicate_treatment, Some(ast::DuplicateTreatment::Distinct)))
+        {
+            return Err(unsupported("DISTINCT in a window function"));
+        }
+        // Inside the call, window functions are not allowed (they do not nest); the query's aggregates are.
+        let saved = self.windows.borrow_mut().take();
+        let bound = (|| -> Result<WindowCall, ExecError> {
+            let partition_by = spec.partition_by.iter().map(|e| self.bind_expr(e, scope)).collect::<Result<_, _>>()?;
+            let order_by = spec
+                .order_by
+                .iter()
+                .map(|item| Ok(sort_key(self.bind_expr(&item.expr, scope)?, &item.options)))
+                .collect::<Result<_, ExecError>>()?;
+            let (window_function, data_type) = match name {
+                "row_number" | "rank" | "dense_rank" => {
+                    if !arguments.is_empty() {
+                        return Err(ExecError::new(
+                            sqlstate::UNDEFINED_FUNCTION,
+                            format!("function {name} takes no arguments"),
+                        ));
+                    }
+                    let function = match name {
+                        "row_number" => WindowFunction::RowNumber,
+                        "rank" => WindowFunction::Rank,
+                        _ => WindowFunction::DenseRank,
+                    };
+                    (function, DataType::BigInt)
+                }
+                "lag" | "lead" => {
+                    let (argument, offset) = match arguments {
+                        [FunctionArgExpr::Expr(argument)] => (argument, 1),
+                        [FunctionArgExpr::Expr(argument), FunctionArgExpr::Expr(offset)] => {
+                            let offset = self.without_aggregates(|| self.bind_expr(offset, scope))?;
+                            let offset = match offset.is_constant().then(|| offset.eval(&[], &[])).transpose()? {
+                                Some(Value::Int(offset)) => offset,
+                                _ => {
+                                    return Err(unsupported(&format!(
+                                        "{name} with an offset that is not an integer constant"
+                                    )));
+                                }
+                            };
+                            (argument, offset)
+                        }
+                        [_, _, _] => return Err(unsupported(&format!("{name} with a default value"))),
+                        _ => {
+                            return Err(ExecError::new(
+                                sqlstate::UNDEFINED_FUNCTION,
+                                format!("function {name} takes one or two arguments"),
+                            ));
+                        }
+                    };
+                    let argument = self.bind_expr(argument, scope)?;
+                    let data_type = argument.data_type();
+                    let offset = if name == "lag" { offset } else { offset.checked_neg().unwrap_or(i64::MAX) };
+                    (WindowFunction::Lag { argument, offset }, data_type)
+                }
+                _ if self.aggregate_name(name) => {
+                    let call = self.aggregate_call(function, name, arguments, false, true, scope)?;
+                    let data_type = call.data_type;
+                    (WindowFunction::Aggregate(call), data_type)
+                }
+                _ => {
+                    return Err(ExecError::new(
+                        sqlstate::UNDEFINED_FUNCTION,
+                        format!("window function {name} does not exist"),
+                    )
+                    .with_hint(
+                        "numadb's window functions are row_number, rank, dense_rank, lag, lead and the aggregates \
+                         count, sum, min, max and avg",
+                    ));
+                }
+            };
+            if function.filter.is_some() && !matches!(window_function, WindowFunction::Aggregate(_)) {
+                return Err(ExecError::new(
+                    sqlstate::WRONG_OBJECT_TYPE,
+                    format!("FILTER is not implemented for non-aggregate window functions ({name})"),
+                ));
+            }
+            Ok(WindowCall { function: window_function, partition_by, order_by, data_type })
+        })();
+        *self.windows.borrow_mut() = saved;
+        let call = bound?;
+        let data_type = call.data_type;
+        let mut collected = self.windows.borrow_mut();
+        let calls = collected.as_mut().ok_or_else(|| ExecError::internal("window functions set aside"))?;
+        let index = match calls.iter().position(|c| *c == call) {
+            Some(index) => index,
+            None => {
+                calls.push(call);
+                calls.len() - 1
+            }
+        };
+        Ok(Expr::Column { index: WINDOW_BASE + index, data_type })
+    }
+
+    fn aggregate_name(&self, name: &str) -> bool {
+        matches!(name, "count" | "sum" | "min" | "max" | "avg")
+    }
+
+    /// An aggregate call (`count(*)`, `sum(DISTINCT x) FILTER (WHERE …)`, …), its argument and filter bound with
+    /// no aggregates allowed inside, unless it is a window function (`over_window`), which runs after them.
+    fn aggregate_call(
+        &self,
+        function: &ast::Function,
+        name: &str,
+        arguments: &[&FunctionArgExpr],
+        distinct: bool,
+        over_window: bool,
+        scope: &Scope<'_>,
+    ) -> Result<AggregateCall, ExecError> {
+        let aggregate = match name {
             "count" => Some(AggregateFunction::Count),
             "sum" => Some(AggregateFunction::Sum),
             "min" => Some(AggregateFunction::Min),
@@ -995,13 +1154,7 @@ impl<'a> Binder<'a> {
                      functions coalesce, nullif, greatest, least, abs, lower, upper and length",
                 ));
         };
-        if self.aggregates.borrow().is_none() {
-            return Err(ExecError::new(
-                sqlstate::GROUPING_ERROR,
-                format!("aggregate functions are not allowed here ({name})"),
-            ));
-        }
-        let argument = match arguments.as_slice() {
+        let argument = match arguments {
             [FunctionArgExpr::Wildcard] if aggregate == AggregateFunction::Count && distinct => {
                 return Err(ExecError::new(
                     sqlstate::SYNTAX_ERROR,
@@ -1014,7 +1167,12 @@ impl<'a> Binder<'a> {
             }
             [FunctionArgExpr::Expr(arg)] => {
                 // An aggregate's argument is bound without aggregates allowed (no nesting).
-                let bound = self.without_aggregates(|| self.bind_expr(arg, scope))?;
+                // A window aggregate's argument may use the query's aggregates (`sum(count(*)) OVER (…)`).
+                let bound = if over_window {
+                    self.bind_expr(arg, scope)?
+                } else {
+                    self.without_aggregates(|| self.bind_expr(arg, scope))?
+                };
                 if matches!(aggregate, AggregateFunction::Sum | AggregateFunction::Avg)
                     && !bound.data_type().is_numeric()
                 {
@@ -1036,22 +1194,16 @@ impl<'a> Binder<'a> {
         let filter = match &function.filter {
             None => None,
             Some(condition) => {
-                let bound = self.without_aggregates(|| self.bind_expr(condition, scope))?;
+                let bound = if over_window {
+                    self.bind_expr(condition, scope)?
+                } else {
+                    self.without_aggregates(|| self.bind_expr(condition, scope))?
+                };
                 Some(self.expect_boolean(bound, "FILTER")?)
             }
         };
         let data_type = aggregate.result_type(argument.as_ref().map(Expr::data_type));
-        let call = AggregateCall { function: aggregate, argument, distinct, filter, data_type };
-        let mut collected = self.aggregates.borrow_mut();
-        let calls = collected.as_mut().expect("checked above");
-        let index = match calls.iter().position(|c| *c == call) {
-            Some(index) => index,
-            None => {
-                calls.push(call);
-                calls.len() - 1
-            }
-        };
-        Ok(Expr::Column { index: AGGREGATE_BASE + index, data_type })
+        Ok(AggregateCall { function: aggregate, argument, distinct, filter, data_type })
     }
 
     // ----------------------------------------------------------------------------------------------------
@@ -1442,9 +1594,12 @@ impl<'a> Binder<'a> {
                 }
                 expr => coerce(expr),
             },
-            Plan::Aggregate { .. } | Plan::Scan(_) | Plan::Lookup(_) | Plan::SetOperation { .. } | Plan::Join(_) => {
-                Ok(())
-            }
+            Plan::Aggregate { .. }
+            | Plan::Scan(_)
+            | Plan::Lookup(_)
+            | Plan::SetOperation { .. }
+            | Plan::Join(_)
+            | Plan::Window { .. } => Ok(()),
         }
     }
 
@@ -1477,6 +1632,7 @@ impl<'a> Binder<'a> {
 
             // The select list, expanded, with aggregates collected.
             *self.aggregates.borrow_mut() = Some(Vec::new());
+            *self.windows.borrow_mut() = Some(Vec::new());
             let mut items: Vec<(Expr, String)> = Vec::new();
             for item in &select.projection {
                 match item {
@@ -1524,8 +1680,10 @@ impl<'a> Binder<'a> {
             };
             let having = match &select.having {
                 Some(having) => {
-                    let bound = self.bind_expr(having, scope)?;
-                    Some(self.expect_boolean(bound, "HAVING")?)
+                    let windows = self.windows.borrow_mut().take();
+                    let bound = self.bind_expr(having, scope);
+                    *self.windows.borrow_mut() = windows;
+                    Some(self.expect_boolean(bound?, "HAVING")?)
                 }
                 None => None,
             };
@@ -1534,6 +1692,7 @@ impl<'a> Binder<'a> {
                 sort_exprs.push((self.order_item(&item.expr, scope, &items)?, &item.options));
             }
             let aggregates = self.aggregates.borrow_mut().take().unwrap_or_default();
+            let windows = self.windows.borrow_mut().take().unwrap_or_default();
             if let Some(filter) = &filter
                 && uses_aggregates(filter)
             {
@@ -1544,8 +1703,10 @@ impl<'a> Binder<'a> {
                 Some(Distinct::Distinct) => true,
                 Some(Distinct::On(_)) => return Err(unsupported("DISTINCT ON")),
             };
-            Ok(SelectClauses { filter, items, group_by, having, sort_exprs, aggregates, distinct })
+            Ok(SelectClauses { filter, items, group_by, having, sort_exprs, aggregates, windows, distinct })
         })();
+        // After an error the calls collected so far belong to no SELECT.
+        *self.windows.borrow_mut() = None;
         self.scopes.borrow_mut().pop();
         clauses
     }
@@ -1628,6 +1789,13 @@ impl<'a> Binder<'a> {
         {
             return Err(unsupported("this SELECT clause"));
         }
+        // Window functions run over rows: a table's are produced as the join planner produces a relation's
+        // (WHERE in the scan, only the named columns read).
+        if matches!(select.from.first().map(|f| &f.relation), Some(TableFactor::Table { .. }))
+            && join::mentions_over(select, order_by)
+        {
+            return self.plan_select_join(select, order_by, limit, offset);
+        }
         let mut renamed = None;
         let (table, qualifier) = match select.from.first().map(|f| &f.relation) {
             None => (None, None),
@@ -1690,8 +1858,11 @@ impl<'a> Binder<'a> {
         });
         let scope = Scope { joined: None, table: table.as_deref(), renamed, derived: None, qualifier };
 
-        let SelectClauses { filter, items, group_by, having, sort_exprs, aggregates, distinct } =
+        let SelectClauses { filter, items, group_by, having, sort_exprs, aggregates, windows, distinct } =
             self.bind_select_clauses(select, &scope, order_by, wildcard)?;
+        if !windows.is_empty() {
+            return Err(ExecError::internal("window functions over a table are planned over its rows"));
+        }
         let columns: Vec<OutputColumn> =
             items.iter().map(|(e, name)| OutputColumn { name: name.clone(), data_type: e.data_type() }).collect();
         let tables: Vec<Arc<Table>> = table.iter().cloned().collect();
@@ -1756,6 +1927,9 @@ impl<'a> Binder<'a> {
     /// A GROUP BY item: an ordinal or alias of the select list, or an expression.
     fn group_item(&self, expr: &ast::Expr, scope: &Scope<'_>, items: &[(Expr, String)]) -> Result<Expr, ExecError> {
         if let Some(item) = self.select_list_reference(expr, scope, items, false)? {
+            if uses_windows(&item) {
+                return Err(ExecError::new(sqlstate::WINDOWING_ERROR, "window functions are not allowed in GROUP BY"));
+            }
             if uses_aggregates(&item) {
                 return Err(ExecError::new(
                     sqlstate::GROUPING_ERROR,
@@ -1767,12 +1941,14 @@ impl<'a> Binder<'a> {
         self.without_aggregates(|| self.bind_expr(expr, scope))
     }
 
-    /// Runs `bind` with the current SELECT's aggregates set aside (aggregates are not allowed there, or belong to
-    /// another SELECT), then puts them back.
+    /// Runs `bind` with the current SELECT's aggregates and window functions set aside (they are not allowed
+    /// there, or belong to another SELECT), then puts them back.
     fn without_aggregates<T>(&self, bind: impl FnOnce() -> T) -> T {
         let saved = self.aggregates.borrow_mut().take();
+        let saved_windows = self.windows.borrow_mut().take();
         let bound = bind();
         *self.aggregates.borrow_mut() = saved;
+        *self.windows.borrow_mut() = saved_windows;
         bound
     }
 
@@ -2027,6 +2203,12 @@ fn column_name(expr: &ast::Expr) -> String {
     }
 }
 
+fn uses_windows(expr: &Expr) -> bool {
+    let mut columns = Vec::new();
+    expr.columns(&mut columns);
+    columns.iter().any(|&c| (WINDOW_BASE..AGGREGATE_BASE).contains(&c))
+}
+
 fn uses_aggregates(expr: &Expr) -> bool {
     let mut columns = Vec::new();
     expr.columns(&mut columns);
@@ -2054,17 +2236,44 @@ fn plan_over_rows(
     limit: Option<Expr>,
     offset: Option<Expr>,
 ) -> Result<(Plan, Vec<OutputColumn>), ExecError> {
-    let SelectClauses { filter, items, group_by, having, sort_exprs, aggregates, distinct } = clauses;
+    let SelectClauses { filter, items, group_by, having, sort_exprs, aggregates, windows, distinct } = clauses;
     let columns: Vec<OutputColumn> =
         items.iter().map(|(e, name)| OutputColumn { name: name.clone(), data_type: e.data_type() }).collect();
     let plan = post(input, filter, None, false, Vec::new(), None, None);
+    // Window functions run over the rows after WHERE, grouping and HAVING, before the select list; their values
+    // are appended to those rows, at `width` on.
+    let with_windows = |plan: Plan, windows: Vec<WindowCall>, width: usize| {
+        let placed = move |expr: &Expr| {
+            map_columns(expr, &|index| match index {
+                _ if (WINDOW_BASE..AGGREGATE_BASE).contains(&index) => width + index - WINDOW_BASE,
+                _ => index,
+            })
+        };
+        let plan = if windows.is_empty() { plan } else { Plan::Window { input: Box::new(plan), calls: windows } };
+        (plan, placed)
+    };
     // HAVING alone also makes the query grouped: one group of every row, as in PostgreSQL.
     let plan = if !aggregates.is_empty() || !group_by.is_empty() || having.is_some() {
         let (projection, having, keys) = over_groups(&items, having.as_ref(), &sort_exprs, &group_by, names)?;
+        let width = group_by.len() + aggregates.len();
+        let windows = windows
+            .iter()
+            .map(|call| call.try_map_exprs(&mut |e| rewrite_over_groups(e, &group_by, group_by.len(), names)))
+            .collect::<Result<Vec<_>, _>>()?;
         let input = Plan::Aggregate { input: Box::new(plan), group_by, aggregates };
-        post(input, having, Some(projection), distinct, keys, offset, limit)
+        if windows.is_empty() {
+            post(input, having, Some(projection), distinct, keys, offset, limit)
+        } else {
+            let input = post(input, having, None, false, Vec::new(), None, None);
+            let (input, placed) = with_windows(input, windows, width);
+            let projection = projection.iter().map(&placed).collect();
+            let keys = keys.into_iter().map(|key| SortKey { expr: placed(&key.expr), ..key }).collect();
+            post(input, None, Some(projection), distinct, keys, offset, limit)
+        }
     } else {
-        let projection: Vec<Expr> = items.into_iter().map(|(e, _)| e).collect();
+        let (plan, placed) = with_windows(plan, windows, names.len());
+        let projection: Vec<Expr> = items.iter().map(|(e, _)| placed(e)).collect();
+        let sort_exprs: Vec<(Expr, _)> = sort_exprs.iter().map(|(e, options)| (placed(e), *options)).collect();
         if distinct && sort_exprs.iter().any(|(e, _)| !projection.contains(e)) {
             return Err(distinct_order_error());
         }
@@ -2081,6 +2290,8 @@ struct SelectClauses<'q> {
     having: Option<Expr>,
     sort_exprs: Vec<(Expr, &'q ast::OrderByOptions)>,
     aggregates: Vec<AggregateCall>,
+    /// Window function calls; [`WINDOW_BASE`] + i in the other clauses is call i's value.
+    windows: Vec<WindowCall>,
     distinct: bool,
 }
 
@@ -2096,6 +2307,12 @@ impl SelectClauses<'_> {
         for aggregate in &mut self.aggregates {
             aggregate.argument.iter_mut().for_each(over);
             aggregate.filter.iter_mut().for_each(over);
+        }
+        for call in &mut self.windows {
+            match call.try_map_exprs(&mut |e| Ok(map_columns(e, map))) {
+                Ok(mapped) => *call = mapped,
+                Err(never) => unreachable!("renumbering cannot fail: {never}"),
+            }
         }
     }
 }
@@ -2146,6 +2363,8 @@ fn rewrite_over_groups(expr: &Expr, group_by: &[Expr], keys: usize, names: &[Str
         Expr::Column { index, data_type } if *index >= AGGREGATE_BASE => {
             Ok(Expr::Column { index: keys + index - AGGREGATE_BASE, data_type: *data_type })
         }
+        // A window function's value: placed after the aggregation's columns later.
+        Expr::Column { index, .. } if *index >= WINDOW_BASE => Ok(expr.clone()),
         Expr::Column { index, .. } => {
             let name = names.get(*index).map_or("?", String::as_str);
             Err(ExecError::new(
@@ -2222,7 +2441,8 @@ fn untyped_output(plan: &Plan, index: usize) -> bool {
         | Plan::Scan(_)
         | Plan::Lookup(_)
         | Plan::SetOperation { .. }
-        | Plan::Join(_) => false,
+        | Plan::Join(_)
+        | Plan::Window { .. } => false,
     }
 }
 

@@ -9,7 +9,8 @@
 //! keys with NULLS FIRST/LAST, LIMIT and OFFSET, UNION ALL, INTERSECT/EXCEPT [ALL] (also over a WITH query),
 //! inner, left, right and full joins with a second table (ON, USING; WHERE on either side), commas and CROSS
 //! JOIN whose conditions are in WHERE (also after an outer join), correlated EXISTS/NOT EXISTS/IN with
-//! equalities, subqueries in FROM and uncorrelated ones in WHERE (scalar, IN, op ANY/ALL, EXISTS). Doubles compare with a relative tolerance
+//! equalities, subqueries in FROM and uncorrelated ones in WHERE (scalar, IN, op ANY/ALL, EXISTS), window
+//! functions (numbering, ranks, lag/lead, running aggregates) with PARTITION BY and ORDER BY. Doubles compare with a relative tolerance
 //! (summation order differs); everything else must be equal.
 //!
 //! `NUMADB_PYTHON` names a Python with `duckdb` installed (the project's test command sets up a virtual
@@ -245,6 +246,7 @@ fn query(rng: &mut Rng) -> (String, bool) {
             let columns = rng.pick(&["a", "f", "s", "a, f", "s, a"]);
             (format!("SELECT DISTINCT {columns} FROM t{filter}"), false)
         }
+        8 if rng.chance(40) => window_query(rng, &filter),
         8 => {
             let projection: Vec<String> = (0..1 + rng.below(3)).map(|_| numeric_expression(rng)).collect();
             (format!("SELECT k, {} FROM t{filter}", projection.join(", ")), false)
@@ -286,6 +288,21 @@ fn query(rng: &mut Rng) -> (String, bool) {
             }
         }
     }
+}
+
+/// A window function over `t`'s filtered rows, one row per `k`: numbering and offsets over an order that ends
+/// in the unique `k` (so every system numbers alike), ranks and running aggregates over orders with ties too.
+fn window_query(rng: &mut Rng, filter: &str) -> (String, bool) {
+    let partition = rng.pick(&["", "PARTITION BY a ", "PARTITION BY s ", "PARTITION BY f, k % 3 "]);
+    let (function, order) = if rng.chance(40) {
+        let function = rng.pick(&["row_number()", "lag(a)", "lead(s, 2)", "lag(d, 3)", "sum(a)", "count(s)"]);
+        (function, rng.pick(&["ORDER BY k", "ORDER BY a NULLS FIRST, k", "ORDER BY s DESC NULLS LAST, k DESC"]))
+    } else {
+        let function =
+            rng.pick(&["rank()", "dense_rank()", "count(*)", "sum(a)", "min(s)", "max(d)", "avg(b)", "count(a)"]);
+        (function, rng.pick(&["", "ORDER BY a", "ORDER BY s DESC NULLS LAST", "ORDER BY f, a NULLS FIRST"]))
+    };
+    (format!("SELECT k, {function} OVER ({partition}{order}) FROM t{filter}"), false)
 }
 
 /// Columns of `u`, the table `t` is joined with (other names than `t`'s, so `t`'s predicates stay unambiguous).

@@ -29,6 +29,7 @@ use sqlparser::ast::{
     self, BinaryOperator, Join, JoinConstraint, JoinOperator, Select, SelectItem, TableFactor, TableWithJoins,
 };
 use sqlparser::dialect::PostgreSqlDialect;
+use sqlparser::keywords::Keyword;
 use sqlparser::tokenizer::{Token, Tokenizer};
 
 use super::{
@@ -726,6 +727,21 @@ impl Needed {
                 self.qualified.contains(&(q.to_string(), name.to_string()))
                     || self.qualified_stars.iter().any(|s| s == q)
             })
+    }
+}
+
+/// Whether a SELECT's text (with its ORDER BY) has the keyword OVER: it may call window functions.
+pub(super) fn mentions_over(select: &Select, order_by: &[&ast::OrderByExpr]) -> bool {
+    let mut text = select.to_string();
+    for item in order_by {
+        text.push(' ');
+        text.push_str(&item.to_string());
+    }
+    match Tokenizer::new(&PostgreSqlDialect {}, &text).tokenize() {
+        Ok(tokens) => {
+            tokens.iter().any(|t| matches!(t, Token::Word(w) if w.keyword == Keyword::OVER && w.quote_style.is_none()))
+        }
+        Err(_) => true,
     }
 }
 
