@@ -94,6 +94,20 @@ fn unsupported(what: &str) -> ExecError {
 
 /// Offset of aggregate placeholders among column indexes while a SELECT with aggregates is bound.
 const AGGREGATE_BASE: usize = 1 << 30;
+/// PostgreSQL's functions that exist only as window functions (numadb runs the first five).
+const WINDOW_ONLY_FUNCTIONS: [&str; 11] = [
+    "row_number",
+    "rank",
+    "dense_rank",
+    "lag",
+    "lead",
+    "ntile",
+    "percent_rank",
+    "cume_dist",
+    "first_value",
+    "last_value",
+    "nth_value",
+];
 /// Offset of window function placeholders (below the aggregates': a window's value is not an aggregate's).
 const WINDOW_BASE: usize = 1 << 29;
 
@@ -164,6 +178,9 @@ impl Scope<'_> {
     }
 }
 
+/// The names one SELECT's FROM gives: per relation, its qualifier and its columns' names.
+type ScopeNames = Vec<(Option<String>, Vec<String>)>;
+
 /// Binds expressions and plans queries for one statement.
 pub struct Binder<'a> {
     source: &'a dyn TableSource,
@@ -173,6 +190,8 @@ pub struct Binder<'a> {
     aggregates: RefCell<Option<Vec<AggregateCall>>>,
     /// Window function calls found while binding the current SELECT's list and ORDER BY (where they are allowed).
     windows: RefCell<Option<Vec<WindowCall>>>,
+    /// Binding a plain aggregate's argument (a window function there is 42803, as in PostgreSQL).
+    in_aggregate_argument: std::cell::Cell<bool>,
     /// Whether `$n` may appear (prepared statements), or is an error (a plain statement has no parameters).
     params_allowed: bool,
     /// The statement's subqueries in expressions, in the order they must run (an inner one before its outer).
@@ -183,7 +202,7 @@ pub struct Binder<'a> {
     /// The tables they read.
     subquery_tables: RefCell<Vec<Arc<Table>>>,
     /// The SELECTs being bound, outermost first: qualifier and column names (to recognise a correlated name).
-    scopes: RefCell<Vec<(Option<String>, Vec<String>)>>,
+    scopes: RefCell<Vec<ScopeNames>>,
     /// The `WITH` queries in scope, outermost first (a nested one of the same name hides an outer one): each is
     /// planned once where it is defined, and every reference in FROM runs a copy of that plan.
     ctes: RefCell<Vec<Cte>>,
@@ -215,6 +234,7 @@ impl<'a> Binder<'a> {
             params: RefCell::new(declared.to_vec()),
             aggregates: RefCell::new(None),
             windows: RefCell::new(None),
+            in_aggregate_argument: std::cell::Cell::new(false),
             params_allowed: true,
             subqueries: RefCell::new(Vec::new()),
             subquery_texts: RefCell::new(Vec::new()),
@@ -276,7 +296,7 @@ impl<'a> Binder<'a> {
             qualifier: Some(qualifier.to_string()),
         };
         let names = table.columns().iter().map(|c| c.name.clone()).collect();
-        self.scopes.borrow_mut().push((scope.qualifier.clone(), names));
+        self.scopes.borrow_mut().push(vec![(scope.qualifier.clone(), names)]);
         let bound = self.without_aggregates(|| self.bind_expr(expr, &scope));
         self.scopes.borrow_mut().pop();
         let bound = bound?;
@@ -1014,6 +1034,12 @@ impl<'a> Binder<'a> {
         arguments: &[&FunctionArgExpr],
         scope: &Scope<'_>,
     ) -> Result<Expr, ExecError> {
+        if self.in_aggregate_argument.get() {
+            return Err(ExecError::new(
+                sqlstate::GROUPING_ERROR,
+                "aggregate function calls cannot contain window function calls",
+            ));
+        }
         if self.windows.borrow().is_none() {
             return Err(ExecError::new(sqlstate::WINDOWING_ERROR, "window functions are not allowed here"));
         }
@@ -1046,8 +1072,8 @@ impl<'a> Binder<'a> {
                 "row_number" | "rank" | "dense_rank" => {
                     if !arguments.is_empty() {
                         return Err(ExecError::new(
-                            sqlstate::UNDEFINED_FUNCTION,
-                            format!("function {name} takes no arguments"),
+                            sqlstate::WRONG_OBJECT_TYPE,
+                            format!("window function {name} takes no arguments"),
                         ));
                     }
                     let function = match name {
@@ -1062,12 +1088,17 @@ impl<'a> Binder<'a> {
                         [FunctionArgExpr::Expr(argument)] => (argument, 1),
                         [FunctionArgExpr::Expr(argument), FunctionArgExpr::Expr(offset)] => {
                             let offset = self.without_aggregates(|| self.bind_expr(offset, scope))?;
+                            // lag(anyelement, integer): a bigint or a double offset matches no function.
+                            if offset.data_type() != DataType::Integer {
+                                return Err(ExecError::new(
+                                    sqlstate::UNDEFINED_FUNCTION,
+                                    format!("function {name}(…, {}) does not exist", offset.data_type()),
+                                ));
+                            }
                             let offset = match offset.is_constant().then(|| offset.eval(&[], &[])).transpose()? {
                                 Some(Value::Int(offset)) => offset,
                                 _ => {
-                                    return Err(unsupported(&format!(
-                                        "{name} with an offset that is not an integer constant"
-                                    )));
+                                    return Err(unsupported(&format!("{name} with an offset that is not a constant")));
                                 }
                             };
                             (argument, offset)
@@ -1080,6 +1111,14 @@ impl<'a> Binder<'a> {
                             ));
                         }
                     };
+                    if matches!(argument, ast::Expr::Value(v)
+                        if matches!(v.value, ast::Value::Null | ast::Value::SingleQuotedString(_)))
+                    {
+                        return Err(ExecError::new(
+                            sqlstate::DATATYPE_MISMATCH,
+                            "could not determine polymorphic type because input has type unknown",
+                        ));
+                    }
                     let argument = self.bind_expr(argument, scope)?;
                     let data_type = argument.data_type();
                     let offset = if name == "lag" { offset } else { offset.checked_neg().unwrap_or(i64::MAX) };
@@ -1089,6 +1128,11 @@ impl<'a> Binder<'a> {
                     let call = self.aggregate_call(function, name, arguments, false, true, scope)?;
                     let data_type = call.data_type;
                     (WindowFunction::Aggregate(call), data_type)
+                }
+                _ if WINDOW_ONLY_FUNCTIONS.contains(&name) => {
+                    return Err(unsupported(&format!("the window function {name}")).with_hint(
+                        "numadb's window functions are row_number, rank, dense_rank, lag, lead and the aggregates",
+                    ));
                 }
                 _ => {
                     return Err(ExecError::new(
@@ -1148,6 +1192,12 @@ impl<'a> Binder<'a> {
             _ => None,
         };
         let Some(mut aggregate) = aggregate else {
+            if WINDOW_ONLY_FUNCTIONS.contains(&name) {
+                return Err(ExecError::new(
+                    sqlstate::WRONG_OBJECT_TYPE,
+                    format!("window function {name} requires an OVER clause"),
+                ));
+            }
             return Err(ExecError::new(sqlstate::UNDEFINED_FUNCTION, format!("function {name}() does not exist"))
                 .with_hint(
                     "numadb supports the aggregates count, sum, min, max and avg (also with DISTINCT) and the \
@@ -1171,11 +1221,14 @@ impl<'a> Binder<'a> {
                 let bound = if over_window {
                     self.bind_expr(arg, scope)?
                 } else {
-                    self.without_aggregates(|| self.bind_expr(arg, scope))?
+                    self.in_aggregate_argument.set(true);
+                    let bound = self.without_aggregates(|| self.bind_expr(arg, scope));
+                    self.in_aggregate_argument.set(false);
+                    bound?
                 };
-                if matches!(aggregate, AggregateFunction::Sum | AggregateFunction::Avg)
-                    && !bound.data_type().is_numeric()
-                {
+                let sums = matches!(aggregate, AggregateFunction::Sum | AggregateFunction::Avg);
+                let extremes = matches!(aggregate, AggregateFunction::Min | AggregateFunction::Max);
+                if (sums && !bound.data_type().is_numeric()) || (extremes && bound.data_type() == DataType::Boolean) {
                     return Err(ExecError::new(
                         sqlstate::UNDEFINED_FUNCTION,
                         format!("function {name}({}) does not exist", bound.data_type()),
@@ -1194,11 +1247,13 @@ impl<'a> Binder<'a> {
         let filter = match &function.filter {
             None => None,
             Some(condition) => {
-                let bound = if over_window {
-                    self.bind_expr(condition, scope)?
-                } else {
-                    self.without_aggregates(|| self.bind_expr(condition, scope))?
-                };
+                let bound = self.without_aggregates(|| self.bind_expr(condition, scope)).map_err(|error| {
+                    if error.sqlstate == sqlstate::GROUPING_ERROR {
+                        ExecError::new(sqlstate::GROUPING_ERROR, "aggregate functions are not allowed in FILTER")
+                    } else {
+                        error
+                    }
+                })?;
                 Some(self.expect_boolean(bound, "FILTER")?)
             }
         };
@@ -1226,7 +1281,7 @@ impl<'a> Binder<'a> {
     fn unless_correlated(&self, error: ExecError, qualifier: Option<&str>, name: &str) -> ExecError {
         let scopes = self.scopes.borrow();
         let enclosing = &scopes[..scopes.len().saturating_sub(1)];
-        let found = enclosing.iter().any(|(q, names)| {
+        let found = enclosing.iter().flatten().any(|(q, names)| {
             qualifier.is_none_or(|wanted| q.as_deref() == Some(wanted)) && names.iter().any(|n| n == name)
         });
         if found {
@@ -1619,7 +1674,11 @@ impl<'a> Binder<'a> {
             (None, Some(columns)) => columns.iter().map(|c| c.name.clone()).collect(),
             (None, None) => Vec::new(),
         };
-        self.scopes.borrow_mut().push((scope.qualifier.clone(), names));
+        let entries = match scope.joined {
+            Some(joined) => joined.scope_entries(),
+            None => vec![(scope.qualifier.clone(), names)],
+        };
+        self.scopes.borrow_mut().push(entries);
         let clauses = (|| -> Result<SelectClauses<'q>, ExecError> {
             // WHERE (no aggregates allowed).
             let filter = match &select.selection {

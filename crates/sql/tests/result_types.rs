@@ -34,7 +34,7 @@ fn values_carry_their_columns_types() {
         "SELECT CASE WHEN f THEN a ELSE d END, CASE WHEN f THEN a ELSE b END, CASE WHEN f THEN 1 END FROM t",
         "SELECT coalesce(a, d), coalesce(a, b), coalesce(d, 0), greatest(a, b), least(a, 1.5), nullif(a, 1) FROM t",
         "SELECT abs(a), abs(b), abs(d), length(s), lower(s), a IS DISTINCT FROM 1 FROM t",
-        "SELECT sum(a), sum(d), avg(a), count(DISTINCT a), sum(DISTINCT a), min(s), max(f) FROM t",
+        "SELECT sum(a), sum(d), avg(a), count(DISTINCT a), sum(DISTINCT a), min(s), max(b) FROM t",
         "SELECT a + b, a * 2, a + d, -a, a % 2, b / 2 FROM t",
     ];
     for query in queries {

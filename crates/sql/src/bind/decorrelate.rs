@@ -1,4 +1,5 @@
-//! Correlated `EXISTS`, `NOT EXISTS` and `IN (SELECT …)` in WHERE, rewritten as joins before binding.
+//! Correlated `EXISTS`, `NOT EXISTS`, `IN (SELECT …)` and aggregating scalar subqueries in WHERE, rewritten as
+//! joins before binding.
 //!
 //! A subquery that refers to the enclosing query's columns only through equalities in its WHERE
 //! (`EXISTS (SELECT … FROM b WHERE b.k = a.k AND b.x > 5)`) asks, for each outer row, whether some inner row has
@@ -10,8 +11,13 @@
 //! - `x IN (SELECT v …)` joins the distinct (keys, v) on the keys and `v = x` (in WHERE, IN's NULL answers and
 //!   FALSE both drop the row, so the join is exact). `NOT IN` is not rewritten: its NULL rules are not a join's.
 //!
-//! Anything else correlated (other comparisons with outer columns, aggregates, subqueries over joins) is left as it
-//! is, and binding refuses it with 0A000 as before. The joined relations are named `__numadb_sq<n>`, and `*` does
+//! A scalar subquery anywhere in a WHERE condition (under comparisons, arithmetic, BETWEEN, IS NULL, NOT) that
+//! aggregates such rows (`x > (SELECT avg(b.y) FROM b WHERE b.k = a.k)`) becomes a left join with those rows
+//! grouped by their keys; the subquery's place takes the group's value or, where no group matches, the value over
+//! no rows (`(SELECT avg(b.y) FROM b WHERE FALSE)`, an uncorrelated subquery: NULL, or 0 for a count).
+//!
+//! Anything else correlated (other comparisons with outer columns, scalar subqueries that do not aggregate or sit
+//! in the select list, subqueries over joins) is left as it is, and binding refuses it with 0A000 as before. The joined relations are named `__numadb_sq<n>`, and `*` does
 //! not list their columns.
 
 use sqlparser::ast::{self, BinaryOperator, Expr as E, Select, SetExpr, TableFactor};
@@ -38,6 +44,15 @@ impl Names {
     }
 }
 
+/// A subquery over one table that meets the outer query through equalities (see [`Binder::correlated_select`]).
+struct Correlated<'q> {
+    inner: &'q Select,
+    /// The equalities' (inner, outer) sides.
+    keys: Vec<(E, E)>,
+    /// The rest of its WHERE as text (` WHERE (c1) AND (c2)`, or empty).
+    local: String,
+}
+
 /// Which scope an expression's names come from.
 #[derive(Default)]
 struct Refs {
@@ -52,7 +67,9 @@ impl Binder<'_> {
         let selection = select.selection.as_ref()?;
         let mut conjuncts = Vec::new();
         split_and(selection, &mut conjuncts);
-        if !conjuncts.iter().any(|c| matches!(c, E::Exists { .. } | E::InSubquery { negated: false, .. })) {
+        if !conjuncts.iter().any(|c| matches!(c, E::Exists { .. } | E::InSubquery { negated: false, .. }))
+            && !contains_subquery(selection)
+        {
             return None;
         }
         let outer = self.names_in(&select.from)?;
@@ -68,6 +85,9 @@ impl Binder<'_> {
                 }
                 None => kept.push(conjunct.clone()),
             }
+        }
+        for conjunct in &mut kept {
+            self.rewrite_scalars(conjunct, &outer, &mut joins);
         }
         if joins.is_empty() {
             return None;
@@ -104,14 +124,79 @@ impl Binder<'_> {
         Some(Names { relations })
     }
 
-    /// One correlated conjunct as a join (and what stays in WHERE), or `None` when it is not one this rewrite
-    /// handles (including when it is not correlated at all: the ordinary path plans it).
-    fn as_join(&self, conjunct: &E, outer: &Names, hidden: &str) -> Option<(ast::Join, Option<E>)> {
-        let (subquery, negated, tested) = match conjunct {
-            E::Exists { subquery, negated } => (subquery, *negated, None),
-            E::InSubquery { expr, subquery, negated: false } => (subquery, false, Some(expr.as_ref())),
-            _ => return None,
+    /// Replaces the correlated scalar subqueries in `expr` (under comparisons, arithmetic, BETWEEN, IS [NOT]
+    /// NULL, casts) that [`Binder::scalar_as_join`] can rewrite, adding their joins to `joins`.
+    fn rewrite_scalars(&self, expr: &mut E, outer: &Names, joins: &mut Vec<ast::Join>) {
+        match expr {
+            E::Subquery(query) => {
+                let hidden = format!("{HIDDEN_RELATION}{}", joins.len() + 1);
+                if let Some((join, replacement)) = self.scalar_as_join(query, outer, &hidden) {
+                    joins.push(join);
+                    *expr = replacement;
+                }
+            }
+            E::BinaryOp { left, right, .. } | E::IsDistinctFrom(left, right) | E::IsNotDistinctFrom(left, right) => {
+                self.rewrite_scalars(left, outer, joins);
+                self.rewrite_scalars(right, outer, joins);
+            }
+            E::UnaryOp { expr, .. } | E::Nested(expr) | E::IsNull(expr) | E::IsNotNull(expr) | E::Cast { expr, .. } => {
+                self.rewrite_scalars(expr, outer, joins)
+            }
+            E::Between { expr, low, high, .. } => {
+                for part in [expr, low, high] {
+                    self.rewrite_scalars(part, outer, joins);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A correlated scalar subquery that aggregates one table's rows meeting the outer row through equalities
+    /// (`(SELECT avg(b.x) FROM b WHERE b.k = a.k AND b.y > 0)`), as a left join with those rows grouped by their
+    /// keys, and the expression that replaces it: the group's value, or where no group matches, the value the
+    /// aggregate has over no rows (`(SELECT avg(b.x) FROM b WHERE FALSE)`: NULL, or 0 for a count). The keys are
+    /// grouped, so an outer row meets one group at most and no row is repeated.
+    fn scalar_as_join(&self, subquery: &ast::Query, outer: &Names, hidden: &str) -> Option<(ast::Join, E)> {
+        let Correlated { inner, keys, local } = self.correlated_select(subquery, outer)?;
+        let inner_names = self.names_in(&inner.from)?;
+        let [ast::SelectItem::UnnamedExpr(value) | ast::SelectItem::ExprWithAlias { expr: value, .. }] =
+            inner.projection.as_slice()
+        else {
+            return None;
         };
+        // Only an aggregate has exactly one value per outer row (anything else may have none or several).
+        let aggregates = super::join::name_chains(&value.to_string())?.into_iter().any(|(chain, function)| {
+            function
+                && matches!(chain.as_slice(), [name] if ["count", "sum", "avg", "min", "max"].contains(&name.as_str()))
+        });
+        if !aggregates || references(value, &inner_names, outer).outer || contains_subquery(value) {
+            return None;
+        }
+        let from = &inner.from[0];
+        let mut items: Vec<String> =
+            keys.iter().enumerate().map(|(i, (inner, _))| format!("{inner} AS __numadb_k{i}")).collect();
+        items.push(format!("{value} AS __numadb_v"));
+        items.push("TRUE AS __numadb_m".to_string());
+        let group_by: Vec<String> = keys.iter().map(|(inner, _)| format!("{inner}")).collect();
+        let on: Vec<String> =
+            keys.iter().enumerate().map(|(i, (_, outer))| format!("{hidden}.__numadb_k{i} = ({outer})")).collect();
+        let text = format!(
+            "SELECT 1 FROM x LEFT JOIN (SELECT {} FROM {from}{local} GROUP BY {}) AS {hidden} ON {}",
+            items.join(", "),
+            group_by.join(", "),
+            on.join(" AND ")
+        );
+        let join = parse_join(&text)?;
+        let replacement = format!(
+            "CASE WHEN {hidden}.__numadb_m IS NULL THEN (SELECT {value} FROM {from} WHERE FALSE) ELSE {hidden}.__numadb_v END"
+        );
+        let replacement = Parser::new(&PostgreSqlDialect {}).try_with_sql(&replacement).ok()?.parse_expr().ok()?;
+        Some((join, replacement))
+    }
+
+    /// A subquery over one table whose WHERE meets the outer query only through equalities: its SELECT, the
+    /// equalities' (inner, outer) sides, and the rest of its WHERE as text (` WHERE (c1) AND (c2)`, or empty).
+    fn correlated_select<'q>(&self, subquery: &'q ast::Query, outer: &Names) -> Option<Correlated<'q>> {
         if subquery.with.is_some()
             || subquery.order_by.is_some()
             || subquery.limit_clause.is_some()
@@ -148,9 +233,27 @@ impl Binder<'_> {
                 _ => return None,
             }
         }
-        if keys.is_empty() {
+        if keys.is_empty() || keys.iter().any(|(i, o)| contains_subquery(i) || contains_subquery(o)) {
             return None;
         }
+        let local = if local.is_empty() {
+            String::new()
+        } else {
+            format!(" WHERE {}", local.iter().map(|c| format!("({c})")).collect::<Vec<_>>().join(" AND "))
+        };
+        Some(Correlated { inner, keys, local })
+    }
+
+    /// One correlated conjunct as a join (and what stays in WHERE), or `None` when it is not one this rewrite
+    /// handles (including when it is not correlated at all: the ordinary path plans it).
+    fn as_join(&self, conjunct: &E, outer: &Names, hidden: &str) -> Option<(ast::Join, Option<E>)> {
+        let (subquery, negated, tested) = match conjunct {
+            E::Exists { subquery, negated } => (subquery, *negated, None),
+            E::InSubquery { expr, subquery, negated: false } => (subquery, false, Some(expr.as_ref())),
+            _ => return None,
+        };
+        let Correlated { inner, keys, local } = self.correlated_select(subquery, outer)?;
+        let inner_names = self.names_in(&inner.from)?;
         // IN's tested value joins the keys; its subquery has exactly one column, read from the inner rows.
         let value = match (tested, inner.projection.as_slice()) {
             (None, _) => None,
@@ -164,20 +267,12 @@ impl Binder<'_> {
             }
             (Some(_), _) => return None,
         };
-        if keys.iter().any(|(i, o)| contains_subquery(i) || contains_subquery(o)) {
-            return None;
-        }
         let mut items: Vec<String> =
             keys.iter().enumerate().map(|(i, (inner, _))| format!("{inner} AS __numadb_k{i}")).collect();
         if let Some((v, _)) = &value {
             items.push(format!("{v} AS __numadb_v"));
         }
         items.push("TRUE AS __numadb_m".to_string());
-        let local = if local.is_empty() {
-            String::new()
-        } else {
-            format!(" WHERE {}", local.iter().map(|c| format!("({c})")).collect::<Vec<_>>().join(" AND "))
-        };
         let mut on: Vec<String> =
             keys.iter().enumerate().map(|(i, (_, outer))| format!("{hidden}.__numadb_k{i} = ({outer})")).collect();
         if let Some((_, tested)) = &value {
@@ -190,15 +285,20 @@ impl Binder<'_> {
             inner.from[0],
             on.join(" AND ")
         );
-        let parsed = Parser::parse_sql(&PostgreSqlDialect {}, &text).ok()?;
-        let [ast::Statement::Query(query)] = parsed.as_slice() else { return None };
-        let SetExpr::Select(parsed) = query.body.as_ref() else { return None };
-        let join = parsed.from.first()?.joins.first()?.clone();
+        let join = parse_join(&text)?;
         let remaining = negated.then(|| {
             E::IsNull(Box::new(E::CompoundIdentifier(vec![ast::Ident::new(hidden), ast::Ident::new("__numadb_m")])))
         });
         Some((join, remaining))
     }
+}
+
+/// The join of `SELECT 1 FROM x <join>`.
+fn parse_join(text: &str) -> Option<ast::Join> {
+    let parsed = Parser::parse_sql(&PostgreSqlDialect {}, text).ok()?;
+    let [ast::Statement::Query(query)] = parsed.as_slice() else { return None };
+    let SetExpr::Select(parsed) = query.body.as_ref() else { return None };
+    parsed.from.first()?.joins.first().cloned()
 }
 
 /// The top-level AND operands of a condition.

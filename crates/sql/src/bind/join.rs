@@ -90,6 +90,19 @@ impl JoinNames {
         self.columns.iter().filter(|c| !c.merged_away).map(|c| c.name.clone()).collect()
     }
 
+    /// The names each relation gives (its qualifier and columns), and the merged columns' bare names: what a
+    /// subquery inside this SELECT can see of it.
+    pub(super) fn scope_entries(&self) -> super::ScopeNames {
+        let mut entries: Vec<(Option<String>, Vec<String>)> = Vec::new();
+        for column in &self.columns {
+            match entries.iter_mut().find(|(q, _)| *q == column.qualifier) {
+                Some((_, names)) => names.push(column.name.clone()),
+                None => entries.push((column.qualifier.clone(), vec![column.name.clone()])),
+            }
+        }
+        entries
+    }
+
     fn star_items(&self) -> Vec<(Expr, String)> {
         self.star.iter().map(|&i| (self.columns[i].expr.clone(), self.columns[i].name.clone())).collect()
     }
