@@ -1015,14 +1015,7 @@ impl<'a> Binder<'a> {
         let data_type = call.data_type;
         let mut collected = self.aggregates.borrow_mut();
         let calls = collected.as_mut().expect("checked above");
-        let index = match calls.iter().position(|c| *c == call) {
-            Some(index) => index,
-            None => {
-                calls.push(call);
-                calls.len() - 1
-            }
-        };
-        Ok(Expr::Column { index: AGGREGATE_BASE + index, data_type })
+        Ok(Expr::Column { index: AGGREGATE_BASE + position_or_push(calls, call), data_type })
     }
 
     /// A window function call: its placeholder column (the [`Plan::Window`] column it becomes).
@@ -1158,14 +1151,7 @@ impl<'a> Binder<'a> {
         let data_type = call.data_type;
         let mut collected = self.windows.borrow_mut();
         let calls = collected.as_mut().ok_or_else(|| ExecError::internal("window functions set aside"))?;
-        let index = match calls.iter().position(|c| *c == call) {
-            Some(index) => index,
-            None => {
-                calls.push(call);
-                calls.len() - 1
-            }
-        };
-        Ok(Expr::Column { index: WINDOW_BASE + index, data_type })
+        Ok(Expr::Column { index: WINDOW_BASE + position_or_push(calls, call), data_type })
     }
 
     fn aggregate_name(&self, name: &str) -> bool {
@@ -2259,6 +2245,17 @@ fn column_name(expr: &ast::Expr) -> String {
             _ => data_type.to_string().to_lowercase(),
         },
         _ => "?column?".to_string(),
+    }
+}
+
+/// The position of `call` among `calls`, added at the end if it is not there (a call written twice is one).
+fn position_or_push<T: PartialEq>(calls: &mut Vec<T>, call: T) -> usize {
+    match calls.iter().position(|c| *c == call) {
+        Some(index) => index,
+        None => {
+            calls.push(call);
+            calls.len() - 1
+        }
     }
 }
 
