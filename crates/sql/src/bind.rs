@@ -2240,6 +2240,15 @@ fn column_name(expr: &ast::Expr) -> String {
         ast::Expr::CompoundIdentifier(parts) => parts.last().map(fold).unwrap_or_default(),
         ast::Expr::Function(f) => object_name(&f.name).last().cloned().unwrap_or_default(),
         ast::Expr::Nested(inner) => column_name(inner),
+        // A scalar subquery's column is named as its one output column is (`(SELECT max(x) …)` is "max").
+        ast::Expr::Subquery(query) => match query.body.as_ref() {
+            ast::SetExpr::Select(select) => match select.projection.as_slice() {
+                [SelectItem::UnnamedExpr(expr)] => column_name(expr),
+                [SelectItem::ExprWithAlias { alias, .. }] => fold(alias),
+                _ => "?column?".to_string(),
+            },
+            _ => "?column?".to_string(),
+        },
         ast::Expr::Cast { expr, data_type, .. } => match expr.as_ref() {
             ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_) => column_name(expr),
             _ => data_type.to_string().to_lowercase(),

@@ -9,7 +9,7 @@
 //! keys with NULLS FIRST/LAST, LIMIT and OFFSET, UNION ALL, INTERSECT/EXCEPT [ALL] (also over a WITH query),
 //! inner, left, right and full joins with a second table (ON, USING; WHERE on either side), commas and CROSS
 //! JOIN whose conditions are in WHERE (also after an outer join), correlated EXISTS/NOT EXISTS/IN and scalar
-//! aggregate subqueries with equalities, subqueries in FROM and uncorrelated ones in WHERE (scalar, IN, op ANY/ALL, EXISTS), window
+//! aggregate subqueries (in WHERE and the select list) with equalities, subqueries in FROM and uncorrelated ones in WHERE (scalar, IN, op ANY/ALL, EXISTS), window
 //! functions (numbering, ranks, lag/lead, running aggregates) with PARTITION BY and ORDER BY. Doubles compare with a relative tolerance
 //! (summation order differs); everything else must be equal.
 //!
@@ -325,6 +325,13 @@ fn join_query(rng: &mut Rng, filter: &str) -> (String, bool) {
             2 => format!("NOT EXISTS (SELECT 1 FROM u WHERE t.s = u.us AND u.ua = t.a{local})"),
             _ => format!("t.s IN (SELECT u.us FROM u WHERE u.uk = t.k + 1{local})"),
         };
+        if rng.chance(25) {
+            // Scalar subqueries in the select list: a value per row of t, from its group of u's rows.
+            let query = format!(
+                "SELECT t.k, (SELECT count(*) FROM u WHERE u.uk = t.k{local}), (SELECT max(u.us) FROM u WHERE u.ua = t.a) FROM t{filter}"
+            );
+            return (query, false);
+        }
         let filter = match filter.strip_prefix(" WHERE ") {
             Some(t_filter) => format!(" WHERE ({t_filter}) AND {correlated}"),
             None => format!(" WHERE {correlated}"),

@@ -11,10 +11,12 @@
 //! - `x IN (SELECT v …)` joins the distinct (keys, v) on the keys and `v = x` (in WHERE, IN's NULL answers and
 //!   FALSE both drop the row, so the join is exact). `NOT IN` is not rewritten: its NULL rules are not a join's.
 //!
-//! A scalar subquery anywhere in a WHERE condition (under comparisons, arithmetic, BETWEEN, IS NULL, NOT) that
-//! aggregates such rows (`x > (SELECT avg(b.y) FROM b WHERE b.k = a.k)`) becomes a left join with those rows
-//! grouped by their keys; the subquery's place takes the group's value or, where no group matches, the value over
-//! no rows (`(SELECT avg(b.y) FROM b WHERE FALSE)`, an uncorrelated subquery: NULL, or 0 for a count).
+//! A scalar subquery in a WHERE condition (under comparisons, arithmetic, BETWEEN, IS NULL, NOT), or in the select
+//! list of a query that is not grouped, that aggregates such rows (`x > (SELECT avg(b.y) FROM b WHERE b.k = a.k)`)
+//! becomes a left join with those rows grouped by their keys; the subquery's place takes the group's value or,
+//! where no group matches, the expression's value over no rows (each aggregate replaced by 0 for a count, NULL
+//! otherwise), computed only for those rows, as PostgreSQL computes it only then. EXISTS and IN over an aggregating
+//! subquery are not rewritten: it has one row whatever the keys.
 //!
 //! Anything else correlated (other comparisons with outer columns, scalar subqueries that do not aggregate or sit
 //! in the select list, subqueries over joins) is left as it is, and binding refuses it with 0A000 as before. The joined relations are named `__numadb_sq<n>`, and `*` does
@@ -61,14 +63,23 @@ struct Refs {
 }
 
 impl Binder<'_> {
-    /// The SELECT with its correlated `EXISTS`/`NOT EXISTS`/`IN` conjuncts in WHERE turned into joins, if it has
-    /// any that can be (see the module's documentation); `None` leaves it as it is.
+    /// The SELECT with its correlated `EXISTS`/`NOT EXISTS`/`IN` conjuncts in WHERE, and its aggregating scalar
+    /// subqueries in WHERE and (when it is not grouped) the select list, turned into joins, if it has any that can
+    /// be (see the module's documentation); `None` leaves it as it is.
     pub(super) fn decorrelate(&self, select: &Select) -> Option<Select> {
-        let selection = select.selection.as_ref()?;
         let mut conjuncts = Vec::new();
-        split_and(selection, &mut conjuncts);
+        if let Some(selection) = &select.selection {
+            split_and(selection, &mut conjuncts);
+        }
+        // Scalar subqueries in the select list too, unless the query is grouped: a grouped query may name only
+        // its grouped columns in a subquery, which a join's value is not (an aggregating query without GROUP BY
+        // then reports 42803 as PostgreSQL does).
+        let in_list = matches!(&select.group_by, ast::GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty())
+            && select.having.is_none()
+            && select.projection.iter().any(|item| item.to_string().to_uppercase().contains("SELECT"));
         if !conjuncts.iter().any(|c| matches!(c, E::Exists { .. } | E::InSubquery { negated: false, .. }))
-            && !contains_subquery(selection)
+            && !select.selection.as_ref().is_some_and(contains_subquery)
+            && !in_list
         {
             return None;
         }
@@ -88,6 +99,23 @@ impl Binder<'_> {
         }
         for conjunct in &mut kept {
             self.rewrite_scalars(conjunct, &outer, &mut joins);
+        }
+        if in_list {
+            for item in &mut rewritten.projection {
+                let (mut expr, alias) = match &*item {
+                    // The column keeps the name the subquery gave it.
+                    ast::SelectItem::UnnamedExpr(expr) => {
+                        (expr.clone(), ast::Ident::with_quote('"', super::column_name(expr)))
+                    }
+                    ast::SelectItem::ExprWithAlias { expr, alias } => (expr.clone(), alias.clone()),
+                    _ => continue,
+                };
+                let before = joins.len();
+                self.rewrite_scalars(&mut expr, &outer, &mut joins);
+                if joins.len() > before {
+                    *item = ast::SelectItem::ExprWithAlias { expr, alias };
+                }
+            }
         }
         if joins.is_empty() {
             return None;
@@ -165,13 +193,11 @@ impl Binder<'_> {
             return None;
         };
         // Only an aggregate has exactly one value per outer row (anything else may have none or several).
-        let aggregates = super::join::name_chains(&value.to_string())?.into_iter().any(|(chain, function)| {
-            function
-                && matches!(chain.as_slice(), [name] if ["count", "sum", "avg", "min", "max"].contains(&name.as_str()))
-        });
-        if !aggregates || references(value, &inner_names, outer).outer || contains_subquery(value) {
+        if !has_aggregate(value) || references(value, &inner_names, outer).outer || contains_subquery(value) {
             return None;
         }
+        // Its value over no rows, evaluated only for outer rows that match none (`1/count(*)` fails there only).
+        let empty = over_no_rows(value)?;
         let from = &inner.from[0];
         let mut items: Vec<String> =
             keys.iter().enumerate().map(|(i, (inner, _))| format!("{inner} AS __numadb_k{i}")).collect();
@@ -187,9 +213,7 @@ impl Binder<'_> {
             on.join(" AND ")
         );
         let join = parse_join(&text)?;
-        let replacement = format!(
-            "CASE WHEN {hidden}.__numadb_m IS NULL THEN (SELECT {value} FROM {from} WHERE FALSE) ELSE {hidden}.__numadb_v END"
-        );
+        let replacement = format!("CASE WHEN {hidden}.__numadb_m IS NULL THEN {empty} ELSE {hidden}.__numadb_v END");
         let replacement = Parser::new(&PostgreSqlDialect {}).try_with_sql(&replacement).ok()?.parse_expr().ok()?;
         Some((join, replacement))
     }
@@ -254,6 +278,13 @@ impl Binder<'_> {
         };
         let Correlated { inner, keys, local } = self.correlated_select(subquery, outer)?;
         let inner_names = self.names_in(&inner.from)?;
+        // An aggregating subquery has one row whatever the keys: EXISTS is always TRUE, IN tests that one value.
+        if inner.projection.iter().any(|item| match item {
+            ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => has_aggregate(e),
+            _ => false,
+        }) {
+            return None;
+        }
         // IN's tested value joins the keys; its subquery has exactly one column, read from the inner rows.
         let value = match (tested, inner.projection.as_slice()) {
             (None, _) => None,
@@ -291,6 +322,70 @@ impl Binder<'_> {
         });
         Some((join, remaining))
     }
+}
+
+/// Whether an expression calls an aggregate function.
+fn has_aggregate(expr: &E) -> bool {
+    let chains = super::join::name_chains(&expr.to_string()).unwrap_or_default();
+    chains.iter().any(|(chain, function)| *function && matches!(chain.as_slice(), [name] if is_aggregate(name)))
+}
+
+fn is_aggregate(name: &str) -> bool {
+    ["count", "sum", "avg", "min", "max"].contains(&name.to_lowercase().as_str())
+}
+
+/// An aggregating expression's value over no rows: each aggregate call replaced by its value then (0 for count,
+/// NULL for the others), the rest kept; `None` for an expression this does not take apart.
+fn over_no_rows(expr: &E) -> Option<E> {
+    let recurse = |e: &E| over_no_rows(e).map(Box::new);
+    Some(match expr {
+        E::Function(function) => {
+            let name = function.name.to_string();
+            if is_aggregate(&name) {
+                let value = if name.eq_ignore_ascii_case("count") {
+                    ast::Value::Number("0".into(), false)
+                } else {
+                    ast::Value::Null
+                };
+                return Some(E::Value(value.into()));
+            }
+            let mut function = function.clone();
+            let ast::FunctionArguments::List(list) = &mut function.args else { return None };
+            for argument in &mut list.args {
+                let ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) = argument else { return None };
+                *e = over_no_rows(e)?;
+            }
+            E::Function(function)
+        }
+        E::Value(_) => expr.clone(),
+        E::BinaryOp { left, op, right } => E::BinaryOp { left: recurse(left)?, op: op.clone(), right: recurse(right)? },
+        E::UnaryOp { op, expr } => E::UnaryOp { op: *op, expr: recurse(expr)? },
+        E::Nested(inner) => E::Nested(recurse(inner)?),
+        E::IsNull(inner) => E::IsNull(recurse(inner)?),
+        E::IsNotNull(inner) => E::IsNotNull(recurse(inner)?),
+        E::Cast { kind, expr: inner, data_type, format } => {
+            E::Cast { kind: kind.clone(), expr: recurse(inner)?, data_type: data_type.clone(), format: format.clone() }
+        }
+        E::Case { case_token, end_token, operand, conditions, else_result } => E::Case {
+            case_token: case_token.clone(),
+            end_token: end_token.clone(),
+            operand: match operand {
+                Some(operand) => Some(recurse(operand)?),
+                None => None,
+            },
+            conditions: conditions
+                .iter()
+                .map(|w| {
+                    Some(ast::CaseWhen { condition: over_no_rows(&w.condition)?, result: over_no_rows(&w.result)? })
+                })
+                .collect::<Option<_>>()?,
+            else_result: match else_result {
+                Some(result) => Some(recurse(result)?),
+                None => None,
+            },
+        },
+        _ => return None,
+    })
 }
 
 /// The join of `SELECT 1 FROM x <join>`.

@@ -216,7 +216,11 @@ impl Binder<'_> {
                             star: Vec::new(),
                         };
                         let scope = join_scope(&item_names);
-                        let bound = self.without_aggregates(|| self.bind_expr(on, &scope))?;
+                        // A subquery in ON that names these relations is correlated (0A000), not unknown (42P01).
+                        self.scopes.borrow_mut().push(item_names.scope_entries());
+                        let bound = self.without_aggregates(|| self.bind_expr(on, &scope));
+                        self.scopes.borrow_mut().pop();
+                        let bound = bound?;
                         if uses_aggregates(&bound) {
                             return Err(ExecError::new(
                                 sqlstate::GROUPING_ERROR,
