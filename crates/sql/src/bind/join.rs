@@ -332,7 +332,7 @@ impl Binder<'_> {
                     let movable = set.len() > 1
                         && steps[last - 1].kind == JoinKind::Inner
                         && steps[last..].iter().all(|s| matches!(s.kind, JoinKind::Inner | JoinKind::Left));
-                    movable.then_some(last - 1)
+                    movable.then(|| last - 1)
                 });
                 match target {
                     Some(step) => conditions[step].push(conjunct),
