@@ -589,12 +589,10 @@ fn join_scope(names: &JoinNames) -> Scope<'_> {
 
 /// The one relation whose columns `expr` reads, if it reads columns of exactly one.
 fn relation_of(expr: &Expr, relations: &[Relation]) -> Option<usize> {
-    let mut columns = Vec::new();
-    expr.columns(&mut columns);
-    let first = *columns.first()?;
-    let index = relations.iter().position(|r| (r.start..r.start + r.width).contains(&first))?;
-    let range = relations[index].start..relations[index].start + relations[index].width;
-    columns.iter().all(|c| range.contains(c)).then_some(index)
+    match relations_of(expr, relations).as_deref() {
+        Some(&[one]) => Some(one),
+        _ => None,
+    }
 }
 
 /// The relations whose columns `expr` reads, in order; `None` if it reads a column of none.
@@ -700,11 +698,7 @@ struct Needed {
 
 impl Needed {
     fn of(select: &Select, order_by: &[&ast::OrderByExpr]) -> Needed {
-        let mut text = select.to_string();
-        for item in order_by {
-            text.push(' ');
-            text.push_str(&item.to_string());
-        }
+        let text = select_text(select, order_by);
         let (mut bare, mut qualified) = (HashSet::new(), HashSet::new());
         // The text is the parser's own rendering of a statement it parsed, so it tokenizes; if not, read everything.
         let chains = name_chains(&text);
@@ -747,13 +741,19 @@ impl Needed {
     }
 }
 
-/// Whether a SELECT's text (with its ORDER BY) has the keyword OVER: it may call window functions.
-pub(super) fn mentions_over(select: &Select, order_by: &[&ast::OrderByExpr]) -> bool {
+/// A SELECT's text followed by its ORDER BY items' (which the statement keeps outside the SELECT).
+fn select_text(select: &Select, order_by: &[&ast::OrderByExpr]) -> String {
     let mut text = select.to_string();
     for item in order_by {
         text.push(' ');
         text.push_str(&item.to_string());
     }
+    text
+}
+
+/// Whether a SELECT's text (with its ORDER BY) has the keyword OVER: it may call window functions.
+pub(super) fn mentions_over(select: &Select, order_by: &[&ast::OrderByExpr]) -> bool {
+    let text = select_text(select, order_by);
     match Tokenizer::new(&PostgreSqlDialect {}, &text).tokenize() {
         Ok(tokens) => {
             tokens.iter().any(|t| matches!(t, Token::Word(w) if w.keyword == Keyword::OVER && w.quote_style.is_none()))
