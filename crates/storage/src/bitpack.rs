@@ -491,15 +491,7 @@ impl Isa {
 /// runs.
 #[inline]
 pub fn range_mask(words: &[u32], width: u32, lo: u32, span: u32, out: &mut BlockMask) {
-    // The kernel table is looked up once per process, not once per block: at ~50 ns per cache-resident block,
-    // re-checking CPU features on every call cost several percent.
-    static BEST: OnceLock<&'static [RangeKernel; 33]> = OnceLock::new();
-    let table = BEST.get_or_init(|| Isa::best().table());
-    assert!(width <= MAX_WIDTH);
-    assert!(words.len() >= words_for_width(width), "block of width {width} needs {} words", words_for_width(width));
-    // SAFETY: the table is that of `Isa::best()`, which this CPU runs; the word slice is long enough for the
-    // width (asserted), which is all the kernel indexes.
-    unsafe { table[width as usize](words, lo, span, out, &[]) }
+    range_mask_ahead(words, width, lo, span, out, &[]);
 }
 
 /// As [`range_mask`], and asks for `ahead` (the next block the scan reads) to be loaded into L2 meanwhile: the
@@ -507,11 +499,14 @@ pub fn range_mask(words: &[u32], width: u32, lo: u32, span: u32, out: &mut Block
 /// the others for all of it first.
 #[inline]
 pub fn range_mask_ahead(words: &[u32], width: u32, lo: u32, span: u32, out: &mut BlockMask, ahead: &[u32]) {
+    // The kernel table is looked up once per process, not once per block: at ~50 ns per cache-resident block,
+    // re-checking CPU features on every call cost several percent.
     static BEST: OnceLock<&'static [RangeKernel; 33]> = OnceLock::new();
     let table = BEST.get_or_init(|| Isa::best().table());
     assert!(width <= MAX_WIDTH);
     assert!(words.len() >= words_for_width(width), "block of width {width} needs {} words", words_for_width(width));
-    // SAFETY: as in `range_mask`.
+    // SAFETY: the table is that of `Isa::best()`, which this CPU runs; the word slice is long enough for the
+    // width (asserted), which is all the kernel indexes (`ahead` is only prefetched, never read).
     unsafe { table[width as usize](words, lo, span, out, ahead) }
 }
 
