@@ -632,7 +632,7 @@ mod tests {
             let codes = random_codes(width, 77 + u64::from(width));
             let mut words = vec![0u32; words_for_width(width)];
             pack(&codes, width, &mut words);
-            let (lo, span) = (3, u32::MAX >> (33 - width.max(1)));
+            let (lo, span) = (3, u32::MAX.checked_shr(32 - width).unwrap_or(0) / 2);
             let expected = reference(&codes, lo, span);
             // No next block, a partial line, shorter and longer than this block, and of another width.
             for ahead_words in [0, 5, 16 * width as usize, words_for_width(width), words_for_width(32) + 7] {
