@@ -183,10 +183,10 @@ impl IntColumn {
     /// been found, and the kernel asks for that next block's lines into L2 (the AVX-512 one spreads the requests,
     /// one per line it decodes; the others ask for them all first): reads run one read block behind the
     /// prefetches (hardware prefetchers alone leave a scanning thread at about half the memory bandwidth; two or
-    /// more blocks ahead were slower, the extra lines competing with the current block's). Spreading the prefetches through the kernel rather than issuing a block's lines in one burst
-    /// scanned 2-3 points of the reference bandwidth faster, 5 on a scan reading a fifth of its blocks (a
-    /// profile of the burst version put a third of the scan's samples on its prefetch instructions, stalled
-    /// while the requests queued). Verdicts are never stored or taken twice: an earlier version collected them
+    /// more blocks ahead were slower, the extra lines competing with the current block's). Spreading the
+    /// prefetches through the kernel rather than issuing a block's lines in one burst scanned 2-3 points of the
+    /// reference bandwidth faster, 5 on a scan reading a fifth of its blocks (a profile of the burst version put
+    /// a third of the scan's samples on its prefetch instructions, stalled while the requests queued). Verdicts are never stored or taken twice: an earlier version collected them
     /// for the whole range first (0.5-3% slower), and one with a cursor running ahead took the verdict of every
     /// settled block twice (3.5% slower on a scan reading a fifth of its blocks).
     /// A block the zone map settles costs no load of its data, no kernel call, and, where its verdict is the
