@@ -186,9 +186,10 @@ impl IntColumn {
     /// more blocks ahead were slower, the extra lines competing with the current block's). Spreading the
     /// prefetches through the kernel rather than issuing a block's lines in one burst scanned 2-3 points of the
     /// reference bandwidth faster, 5 on a scan reading a fifth of its blocks (a profile of the burst version put
-    /// a third of the scan's samples on its prefetch instructions, stalled while the requests queued). Verdicts are never stored or taken twice: an earlier version collected them
-    /// for the whole range first (0.5-3% slower), and one with a cursor running ahead took the verdict of every
-    /// settled block twice (3.5% slower on a scan reading a fifth of its blocks).
+    /// a third of the scan's samples on its prefetch instructions, stalled while the requests queued). Verdicts
+    /// are never stored or taken twice: an earlier version collected them for the whole range first (0.5-3%
+    /// slower), and one with a cursor running ahead took the verdict of every settled block twice (3.5% slower on
+    /// a scan reading a fifth of its blocks).
     /// A block the zone map settles costs no load of its data, no kernel call, and, where its verdict is the
     /// identity of the combination (nothing for an OR, everything for an AND), not even a write.
     pub fn combine_range_masks<'m>(
