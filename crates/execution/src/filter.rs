@@ -14,7 +14,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use numadb_storage::bitpack::{BLOCK_ROWS, BlockMask, MASK_WORDS};
-use numadb_storage::{ColumnData, Combine, DataType, Partition, Value, compare_doubles};
+use numadb_storage::{ColumnData, Combine, DataType, PREFETCH_BLOCKS_DEFAULT, Partition, Value, compare_doubles};
 
 use crate::error::ExecError;
 use crate::expr::{BinaryOp, Expr};
@@ -349,12 +349,13 @@ impl Filter {
     pub fn eval_block(&self, partition: &Partition, block: usize, params: &[Value]) -> Result<TriMask, ExecError> {
         let mut reads = vec![0u64; partition.columns().len()];
         let mut out = Vec::with_capacity(1);
-        self.eval_blocks(partition, block..block + 1, params, &mut reads, &mut out)?;
+        self.eval_blocks(partition, block..block + 1, params, PREFETCH_BLOCKS_DEFAULT, &mut reads, &mut out)?;
         Ok(out[0])
     }
 
     /// The TRUE rows of each block of `blocks`: what a scan keeps, since FALSE and UNKNOWN rows both drop out.
-    /// One plain mask per block in `out` (cleared first), and the bytes each column loaded added to `reads`.
+    /// One plain mask per block in `out` (cleared first), and the bytes each column loaded added to `reads`. The
+    /// columns' scan loops keep `prefetch_blocks` blocks prefetched ahead ([`numadb_storage::IntColumn::combine_range_masks`]).
     ///
     /// Integer ranges in two-valued logic (a leaf, or an AND/OR of leaves, over columns without NULLs: the thesis
     /// query) are combined by the columns' scan loop straight into `out`. Everything else goes through
@@ -366,6 +367,7 @@ impl Filter {
         partition: &Partition,
         blocks: Range<usize>,
         params: &[Value],
+        prefetch_blocks: usize,
         reads: &mut [u64],
         out: &mut Vec<BlockMask>,
     ) -> Result<(), ExecError> {
@@ -376,10 +378,18 @@ impl Filter {
                 _ => std::slice::from_ref(self),
             };
             out.extend(blocks.clone().map(|_| combine_identity(combine)));
-            return combine_range_leaves(leaves, combine, partition, blocks, reads, out.iter_mut().collect());
+            return combine_range_leaves(
+                leaves,
+                combine,
+                partition,
+                blocks,
+                reads,
+                out.iter_mut().collect(),
+                prefetch_blocks,
+            );
         }
         let mut masks = Vec::with_capacity(blocks.len());
-        self.eval_blocks(partition, blocks, params, reads, &mut masks)?;
+        self.eval_blocks(partition, blocks, params, prefetch_blocks, reads, &mut masks)?;
         out.extend(masks.iter().map(|mask| mask.t));
         Ok(())
     }
@@ -400,6 +410,7 @@ impl Filter {
 
     /// Evaluates the filter on blocks `blocks` of a partition into `out` (one mask per block), adding to
     /// `reads[c]` the bytes of column `c` it actually loaded (blocks a zone map rules in or out cost nothing).
+    /// Integer-code scan loops keep `prefetch_blocks` blocks prefetched ahead.
     ///
     /// Work goes column by column over the whole range, not block by block over every column: each leaf streams
     /// one column's consecutive blocks, which keeps the hardware prefetchers on one sequential stream at a time.
@@ -408,6 +419,7 @@ impl Filter {
         partition: &Partition,
         blocks: Range<usize>,
         params: &[Value],
+        prefetch_blocks: usize,
         reads: &mut [u64],
         out: &mut Vec<TriMask>,
     ) -> Result<(), ExecError> {
@@ -421,7 +433,7 @@ impl Filter {
                 if !matches!(chunk.data(), ColumnData::Int(_) | ColumnData::Bool(_)) {
                     return Err(ExecError::internal("integer range on a non-integer column"));
                 }
-                range_leaf(partition, *column, blocks, (*low, *high), reads, out)?;
+                range_leaf(partition, *column, blocks, (*low, *high), prefetch_blocks, reads, out)?;
             }
             Filter::TextRange { column, low, high } => {
                 let chunk = partition.column(*column);
@@ -439,7 +451,7 @@ impl Filter {
                     TextBound::Exclusive(s) => dictionary.lower_bound(s),
                 };
                 // An empty code range (`first == end`) becomes `low > high`, which selects nothing.
-                range_leaf(partition, *column, blocks, (first as i64, end as i64 - 1), reads, out)?;
+                range_leaf(partition, *column, blocks, (first as i64, end as i64 - 1), prefetch_blocks, reads, out)?;
             }
             Filter::DoubleCompare { column, op, value } => {
                 let chunk = partition.column(*column);
@@ -505,7 +517,7 @@ impl Filter {
                 // vectors of masks.
                 out.extend(blocks.clone().map(|_| TriMask::exact(combine_identity(combine))));
                 let masks: Vec<&mut BlockMask> = out.iter_mut().map(|result| &mut result.t).collect();
-                combine_range_leaves(parts, combine, partition, blocks, reads, masks)?;
+                combine_range_leaves(parts, combine, partition, blocks, reads, masks, prefetch_blocks)?;
             }
             Filter::And(parts) | Filter::Or(parts) => {
                 let is_and = matches!(self, Filter::And(_));
@@ -514,10 +526,10 @@ impl Filter {
                     out.extend(blocks.map(|_| TriMask::exact(identity)));
                     return Ok(());
                 };
-                first.eval_blocks(partition, blocks.clone(), params, reads, out)?;
+                first.eval_blocks(partition, blocks.clone(), params, prefetch_blocks, reads, out)?;
                 let mut scratch = Vec::with_capacity(out.len());
                 for part in rest {
-                    part.eval_blocks(partition, blocks.clone(), params, reads, &mut scratch)?;
+                    part.eval_blocks(partition, blocks.clone(), params, prefetch_blocks, reads, &mut scratch)?;
                     for (result, mask) in out.iter_mut().zip(&scratch) {
                         let f = match (result.f, mask.f) {
                             (None, None) => None,
@@ -530,7 +542,7 @@ impl Filter {
                 }
             }
             Filter::Not(inner) => {
-                inner.eval_blocks(partition, blocks, params, reads, out)?;
+                inner.eval_blocks(partition, blocks, params, prefetch_blocks, reads, out)?;
                 for mask in out.iter_mut() {
                     *mask = match mask.f {
                         None => TriMask::exact(not_mask(&mask.t)),
@@ -560,6 +572,7 @@ fn combine_range_leaves(
     blocks: Range<usize>,
     reads: &mut [u64],
     mut masks: Vec<&mut BlockMask>,
+    prefetch_blocks: usize,
 ) -> Result<(), ExecError> {
     for leaf in leaves {
         let Filter::IntRange { column, low, high } = leaf else {
@@ -569,7 +582,7 @@ fn combine_range_leaves(
             return Err(ExecError::internal("integer range on a non-integer column"));
         };
         let leaf_masks = masks.iter_mut().map(|mask| &mut **mask);
-        reads[*column] += ints.combine_range_masks(blocks.clone(), *low, *high, combine, leaf_masks);
+        reads[*column] += ints.combine_range_masks(blocks.clone(), *low, *high, combine, leaf_masks, prefetch_blocks);
     }
     Ok(())
 }
@@ -592,6 +605,7 @@ fn range_leaf(
     column: usize,
     blocks: Range<usize>,
     (low, high): (i64, i64),
+    prefetch_blocks: usize,
     reads: &mut [u64],
     out: &mut Vec<TriMask>,
 ) -> Result<(), ExecError> {
@@ -601,7 +615,7 @@ fn range_leaf(
     };
     out.extend(blocks.clone().map(|_| TriMask::exact(NONE)));
     let masks = out.iter_mut().map(|result| &mut result.t);
-    reads[column] += codes.combine_range_masks(blocks.clone(), low, high, Combine::Or, masks);
+    reads[column] += codes.combine_range_masks(blocks.clone(), low, high, Combine::Or, masks, prefetch_blocks);
     if chunk.has_nulls() {
         for (result, block) in out.iter_mut().zip(blocks) {
             *result = with_nulls(result.t, null_mask(chunk, block, reads, column));
@@ -708,8 +722,8 @@ mod tests {
         // do, and account the same bytes.
         let (mut true_reads, mut tri_reads) = (vec![0; 5], vec![0; 5]);
         let (mut trues, mut tris) = (Vec::new(), Vec::new());
-        filter.true_masks(&partition, 0..partition.blocks(), &[], &mut true_reads, &mut trues).unwrap();
-        filter.eval_blocks(&partition, 0..partition.blocks(), &[], &mut tri_reads, &mut tris).unwrap();
+        filter.true_masks(&partition, 0..partition.blocks(), &[], 1, &mut true_reads, &mut trues).unwrap();
+        filter.eval_blocks(&partition, 0..partition.blocks(), &[], 3, &mut tri_reads, &mut tris).unwrap();
         assert_eq!(true_reads, tri_reads, "bytes read by {expr:?}");
         assert_eq!(trues.len(), partition.blocks());
         for block in 0..partition.blocks() {

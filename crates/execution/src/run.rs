@@ -48,6 +48,8 @@ pub struct Executor<'a> {
     pub result_bytes_max: Option<u64>,
     /// Blocks per morsel.
     pub morsel_blocks: usize,
+    /// Blocks a scan loop keeps prefetched ahead of the one it reads (`numadb.scan_prefetch_blocks`).
+    pub prefetch_blocks: usize,
     /// Set by another thread to cancel the statement (PostgreSQL's cancel request).
     pub cancel: Option<&'a std::sync::atomic::AtomicBool>,
 }
@@ -131,6 +133,8 @@ struct ScanJob {
     /// Columns the output reads (aggregate arguments, group keys, projections) on blocks with selected rows.
     output_columns: Vec<usize>,
     params: Arc<[Value]>,
+    /// Blocks the columns' scan loops keep prefetched ahead.
+    prefetch_blocks: usize,
     slots: Vec<Mutex<Option<TaskOutput>>>,
     /// A LIMIT's row count (with its OFFSET): the rows of the first morsels, in order, are all it needs.
     rows_wanted: Option<u64>,
@@ -474,6 +478,7 @@ fn add_scan(
         columns_read,
         output_columns,
         params: Arc::clone(params),
+        prefetch_blocks: executor.prefetch_blocks,
         error: Mutex::new(None),
         rows_scanned: AtomicU64::new(0),
         rows_selected: AtomicU64::new(0),
@@ -606,7 +611,7 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
     let mut reads = vec![0u64; partition.columns().len()];
     let mut masks = Vec::with_capacity(blocks.len());
     if let Some(filter) = &job.filter {
-        filter.true_masks(partition, blocks.clone(), params, &mut reads, &mut masks)?;
+        filter.true_masks(partition, blocks.clone(), params, job.prefetch_blocks, &mut reads, &mut masks)?;
     }
     let rows_in_partition = partition.rows();
     let mut scanned = 0u64;

@@ -510,6 +510,7 @@ impl Session {
                 Some(mb) => Some(mb.saturating_mul(1 << 20)),
             },
             morsel_blocks: self.settings.morsel_blocks(),
+            prefetch_blocks: self.settings.prefetch_blocks(),
             cancel: Some(&self.cancel),
         };
         let result = execute(plan, &executor);

@@ -41,6 +41,11 @@ const KNOWN: &[Known] = &[
     },
     Known { name: "numadb.morsel_rows", default: "262144", description: "Rows per scan task (a multiple of 1024)" },
     Known {
+        name: "numadb.scan_prefetch_blocks",
+        default: "2",
+        description: "Blocks a scan keeps asked for ahead of the one it decodes (0: leave it to the hardware prefetchers; at most 8)",
+    },
+    Known {
         name: "numadb.max_result_mb",
         default: "auto",
         description: "Memory a statement's result rows may take before it fails with 53200, in MB (auto: a quarter of the machine's memory; 0: no limit)",
@@ -81,6 +86,7 @@ pub struct Settings {
     scheduler: SchedulerConfig,
     statement_timeout: Option<Duration>,
     morsel_blocks: usize,
+    prefetch_blocks: usize,
     max_result_mb: Option<u64>,
 }
 
@@ -91,6 +97,7 @@ impl Default for Settings {
             scheduler: SchedulerConfig::default(),
             statement_timeout: None,
             morsel_blocks: numadb_execution::MORSEL_BLOCKS_DEFAULT,
+            prefetch_blocks: numadb_storage::PREFETCH_BLOCKS_DEFAULT,
             max_result_mb: None,
         };
         settings.refresh();
@@ -160,6 +167,18 @@ impl Settings {
                 }
                 rows.to_string()
             }
+            "numadb.scan_prefetch_blocks" => {
+                let blocks: usize =
+                    value.trim().parse().map_err(|_| invalid(&name, value, "expected a number of blocks".into()))?;
+                if blocks > numadb_storage::PREFETCH_BLOCKS_MAX {
+                    return Err(invalid(
+                        &name,
+                        value,
+                        format!("must be between 0 and {}", numadb_storage::PREFETCH_BLOCKS_MAX),
+                    ));
+                }
+                blocks.to_string()
+            }
             "numadb.max_result_mb" if value.trim().eq_ignore_ascii_case("auto") => "auto".to_string(),
             "numadb.max_result_mb" => value
                 .trim()
@@ -180,7 +199,7 @@ impl Settings {
             }
             _ if name.starts_with("numadb.") => {
                 return Err(ExecError::new(sqlstate::UNDEFINED_OBJECT, format!("unrecognized configuration parameter \"{name}\""))
-                    .with_hint("numadb's settings are numadb.stealing, numadb.binding, numadb.workers, numadb.domains and numadb.morsel_rows"));
+                    .with_hint("numadb's settings are numadb.stealing, numadb.binding, numadb.workers, numadb.domains, numadb.morsel_rows, numadb.scan_prefetch_blocks and numadb.max_result_mb"));
             }
             // Other client settings are accepted as given (drivers set many at connection time).
             _ => value.to_string(),
@@ -204,6 +223,8 @@ impl Settings {
         self.statement_timeout = (timeout_ms > 0).then(|| Duration::from_millis(timeout_ms));
         let rows: usize = get("numadb.morsel_rows").parse().unwrap_or(numadb_execution::MORSEL_BLOCKS_DEFAULT * 1024);
         self.morsel_blocks = (rows / 1024).max(1);
+        self.prefetch_blocks =
+            get("numadb.scan_prefetch_blocks").parse().unwrap_or(numadb_storage::PREFETCH_BLOCKS_DEFAULT);
         self.max_result_mb = get("numadb.max_result_mb").parse().ok();
     }
 
@@ -260,6 +281,11 @@ impl Settings {
         self.morsel_blocks
     }
 
+    /// Blocks a scan loop keeps prefetched ahead of the one it reads.
+    pub fn prefetch_blocks(&self) -> usize {
+        self.prefetch_blocks
+    }
+
     /// `numadb.max_result_mb`: `None` for auto, `Some(0)` for no limit.
     pub fn max_result_mb(&self) -> Option<u64> {
         self.max_result_mb
@@ -299,6 +325,17 @@ mod tests {
         assert_eq!(Settings::default().morsel_blocks(), numadb_execution::MORSEL_BLOCKS_DEFAULT);
         settings.set("numadb.morsel_rows", "16384").unwrap();
         assert_eq!(settings.morsel_blocks(), 16);
+        // The advertised prefetch default is the storage's, and the range is checked.
+        let default_blocks: usize = Settings::default().get("numadb.scan_prefetch_blocks").unwrap().parse().unwrap();
+        assert_eq!(default_blocks, numadb_storage::PREFETCH_BLOCKS_DEFAULT);
+        assert_eq!(Settings::default().prefetch_blocks(), numadb_storage::PREFETCH_BLOCKS_DEFAULT);
+        for bad in ["9", "-1", "two", ""] {
+            assert_eq!(settings.set("numadb.scan_prefetch_blocks", bad).unwrap_err().sqlstate, "22023", "{bad}");
+        }
+        settings.set("numadb.scan_prefetch_blocks", " 0 ").unwrap();
+        assert_eq!(settings.prefetch_blocks(), 0);
+        settings.reset(Some("numadb.scan_prefetch_blocks"));
+        assert_eq!(settings.prefetch_blocks(), numadb_storage::PREFETCH_BLOCKS_DEFAULT);
         settings.reset(Some("numadb.binding"));
         assert_eq!(settings.get("numadb.binding").unwrap(), "opportunistic");
         settings.set("application_name", "psql").unwrap();

@@ -63,6 +63,22 @@ pub enum Combine {
     And,
 }
 
+/// How many blocks to be read the scan loop prefetches ahead of the one it reads, unless told otherwise
+/// ([`IntColumn::combine_range_masks`]; the `numadb.scan_prefetch_blocks` setting). One block (3.3 KB of the
+/// thesis's 26-bit codes) in flight per thread is less than a core's share of the memory system needs once the
+/// other core streams too. The thesis aggregation over 50 million rows, 2 workers, one process alternating the
+/// setting (15 rounds; an AMD EPYC guest whose streaming read moved between ~50 and ~80 GB/s meanwhile): full
+/// scans took 17.2 ms with two blocks against 19.0 with one in the fast phase, 23.5 against 27.5 in the slow one;
+/// three and four blocks were no better than two; none (hardware prefetchers alone) took 30 ms. A scan reading a
+/// fifth of its blocks took 6.7 ms with two against 6.4 with one in the fast phase, the same in the slow one.
+pub const PREFETCH_BLOCKS_DEFAULT: usize = 2;
+
+/// The most blocks the scan loop keeps prefetched ahead.
+pub const PREFETCH_BLOCKS_MAX: usize = 8;
+
+/// A block waiting to be read: its index, its query range in code space (`code_low`, `span`) and its mask.
+type PendingRead<'m> = (usize, u64, u64, &'m mut BlockMask);
+
 /// A block's zone-map verdict for a value range.
 enum Zone {
     None,
@@ -141,6 +157,19 @@ impl IntColumn {
         &self.words[meta.offset as usize..meta.offset as usize + meta.words()]
     }
 
+    /// The words of blocks `blocks`, which lie back to back (empty for an empty range).
+    pub fn blocks_words(&self, blocks: std::ops::Range<usize>) -> &[u32] {
+        let Some(first) = self.blocks.get(blocks.start).filter(|_| !blocks.is_empty()) else { return &[] };
+        let start = first.offset as usize;
+        &self.words[start..start + self.bytes_of_blocks(blocks) as usize / 4]
+    }
+
+    /// The blocks of `blocks` whose data [`IntColumn::combine_range_masks`] loads for `[low, high]`: those the
+    /// zone map cannot settle. Benchmarks use it to read exactly the bytes a scan reads, without decoding them.
+    pub fn blocks_to_read(&self, blocks: std::ops::Range<usize>, low: i64, high: i64) -> impl Iterator<Item = usize> {
+        blocks.filter(move |&block| matches!(self.zone(block, low, high), Zone::Some { .. }))
+    }
+
     /// The value of a row (meaningless for a NULL row).
     pub fn get(&self, row: usize) -> i64 {
         let block = row / BLOCK_ROWS;
@@ -179,17 +208,18 @@ impl IntColumn {
     /// without NULLs, or combine the validity mask themselves.
     ///
     /// This is the scan loop of every range filter over integer codes (AND/OR of them too). It takes each block's
-    /// zone-map verdict once, in order. A block that must really be read is read when the next such block has
-    /// been found, and the kernel asks for that next block's lines into L2 (the AVX-512 one spreads the requests,
-    /// one per line it decodes; the others ask for them all first): reads run one read block behind the
-    /// prefetches (hardware prefetchers alone leave a scanning thread at about half the memory bandwidth; two or
-    /// more blocks ahead were slower, the extra lines competing with the current block's). Spreading the
-    /// prefetches through the kernel rather than issuing a block's lines in one burst scanned 2-3 points of the
-    /// reference bandwidth faster, 5 on a scan reading a fifth of its blocks (a profile of the burst version put
-    /// a third of the scan's samples on its prefetch instructions, stalled while the requests queued). Verdicts
-    /// are never stored or taken twice: an earlier version collected them for the whole range first (0.5-3%
-    /// slower), and one with a cursor running ahead took the verdict of every settled block twice (3.5% slower on
-    /// a scan reading a fifth of its blocks).
+    /// zone-map verdict once, in order. A block that must really be read is read when the `prefetch_blocks`-th
+    /// block after it that must be read has been found (clamped to [`PREFETCH_BLOCKS_MAX`]; 0 reads at once and
+    /// leaves prefetching to the hardware), and the kernel asks for that later block's lines into L2 meanwhile
+    /// (the AVX-512 one spreads the requests, one per line it decodes; the others ask for them all first). So the
+    /// reads run a fixed number of read blocks behind the prefetches, whichever blocks the zone maps skip in
+    /// between: hardware prefetchers alone left a scanning thread at about half the memory bandwidth, and they
+    /// cannot know which blocks come next. Spreading the prefetches through the kernel rather than issuing a
+    /// block's lines in one burst scanned 2-3 points of the reference bandwidth faster (a profile of the burst
+    /// version put a third of the scan's samples on its prefetch instructions, stalled while the requests
+    /// queued). Verdicts are never stored or taken twice: an earlier version collected them for the whole range
+    /// first (0.5-3% slower), and one with a cursor running ahead took the verdict of every settled block twice
+    /// (3.5% slower on a scan reading a fifth of its blocks).
     /// A block the zone map settles costs no load of its data, no kernel call, and, where its verdict is the
     /// identity of the combination (nothing for an OR, everything for an AND), not even a write.
     pub fn combine_range_masks<'m>(
@@ -199,12 +229,12 @@ impl IntColumn {
         high: i64,
         combine: Combine,
         masks: impl IntoIterator<Item = &'m mut BlockMask>,
+        prefetch_blocks: usize,
     ) -> u64 {
+        let depth = prefetch_blocks.min(PREFETCH_BLOCKS_MAX);
         let mut bytes_read = 0;
         let mut selected = [0u64; MASK_WORDS];
-        // The block found to need reading, waiting until the next such block has been found and prefetched.
-        let mut pending: Option<(usize, u64, u64, &mut BlockMask)> = None;
-        let mut read = |(block, code_low, span, mask): (usize, u64, u64, &mut BlockMask), ahead: &[u32]| {
+        let mut read = |(block, code_low, span, mask): PendingRead<'m>, ahead: &[u32]| {
             bytes_read += self.read_block_mask(block, code_low, span, &mut selected, ahead);
             for (word, leaf) in mask.iter_mut().zip(&selected) {
                 match combine {
@@ -213,19 +243,37 @@ impl IntColumn {
                 }
             }
         };
+        // Blocks found to need reading and already prefetched, a ring of `depth` slots: `count` of them from
+        // `oldest` on, each waiting until the block `depth` reads later has been found (or the range ends).
+        let mut pending: [Option<PendingRead<'m>>; PREFETCH_BLOCKS_MAX] = [const { None }; PREFETCH_BLOCKS_MAX];
+        let (mut oldest, mut count) = (0, 0);
         for (block, mask) in blocks.zip(masks) {
             match (self.zone(block, low, high), combine) {
-                (Zone::Some { code_low, span }, _) => match pending.replace((block, code_low, span, mask)) {
-                    Some(previous) => read(previous, self.block_words(block)),
-                    None => self.prefetch_block(block),
-                },
+                (Zone::Some { code_low, span }, _) if depth == 0 => read((block, code_low, span, mask), &[]),
+                (Zone::Some { code_low, span }, _) => {
+                    let found = Some((block, code_low, span, mask));
+                    if count == depth {
+                        // The oldest pending read leaves the ring, its kernel prefetching this block meanwhile.
+                        if let Some(due) = std::mem::replace(&mut pending[oldest], found) {
+                            read(due, self.block_words(block));
+                        }
+                        oldest = (oldest + 1) % depth;
+                    } else {
+                        self.prefetch_block(block);
+                        pending[(oldest + count) % depth] = found;
+                        count += 1;
+                    }
+                }
                 (Zone::None, Combine::And) => *mask = [0; MASK_WORDS],
                 (Zone::All, Combine::Or) => *mask = [u64::MAX; MASK_WORDS],
                 _ => {}
             }
         }
-        if let Some(last) = pending {
-            read(last, &[]);
+        // Every block still pending has been prefetched: nothing more to ask for.
+        for slot in 0..count {
+            if let Some(due) = pending[(oldest + slot) % depth].take() {
+                read(due, &[]);
+            }
         }
         bytes_read
     }
@@ -700,24 +748,32 @@ mod tests {
         let blocks = column.blocks().len();
         let ranges =
             [(0, 10), (0, 1022), (-100, 2500), (42, 42), (i64::MIN, 0), (100, i64::MAX), (5, 4), (i64::MIN, i64::MAX)];
-        for (low, high) in ranges {
+        // Every prefetch depth (none, fewer and more than the blocks read, past the maximum) reads the same.
+        let depths = [0, 1, 2, 3, PREFETCH_BLOCKS_MAX, PREFETCH_BLOCKS_MAX + 5];
+        for ((low, high), depth) in ranges.into_iter().flat_map(|range| depths.map(|depth| (range, depth))) {
             for (combine, start) in [(Combine::Or, [0u64; MASK_WORDS]), (Combine::And, [u64::MAX; MASK_WORDS])] {
                 let mut initial: Vec<BlockMask> = (0..blocks).map(|_| start).collect();
                 initial[1][0] ^= 0b1011; // a running mask that is not the identity
                 let mut combined = initial.clone();
                 let range = 1..blocks;
-                let bytes = column.combine_range_masks(range.clone(), low, high, combine, combined[1..].iter_mut());
+                let bytes =
+                    column.combine_range_masks(range.clone(), low, high, combine, combined[1..].iter_mut(), depth);
+                let read: Vec<usize> = column.blocks_to_read(range.clone(), low, high).collect();
                 let mut expected_bytes = 0;
                 for block in range {
                     let mut leaf = [0u64; MASK_WORDS];
                     if column.range_mask(block, low, high, &mut leaf) {
                         expected_bytes += column.bytes_of_blocks(block..block + 1);
+                        assert!(read.contains(&block), "block {block} is read, [{low}, {high}]");
+                        assert_eq!(column.blocks_words(block..block + 1), column.block_words(block));
+                    } else {
+                        assert!(!read.contains(&block), "block {block} is settled, [{low}, {high}]");
                     }
                     let expected: BlockMask = std::array::from_fn(|i| match combine {
                         Combine::Or => initial[block][i] | leaf[i],
                         Combine::And => initial[block][i] & leaf[i],
                     });
-                    assert_eq!(combined[block], expected, "block {block}, [{low}, {high}], {combine:?}");
+                    assert_eq!(combined[block], expected, "block {block}, [{low}, {high}], {combine:?}, depth {depth}");
                     // And against the values themselves (rows past the end are the caller's to clear).
                     for row in block * BLOCK_ROWS..values.len().min((block + 1) * BLOCK_ROWS) {
                         let bit = leaf[row % BLOCK_ROWS / 64] >> (row % 64) & 1 == 1;
@@ -725,9 +781,12 @@ mod tests {
                     }
                 }
                 assert_eq!(combined[0], initial[0], "blocks outside the range are not touched");
-                assert_eq!(bytes, expected_bytes, "[{low}, {high}], {combine:?}");
+                assert_eq!(bytes, expected_bytes, "[{low}, {high}], {combine:?}, depth {depth}");
             }
         }
+        let all = column.blocks_words(0..blocks);
+        assert_eq!(std::mem::size_of_val(all) as u64, column.bytes(), "blocks lie back to back");
+        assert!(column.blocks_words(2..2).is_empty());
     }
 
     #[test]

@@ -20,7 +20,9 @@ pub mod table;
 pub mod types;
 
 pub use catalog::Catalog;
-pub use column::{ColumnChunk, ColumnData, Combine, Dictionary, IntColumn};
+pub use column::{
+    ColumnChunk, ColumnData, Combine, Dictionary, IntColumn, PREFETCH_BLOCKS_DEFAULT, PREFETCH_BLOCKS_MAX,
+};
 pub use index::{DuplicateKey, Index, IndexKind};
 pub use placement::TablePlacement;
 pub use table::{
