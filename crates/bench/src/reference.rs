@@ -1,7 +1,8 @@
 //! Reference measurements of the memory system taken in the same run as a benchmark, by `numadb probe`'s own
 //! kernels: the read bandwidth a scan can hope for, and the latency an index probe pays per miss. Using the
 //! prober (rather than a second, simpler kernel) means the engine's "fraction of the read bandwidth" is a fraction
-//! of exactly what `numadb probe bandwidth` reports on the same machine.
+//! of exactly what `numadb probe bandwidth` reports on the same machine. The same kernel also reads a scan's own
+//! bytes in the scan's order ([`read_spans_bandwidth`]): what the memory gives that very access, decoding aside.
 
 use std::time::Duration;
 
@@ -41,6 +42,16 @@ pub fn read_bandwidth(topology: &Topology, total_bytes: usize) -> Result<f64, St
         return Err("no domain with an allowed CPU and a memory node to measure".into());
     }
     Ok(total_mb_per_s * 1e6)
+}
+
+/// Read bandwidth in bytes/s of the prober's kernel over `groups` of spans (a scan's morsels, each the byte runs it
+/// reads, in order), one pinned thread per allowed CPU taking groups as the scan's workers take morsels; the median
+/// of [`REFERENCE_REPETITIONS`] passes after an unmeasured one, with the better way of asking for later spans.
+pub fn read_spans_bandwidth(topology: &Topology, groups: &[Vec<&[u64]>]) -> Result<f64, String> {
+    let cpus: Vec<u32> = topology.allowed.cpus.iter().collect();
+    let reading = numadb_probe::spans::read_spans(&cpus, groups, Isa::best(), REFERENCE_REPETITIONS)
+        .map_err(|e| e.to_string())?;
+    Ok(reading.summary.median)
 }
 
 /// Idle load-to-use latency in ns as the prober measures it: the first allowed CPU chasing a random chain through

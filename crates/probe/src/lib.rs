@@ -40,6 +40,7 @@ pub mod peers;
 pub mod plan;
 pub mod quiet;
 mod rng;
+pub mod spans;
 pub mod stats;
 pub mod verify;
 
