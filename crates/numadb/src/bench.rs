@@ -27,6 +27,10 @@ enum Benchmark {
     /// and thread count, the scan rate against a streaming read of this machine, point lookups through the
     /// sorted and the hash index beside the memory latency, and bytes per row against raw integers.
     ///
+    /// After every timed round the prober's read kernel also reads the very bytes each query's scans read, in
+    /// their order ("of same bytes"): how fast this machine's memory serves that access pattern (a selective
+    /// scan's scattered blocks stream slower than one long read), and how much of it the scans get.
+    ///
     /// DuckDB runs through its Python package (`make deps` installs it into .venv; NUMADB_PYTHON names another
     /// interpreter). Both systems load identical data, so their answers must agree; the table says whether they do.
     Engine(EngineArgs),
