@@ -167,11 +167,7 @@ pub fn read_sum(isa: Isa, data: &[u64]) -> u64 {
 /// Asks the CPU to start loading `data` into its L2 cache, one hint per 64-byte line; never faults.
 pub fn prefetch_l2(data: &[u64]) {
     #[cfg(target_arch = "x86_64")]
-    for line in data.chunks(8) {
-        // SAFETY: a prefetch is a hint: it reads nothing architecturally and cannot fault; the address lies inside
-        // `data` anyway.
-        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(line.as_ptr().cast()) };
-    }
+    prefetch_lines::<{ std::arch::x86_64::_MM_HINT_T1 }>(data);
     #[cfg(not(target_arch = "x86_64"))]
     let _ = data;
 }
@@ -180,13 +176,18 @@ pub fn prefetch_l2(data: &[u64]) {
 /// eviction), one hint per 64-byte line; never faults.
 pub fn prefetch_nta(data: &[u64]) {
     #[cfg(target_arch = "x86_64")]
+    prefetch_lines::<{ std::arch::x86_64::_MM_HINT_NTA }>(data);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = data;
+}
+
+#[cfg(target_arch = "x86_64")]
+fn prefetch_lines<const HINT: i32>(data: &[u64]) {
     for line in data.chunks(8) {
         // SAFETY: a prefetch is a hint: it reads nothing architecturally and cannot fault; the address lies inside
         // `data` anyway.
-        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_NTA }>(line.as_ptr().cast()) };
+        unsafe { std::arch::x86_64::_mm_prefetch::<HINT>(line.as_ptr().cast()) };
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = data;
 }
 
 /// `destination = source`.
