@@ -450,8 +450,8 @@ fn scan_rate_goal(aggregation: &[AggregationRow]) -> String {
 
 /// What the prober's kernel makes of each range_pred's bytes, read in the scans' order: how fast that access is
 /// (as a share of the streaming reference) and how much of it the scans get (their lowest cell). A selective
-/// scan's bytes are scattered blocks; if the kernel reading just those blocks falls short of 85% of the
-/// reference, no scan of them can reach the goal on this machine, whatever its decoding costs.
+/// scan's bytes are scattered blocks; where the kernel reading just those blocks, with no decoding at all, falls
+/// short of 85% of the reference, the goal asks more of a scan than this machine's memory gives that access.
 fn same_bytes_summary(aggregation: &[AggregationRow]) -> String {
     let mut range_preds: Vec<u64> = aggregation.iter().map(|r| r.range_pred).collect();
     range_preds.sort_unstable();

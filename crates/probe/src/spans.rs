@@ -1,9 +1,9 @@
 //! Read bandwidth over memory someone else owns: the very bytes a scan reads, in the order it reads them.
 //!
 //! The bandwidth matrix measures fresh buffers, which answers "what can this machine stream?". A scan's rate is
-//! better judged against the same question asked of its own bytes: on a virtual machine two allocations of the
-//! same size can stream at rates 1.6× apart (the host decides where the guest's memory really is), and a scan that
-//! skips blocks reads scattered pieces, which no streaming kernel is measured on. Here the caller hands over the
+//! also worth judging against the same question asked of its own bytes: the memory a table was given need not
+//! stream as fast as a fresh buffer (on a virtual machine the host decides where the guest's memory really is),
+//! and a scan that skips blocks reads scattered pieces, which no streaming kernel is measured on. Here the caller hands over the
 //! spans (groups of slices, one group per unit of work, like a scan's morsels); one pinned thread per CPU takes
 //! groups from a shared counter, as the scheduler's workers take morsels, and reads each span with the prober's
 //! read kernel, asking for later spans ahead of time in two ways ([`Ahead`]); the better one counts. The

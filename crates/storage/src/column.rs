@@ -67,7 +67,7 @@ pub enum Combine {
 /// ([`IntColumn::combine_range_masks`]; the `numadb.scan_prefetch_blocks` setting). One block (3.3 KB of the
 /// thesis's 26-bit codes) in flight per thread is less than a core's share of the memory system needs once the
 /// other core streams too. The thesis aggregation over 50 million rows, 2 workers, one process alternating the
-/// setting (15 rounds; an AMD EPYC guest whose streaming read moved between ~50 and ~80 GB/s meanwhile): full
+/// setting (15 rounds on an AMD EPYC guest whose memory went from a fast phase to a slow one meanwhile): full
 /// scans took 17.2 ms with two blocks against 19.0 with one in the fast phase, 23.5 against 27.5 in the slow one;
 /// three and four blocks were no better than two; none (hardware prefetchers alone) took 30 ms. A scan reading a
 /// fifth of its blocks took 6.7 ms with two against 6.4 with one in the fast phase, the same in the slow one.
