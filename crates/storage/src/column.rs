@@ -257,7 +257,8 @@ impl IntColumn {
                         if let Some(due) = std::mem::replace(&mut pending[oldest], found) {
                             read(due, self.block_words(block));
                         }
-                        oldest = (oldest + 1) % depth;
+                        // A wrap, not `% depth`: no integer division per block read in the scan loop.
+                        oldest = if oldest + 1 == depth { 0 } else { oldest + 1 };
                     } else {
                         self.prefetch_block(block);
                         pending[(oldest + count) % depth] = found;
