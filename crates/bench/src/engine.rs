@@ -595,7 +595,7 @@ mod tests {
         ];
         // About a tenth of the blocks read, two thirds, nearly all, and none (every block is below 300 001: the
         // zone maps settle them all).
-        let mut shares = Vec::new();
+        let mut scanned_bytes = Vec::new();
         for range_pred in [30, 300, 3_000, 300_001] {
             for k in [0, 2, 6] {
                 session.execute_one(&thesis_query(k, range_pred)).unwrap();
@@ -609,10 +609,13 @@ mod tests {
                 };
                 let tables = usize::from(k > 0) * morsels(&snapshots[0]) + usize::from(k < 6) * morsels(&snapshots[1]);
                 assert_eq!(spans.len(), tables, "range_pred {range_pred}, k {k}");
-                shares.push(scanned);
+                scanned_bytes.push(scanned);
             }
         }
-        assert!(shares.iter().any(|&b| b > 0) && shares.contains(&0), "both read and settled scans were checked");
+        assert!(
+            scanned_bytes.iter().any(|&b| b > 0) && scanned_bytes.contains(&0),
+            "both read and settled scans were checked"
+        );
     }
 
     #[test]

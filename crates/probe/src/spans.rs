@@ -44,13 +44,11 @@ const AHEAD_BYTES_MAX: usize = 16 << 10;
 /// Words [`Ahead::NtaSpread`] reads between two hints (8 lines).
 const SPREAD_WORDS: usize = 64;
 
-/// The better of the two ways of asking ahead: its rates and which it was.
+/// The better of the two ways of asking ahead.
 #[derive(Debug, Clone)]
 pub struct SpansReading {
-    /// Bytes/s over the measured passes.
+    /// Bytes/s over its measured passes.
     pub summary: Summary,
-    /// The way of asking ahead that gave them.
-    pub ahead: Ahead,
     /// Passes discarded (of both ways) because a thread was found on another CPU than its own.
     pub discarded: usize,
 }
@@ -73,7 +71,7 @@ pub fn read_spans(
     if bytes == 0 {
         return Err(ProbeError::Options("no bytes to read".into()));
     }
-    let mut best: Option<(Summary, Ahead)> = None;
+    let mut best: Option<Summary> = None;
     let mut discarded = 0;
     for ahead in [Ahead::L2Burst, Ahead::NtaSpread] {
         let mut rates = Vec::with_capacity(repetitions);
@@ -85,15 +83,15 @@ pub fn read_spans(
             }
         }
         if let Some(summary) = Summary::of(&rates)
-            && best.as_ref().is_none_or(|(b, _)| summary.median > b.median)
+            && best.as_ref().is_none_or(|b| summary.median > b.median)
         {
-            best = Some((summary, ahead));
+            best = Some(summary);
         }
     }
-    let (summary, ahead) = best.ok_or_else(|| {
+    let summary = best.ok_or_else(|| {
         ProbeError::Options(format!("no pass could be measured ({discarded} discarded: a thread left its CPU)"))
     })?;
-    Ok(SpansReading { summary, ahead, discarded })
+    Ok(SpansReading { summary, discarded })
 }
 
 /// One pass over all groups: the seconds from the threads' common start to the last one's end, or `None` when a

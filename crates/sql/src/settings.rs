@@ -332,6 +332,8 @@ mod tests {
         for bad in ["9", "-1", "two", ""] {
             assert_eq!(settings.set("numadb.scan_prefetch_blocks", bad).unwrap_err().sqlstate, "22023", "{bad}");
         }
+        let described = KNOWN.iter().find(|k| k.name == "numadb.scan_prefetch_blocks").unwrap().description;
+        assert!(described.contains(&format!("at most {}", numadb_storage::PREFETCH_BLOCKS_MAX)), "{described}");
         settings.set("numadb.scan_prefetch_blocks", " 0 ").unwrap();
         assert_eq!(settings.prefetch_blocks(), 0);
         settings.reset(Some("numadb.scan_prefetch_blocks"));
