@@ -291,15 +291,19 @@ mod avx512 {
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,bmi2")]
     pub(super) fn kernel<const W: usize>(words: &[u32], lo: u32, span: u32, out: &mut BlockMask, ahead: &[u32]) {
         let (ahead_lines, _) = ahead.as_chunks::<LANES>();
-        let spread = if W == 0 { 0 } else { ahead_lines.len().min(2 * W) };
+        // The steps ask for one line of `ahead` per line they decode. A shorter `ahead` (or none) is asked for
+        // in full first, and the steps' hints then point at the block being decoded (cached already: no-ops),
+        // so that the unrolled steps need no branch for it.
+        let spread = if ahead_lines.len() >= 2 * W { 2 * W } else { 0 };
+        prefetch(ahead.get(spread * LANES..).unwrap_or_default());
         dispatch_top_aligned::<W>(words, lo, span, out, |lanes, range, lo_zero, selected| {
+            let ahead_lines = if spread == 0 { lanes } else { &ahead_lines[..spread] };
             if lo_zero {
-                positions::<W, true>(lanes, range, selected, &ahead_lines[..spread])
+                positions::<W, true>(lanes, range, selected, ahead_lines)
             } else {
-                positions::<W, false>(lanes, range, selected, &ahead_lines[..spread])
+                positions::<W, false>(lanes, range, selected, ahead_lines)
             }
         });
-        prefetch(ahead.get(spread * LANES..).unwrap_or_default());
     }
 
     /// The 64 positions of a block. Kept out of line per `LO_ZERO`: inlined into one function, the two
@@ -312,6 +316,8 @@ mod avx512 {
         selected: &mut [u16; POSITIONS],
         ahead: &[[u32; LANES]],
     ) {
+        // Both lengths asserted once, so that no index of the unrolled steps is checked again.
+        assert!(lanes.len() == 2 * W && ahead.len() == 2 * W);
         let lo_vector = _mm512_set1_epi32(range.lo as i32);
         let bound_vector = _mm512_set1_epi32(range.bound as i32);
         for_each_position!(step::<W, LO_ZERO>(lanes, lo_vector, bound_vector, selected, ahead));
@@ -342,9 +348,7 @@ mod avx512 {
             if word + L1_AHEAD < 2 * W {
                 _mm_prefetch::<_MM_HINT_T0>(lanes[word + L1_AHEAD].as_ptr().cast());
             }
-            if let Some(line) = ahead.get(word) {
-                _mm_prefetch::<_MM_HINT_T1>(line.as_ptr().cast());
-            }
+            _mm_prefetch::<_MM_HINT_T1>(ahead[word].as_ptr().cast());
         }
         let top = if shift + W <= 32 {
             _mm512_sll_epi32(load(lanes, word), _mm_cvtsi32_si128((32 - W - shift) as i32))
@@ -495,8 +499,8 @@ pub fn range_mask(words: &[u32], width: u32, lo: u32, span: u32, out: &mut Block
 }
 
 /// As [`range_mask`], and asks for `ahead` (the next block the scan reads) to be loaded into L2 meanwhile: the
-/// AVX-512 kernel asks for one line of `ahead` per line it decodes (a steady trickle the memory system absorbs),
-/// the others for all of it first.
+/// AVX-512 kernel asks for one line of `ahead` per line it decodes (a steady trickle the memory system absorbs)
+/// when `ahead` is at least as long as this block, and otherwise, like the other kernels, for all of it first.
 #[inline]
 pub fn range_mask_ahead(words: &[u32], width: u32, lo: u32, span: u32, out: &mut BlockMask, ahead: &[u32]) {
     // The kernel table is looked up once per process, not once per block: at ~50 ns per cache-resident block,
