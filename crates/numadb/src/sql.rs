@@ -28,10 +28,12 @@ use numadb_storage::{DataType, Value};
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct SqlArgs {
-    /// Run this statement (or several separated by ;) and exit; may be repeated.
+    /// Run this statement (or several separated by ;, sent as one message: a syntax error in any of them
+    /// runs none, as with psql -c) and exit; may be repeated.
     #[arg(short = 'c', long = "command", value_name = "SQL")]
     commands: Vec<String>,
-    /// Run the statements in this file and exit.
+    /// Run the statements in this file one at a time (each result, and its time with --timing, printed as
+    /// it ends) and exit at the end or at the first error.
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     files: Vec<PathBuf>,
     /// Start by creating the thesis tables TBL_0 and TBL_1 with N rows each (C0 = 1..N, C1..C6 uniform in 1..N).
@@ -45,7 +47,7 @@ pub struct SqlArgs {
     /// statement that failed, its `error` (`sqlstate`, `message`, `detail`, `hint`).
     #[arg(long)]
     json: bool,
-    /// Print how long each statement took.
+    /// Print how long each statement (each -c message) took.
     #[arg(long)]
     timing: bool,
     /// Stop at the first error (the default when not interactive).
@@ -63,7 +65,7 @@ pub fn run(args: SqlArgs) -> anyhow::Result<()> {
     if !args.commands.is_empty() || !args.files.is_empty() {
         let mut failed = false;
         for command in &args.commands {
-            failed |= !shell.run(&mut session, command);
+            failed |= !shell.run(&mut session, command, Statements::OneMessage);
             if failed {
                 break;
             }
@@ -73,7 +75,7 @@ pub fn run(args: SqlArgs) -> anyhow::Result<()> {
                 break;
             }
             let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-            failed |= !shell.run(&mut session, &text);
+            failed |= !shell.run(&mut session, &text, Statements::OneByOne);
         }
         shell.print_json();
         if failed {
@@ -84,7 +86,7 @@ pub fn run(args: SqlArgs) -> anyhow::Result<()> {
     if !std::io::stdin().is_terminal() {
         let mut text = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)?;
-        let ok = shell.run(&mut session, &text);
+        let ok = shell.run(&mut session, &text, Statements::OneByOne);
         shell.print_json();
         if !ok {
             std::process::exit(1);
@@ -169,6 +171,17 @@ fn with_progress_bar<T>(progress: &Progress, work: impl FnOnce() -> T) -> T {
     })
 }
 
+/// How the statements of a piece of text run.
+#[derive(Debug, Clone, Copy)]
+enum Statements {
+    /// As one message (psql's `-c`, the simple query protocol): all are parsed first, so a syntax error
+    /// anywhere runs none of them; their results and time are printed together.
+    OneMessage,
+    /// One at a time (psql's `-f` and its prompt): each result, and with timing on its time, is printed when its
+    /// statement ends, and an error leaves the statements before it done.
+    OneByOne,
+}
+
 struct Shell {
     timing: bool,
     /// With `--json`: the results so far, printed as one document by [`Shell::print_json`].
@@ -178,14 +191,14 @@ struct Shell {
 impl Shell {
     /// Runs a script: statements, and psql's backslash commands on lines of their own, in order; prints their
     /// results; returns false after an error (the rest is not run).
-    fn run(&mut self, session: &mut Session, script: &str) -> bool {
+    fn run(&mut self, session: &mut Session, script: &str, statements_run: Statements) -> bool {
         let mut statements = String::new();
         for line in script.split_inclusive('\n') {
             let Some(meta) = line.trim_start().strip_prefix('\\') else {
                 statements.push_str(line);
                 continue;
             };
-            if !statements.trim().is_empty() && !self.run_statements(session, &statements) {
+            if !statements.trim().is_empty() && !self.run_statements(session, &statements, statements_run) {
                 return false;
             }
             statements.clear();
@@ -193,11 +206,23 @@ impl Shell {
                 return false;
             }
         }
-        statements.trim().is_empty() || self.run_statements(session, &statements)
+        statements.trim().is_empty() || self.run_statements(session, &statements, statements_run)
     }
 
-    /// Runs statements and prints their results; returns false after an error.
-    fn run_statements(&mut self, session: &mut Session, sql: &str) -> bool {
+    /// Runs statements and prints their results; returns false after an error, and what follows it is not run.
+    fn run_statements(&mut self, session: &mut Session, sql: &str, statements_run: Statements) -> bool {
+        match (statements_run, numadb_sql::parse::split_statements(sql)) {
+            (Statements::OneByOne, Ok(statements)) => statements
+                .into_iter()
+                .all(|statement| self.run_message(session, statement.text, |error| statement.locate(error))),
+            // One message, or text the tokenizer rejects (the session then reports the syntax error).
+            _ => self.run_message(session, sql, |error| error),
+        }
+    }
+
+    /// Runs the statements of `sql` as one message and prints their results, errors after `locate` (which
+    /// puts a syntax error's position in the script's terms); returns false after an error.
+    fn run_message(&mut self, session: &mut Session, sql: &str, locate: impl Fn(SqlError) -> SqlError) -> bool {
         let started = Instant::now();
         let progress = session.progress();
         let results = with_progress_bar(&progress, || session.execute(sql));
@@ -209,6 +234,7 @@ impl Shell {
                 (Ok(output), None) => out!("{}", render(&output)),
                 (Err(error), json) => {
                     ok = false;
+                    let error = locate(error);
                     eprint!("{}", render_error(&error));
                     if let Some(json) = json {
                         json.push(error_json(&error));
@@ -248,6 +274,7 @@ impl Shell {
             "dt" => self.run(
                 session,
                 "SELECT table_name, rows, partitions, placement, bytes FROM numadb.tables ORDER BY table_name",
+                Statements::OneMessage,
             ),
             "d" => match words.next() {
                 Some(name) => {
@@ -326,7 +353,7 @@ impl Shell {
                 Ok(line) => {
                     if buffer.is_empty() && line.trim_start().starts_with('\\') {
                         let _ = editor.add_history_entry(line.as_str());
-                        self.run(session, &line);
+                        self.run(session, &line, Statements::OneByOne);
                         self.print_json();
                         continue;
                     }
@@ -335,7 +362,7 @@ impl Shell {
                     if line.trim_end().ends_with(';') {
                         let _ = editor.add_history_entry(buffer.trim());
                         let statement = std::mem::take(&mut buffer);
-                        self.run(session, &statement);
+                        self.run(session, &statement, Statements::OneByOne);
                         self.print_json();
                     }
                 }

@@ -285,12 +285,33 @@ fn sql_file_runs_backslash_commands_and_statements_in_order_until_an_error() {
     assert!(!output.status.success(), "the failed statement makes the exit status 1");
     let (out, err) = (stdout(&output), stderr(&output));
     assert!(out.contains("Timing is on.") && out.contains("Timing is off."), "{out}");
-    assert_eq!(err.matches("Time: ").count(), 1, "the statements between on and off are timed, not those after: {err}");
+    assert_eq!(err.matches("Time: ").count(), 2, "the statements between on and off are timed, not those after: {err}");
     assert!(out.contains("UPDATE 1"), "{out}");
     let rows: Vec<&str> = out.lines().map(str::trim).filter(|l| *l == "1" || *l == "20").collect();
     assert_eq!(rows, ["1", "20"], "{out}");
     assert!(err.contains("42703"), "{err}");
     assert!(!out.contains("never"), "nothing runs after the error: {out}");
+}
+
+#[test]
+fn a_file_runs_statement_by_statement_and_a_command_as_one_message() {
+    let directory = tempfile::tempdir().unwrap();
+    let script = directory.path().join("script.sql");
+    let text =
+        "CREATE TABLE t (a INTEGER); INSERT INTO t VALUES (7);\nSELECT a + 1 AS b FROM t; SELEC 3;\nSELECT 'never';\n";
+    std::fs::write(&script, text).unwrap();
+    let output = numadb(&["sql", "-f", script.to_str().unwrap()]);
+    assert!(!output.status.success());
+    let (out, err) = (stdout(&output), stderr(&output));
+    // psql's way with a file: what comes before the bad statement ran, and its error says where it is.
+    assert!(out.contains("INSERT 0 1") && out.lines().any(|line| line.trim() == "8"), "{out}");
+    assert!(err.contains("42601") && err.contains("at Line: 2, Column: 27"), "{err}");
+    assert!(!out.contains("never"), "{out}");
+    // The same text as one -c message: the syntax error is found before anything runs.
+    let output = numadb(&["sql", "-c", text]);
+    assert!(!output.status.success());
+    assert!(!stdout(&output).contains("INSERT"), "{}", stdout(&output));
+    assert!(stderr(&output).contains("at Line: 2, Column: 27"), "{}", stderr(&output));
 }
 
 #[test]

@@ -12,7 +12,7 @@ use numadb_execution::{ExecError, sqlstate};
 use sqlparser::ast::{Ident, ObjectName, Statement};
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::{Parser, ParserError};
-use sqlparser::tokenizer::Token;
+use sqlparser::tokenizer::{Location, Token, Tokenizer};
 
 /// Where `ALTER TABLE` puts a table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +48,83 @@ pub fn syntax_error(error: ParserError) -> ExecError {
 
 fn word_is(token: &Token, word: &str) -> bool {
     matches!(token, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(word))
+}
+
+/// One statement of a script, as [`split_statements`] finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScriptStatement<'a> {
+    /// Its text, from just after the previous semicolon to its own.
+    pub text: &'a str,
+    /// Where `text` starts in the script: line and column (in characters), both from 1.
+    pub line: u64,
+    /// See `line`.
+    pub column: u64,
+}
+
+impl ScriptStatement<'_> {
+    /// `error` (from running this statement alone) with the syntax error's position, which sqlparser gives
+    /// within the statement's text (`… at Line: 1, Column: 5`), moved to where it is in the script.
+    pub fn locate(&self, mut error: ExecError) -> ExecError {
+        const LINE: &str = " at Line: ";
+        let Some(at) = error.message.rfind(LINE) else { return error };
+        let position = &error.message[at + LINE.len()..];
+        let Some((line, column)) = position.split_once(", Column: ") else { return error };
+        let (Ok(line), Ok(column)) = (line.parse::<u64>(), column.parse::<u64>()) else { return error };
+        let (line, column) = if line <= 1 {
+            (self.line, self.column + column.saturating_sub(1))
+        } else {
+            (self.line + line - 1, column)
+        };
+        error.message.truncate(at);
+        error.message.push_str(&format!("{LINE}{line}, Column: {column}"));
+        error
+    }
+}
+
+/// The statements of a script, each as its own text with its terminating semicolon, in order; pieces holding
+/// only whitespace and comments are left out. A shell runs them one at a time, as psql runs a file: each
+/// result (and its time) shows as soon as its statement ends, and an error stops what follows, not what
+/// came before. Split at the tokenizer's semicolons, so ones inside strings, quoted names or comments do not
+/// count. Text the tokenizer rejects (an unterminated string) is a syntax error.
+pub fn split_statements(script: &str) -> Result<Vec<ScriptStatement<'_>>, ExecError> {
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, script)
+        .tokenize_with_location()
+        .map_err(|error| ExecError::new(sqlstate::SYNTAX_ERROR, format!("syntax error: {error}")))?;
+    // Byte offset of the start of every line: the tokenizer's locations are (line, column), both from 1,
+    // columns counted in characters.
+    let line_starts: Vec<usize> = std::iter::once(0).chain(script.match_indices('\n').map(|(at, _)| at + 1)).collect();
+    let offset_after = |location: Location| -> usize {
+        let line_start = line_starts[(location.line as usize).saturating_sub(1).min(line_starts.len() - 1)];
+        let line = &script[line_start..];
+        // The semicolon's column: one character past it is where the next piece starts.
+        let chars = location.column as usize;
+        line_start + line.char_indices().nth(chars).map_or(line.len(), |(at, _)| at)
+    };
+    let mut statements = Vec::new();
+    let (mut start, mut has_content) = (0, false);
+    let mut begins = Location { line: 1, column: 1 };
+    for token in &tokens {
+        match token.token {
+            Token::SemiColon => {
+                let end = offset_after(token.span.start);
+                if has_content {
+                    statements.push(ScriptStatement {
+                        text: &script[start..end],
+                        line: begins.line,
+                        column: begins.column,
+                    });
+                }
+                (start, has_content) = (end, false);
+                begins = Location { line: token.span.start.line, column: token.span.start.column + 1 };
+            }
+            Token::Whitespace(_) => {}
+            _ => has_content = true,
+        }
+    }
+    if has_content {
+        statements.push(ScriptStatement { text: &script[start..], line: begins.line, column: begins.column });
+    }
+    Ok(statements)
 }
 
 /// Parses a string of one or more statements.
@@ -135,6 +212,50 @@ fn custom_statement(parser: &mut Parser<'_>) -> Result<Option<Parsed>, ParserErr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scripts_split_at_semicolons_outside_strings_names_and_comments() {
+        let script = "SELECT 'a;b' AS \"x;y\";  -- a comment; still one\n\
+                      /* é; ü */ SELECT 'ü'\n  ;\n;\n-- only a comment;\nINSERT INTO t VALUES ($$;$$)";
+        let statements = split_statements(script).unwrap();
+        let pieces: Vec<&str> = statements.iter().map(|statement| statement.text).collect();
+        let starts: Vec<(u64, u64)> = statements.iter().map(|statement| (statement.line, statement.column)).collect();
+        assert_eq!(starts, [(1, 1), (1, 23), (4, 2)]);
+        assert_eq!(
+            pieces,
+            [
+                "SELECT 'a;b' AS \"x;y\";",
+                "  -- a comment; still one\n/* é; ü */ SELECT 'ü'\n  ;",
+                "\n-- only a comment;\nINSERT INTO t VALUES ($$;$$)",
+            ]
+        );
+        // Every piece parses to exactly one statement, and together they are the script's statements.
+        let whole = parse(script).unwrap().len();
+        assert_eq!(pieces.iter().map(|piece| parse(piece).unwrap().len()).collect::<Vec<_>>(), [1, 1, 1]);
+        assert_eq!(whole, 3);
+        assert!(split_statements("  ; -- nothing\n ;").unwrap().is_empty());
+        assert_eq!(split_statements("SELECT 'unterminated").unwrap_err().sqlstate, sqlstate::SYNTAX_ERROR);
+    }
+
+    #[test]
+    fn a_statements_syntax_error_is_located_in_the_script() {
+        let script = "SELECT 1;\nSELECT 2; SELEC 3;\n\nSELECT\n  FROM;";
+        let statements = split_statements(script).unwrap();
+        let error_of = |statement: &ScriptStatement| statement.locate(parse(statement.text).unwrap_err()).message;
+        // Whole, the script's parse names the same places.
+        assert!(
+            error_of(&statements[2]).ends_with("found: SELEC at Line: 2, Column: 11"),
+            "{}",
+            error_of(&statements[2])
+        );
+        assert!(parse("SELECT 1;\nSELECT 2; SELEC 3;").unwrap_err().message.ends_with("at Line: 2, Column: 11"));
+        assert!(error_of(&statements[3]).ends_with("at Line: 5, Column: 7"), "{}", error_of(&statements[3]));
+        let mended = script.replace("SELEC ", "SELECT ");
+        assert!(parse(&mended).unwrap_err().message.ends_with("at Line: 5, Column: 7"));
+        // Messages without a position are left as they are.
+        let plain = ExecError::new(sqlstate::SYNTAX_ERROR, "syntax error at or near \"x\"");
+        assert_eq!(statements[0].locate(plain.clone()).message, plain.message);
+    }
 
     #[test]
     fn placement_statements_are_ours_and_the_rest_is_sqlparsers() {
