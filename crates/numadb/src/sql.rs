@@ -56,6 +56,18 @@ pub struct SqlArgs {
 }
 
 pub fn run(args: SqlArgs) -> anyhow::Result<()> {
+    // Statements run on a thread with the stack the engine's recursion may need for the deepest statement it
+    // accepts, as on the server's connection threads; the main thread's 8 MiB is not enough.
+    std::thread::Builder::new()
+        .name("numadb-sql".into())
+        .stack_size(numadb_sql::text::STATEMENT_STACK_BYTES)
+        .spawn(move || run_shell(args))
+        .context("starting the shell's thread")?
+        .join()
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("the shell's thread panicked")))
+}
+
+fn run_shell(args: SqlArgs) -> anyhow::Result<()> {
     let database = Database::new().map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut session = database.session();
     if let Some(rows) = args.load_thesis {

@@ -315,6 +315,20 @@ fn a_file_runs_statement_by_statement_and_a_command_as_one_message() {
 }
 
 #[test]
+fn the_shell_answers_the_deepest_statement_accepted_and_refuses_deeper_ones() {
+    let directory = tempfile::tempdir().unwrap();
+    let script = directory.path().join("deep.sql");
+    // 5 000 operators is the most a statement may hold: far deeper than the main thread's stack allows.
+    let sum = |operators: usize| format!("SELECT 1{};\n", "+1".repeat(operators));
+    std::fs::write(&script, format!("{}{}SELECT 'after';\n", sum(5_000), sum(5_001))).unwrap();
+    let output = numadb(&["sql", "-f", script.to_str().unwrap()]);
+    let (out, err) = (stdout(&output), stderr(&output));
+    assert!(out.lines().any(|line| line.trim() == "5001"), "the deepest accepted statement is answered: {out}{err}");
+    assert!(err.contains("54001"), "a deeper one is refused, not a crash: {err}");
+    assert_eq!(output.status.code(), Some(1), "{err}");
+}
+
+#[test]
 fn a_reader_that_goes_away_ends_the_shell_quietly() {
     use std::io::Read;
     // 100 000 rows of output: far more than a pipe holds, so numadb is still writing when the reader leaves.

@@ -63,7 +63,7 @@ pub fn start(count: usize) -> io::Result<Vec<Arc<EventLoop>>> {
         let running = Arc::clone(&event_loop);
         std::thread::Builder::new()
             .name(format!("numadb-loop{index}"))
-            .stack_size(crate::server::STATEMENT_STACK_BYTES)
+            .stack_size(numadb_sql::text::STATEMENT_STACK_BYTES)
             .spawn(move || run(poll, &running))?;
         loops.push(event_loop);
     }

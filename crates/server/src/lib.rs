@@ -53,7 +53,7 @@ pub mod handler;
 pub mod protocol;
 pub mod registry;
 pub mod server;
-pub mod sql_text;
+pub use numadb_sql::text as sql_text;
 
 pub use config::{Authentication, ServerConfig};
 pub use registry::Stats;

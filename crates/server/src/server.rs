@@ -18,12 +18,6 @@ use crate::event_loop::EventLoop;
 use crate::protocol::backend::{Output, Severity};
 use crate::registry::{Registry, Stats};
 
-/// Stack of a connection thread and an event loop. The engine's parser, binder and planner recurse once per
-/// level of a statement's syntax tree; `sql_text::check_complexity` bounds the levels, and this leaves room for
-/// the deepest statement it lets through (measured: 5 000 `+` take about 15 MiB in a release build and 60 MiB
-/// in a debug build, whose frames are several times larger). It is address space: pages are only touched as
-/// deep as a statement goes.
-pub(crate) const STATEMENT_STACK_BYTES: usize = if cfg!(debug_assertions) { 256 << 20 } else { 64 << 20 };
 /// How often shutdown looks whether the sessions are gone.
 const SHUTDOWN_POLL: Duration = Duration::from_millis(10);
 /// After cancelling, how long statements get to notice.
@@ -140,7 +134,7 @@ impl Server {
             let thread_shared = Arc::clone(&shared);
             let spawned = std::thread::Builder::new()
                 .name("numadb-conn".into())
-                .stack_size(STATEMENT_STACK_BYTES)
+                .stack_size(numadb_sql::text::STATEMENT_STACK_BYTES)
                 .spawn(move || connection::serve(thread_shared, stream, handshake));
             if spawned.is_err() {
                 std::thread::sleep(Duration::from_millis(5));

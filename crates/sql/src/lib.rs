@@ -19,6 +19,7 @@ pub mod explain;
 pub mod parse;
 pub mod settings;
 pub mod system;
+pub mod text;
 pub mod thesis;
 
 pub use bind::OutputColumn;

@@ -9,10 +9,12 @@
 //! separators.
 
 use numadb_execution::{ExecError, sqlstate};
+
+use crate::text;
 use sqlparser::ast::{Ident, ObjectName, Statement};
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::{Parser, ParserError};
-use sqlparser::tokenizer::{Location, Token, Tokenizer};
+use sqlparser::tokenizer::Token;
 
 /// Where `ALTER TABLE` puts a table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,7 +55,7 @@ fn word_is(token: &Token, word: &str) -> bool {
 /// One statement of a script, as [`split_statements`] finds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ScriptStatement<'a> {
-    /// Its text, from just after the previous semicolon to its own.
+    /// Its text, without the semicolon.
     pub text: &'a str,
     /// Where `text` starts in the script: line and column (in characters), both from 1.
     pub line: u64,
@@ -81,54 +83,37 @@ impl ScriptStatement<'_> {
     }
 }
 
-/// The statements of a script, each as its own text with its terminating semicolon, in order; pieces holding
-/// only whitespace and comments are left out. A shell runs them one at a time, as psql runs a file: each
-/// result (and its time) shows as soon as its statement ends, and an error stops what follows, not what
-/// came before. Split at the tokenizer's semicolons, so ones inside strings, quoted names or comments do not
-/// count. Text the tokenizer rejects (an unterminated string) is a syntax error.
+/// The statements of a script ([`text::split_statements`]: trimmed, empty ones left out), each with where it
+/// starts. A shell runs them one at a time, as psql runs a file: each result (and its time) shows as soon as its
+/// statement ends, and an error stops what follows, not what came before. Text the lexer rejects (an
+/// unterminated string) is a syntax error.
 pub fn split_statements(script: &str) -> Result<Vec<ScriptStatement<'_>>, ExecError> {
-    let tokens = Tokenizer::new(&PostgreSqlDialect {}, script)
-        .tokenize_with_location()
-        .map_err(|error| ExecError::new(sqlstate::SYNTAX_ERROR, format!("syntax error: {error}")))?;
-    // Byte offset of the start of every line: the tokenizer's locations are (line, column), both from 1,
-    // columns counted in characters.
-    let line_starts: Vec<usize> = std::iter::once(0).chain(script.match_indices('\n').map(|(at, _)| at + 1)).collect();
-    let offset_after = |location: Location| -> usize {
-        let line_start = line_starts[(location.line as usize).saturating_sub(1).min(line_starts.len() - 1)];
-        let line = &script[line_start..];
-        // The semicolon's column: one character past it is where the next piece starts.
-        let chars = location.column as usize;
-        line_start + line.char_indices().nth(chars).map_or(line.len(), |(at, _)| at)
-    };
-    let mut statements = Vec::new();
-    let (mut start, mut has_content) = (0, false);
-    let mut begins = Location { line: 1, column: 1 };
-    for token in &tokens {
-        match token.token {
-            Token::SemiColon => {
-                let end = offset_after(token.span.start);
-                if has_content {
-                    statements.push(ScriptStatement {
-                        text: &script[start..end],
-                        line: begins.line,
-                        column: begins.column,
-                    });
-                }
-                (start, has_content) = (end, false);
-                begins = Location { line: token.span.start.line, column: token.span.start.column + 1 };
-            }
-            Token::Whitespace(_) => {}
-            _ => has_content = true,
+    let pieces = text::split_statements(script)?;
+    let mut statements = Vec::with_capacity(pieces.len());
+    // Where the previous piece started, and its line and column: each piece's position counts only the text
+    // since then, so the whole script is walked once.
+    let (mut cursor, mut line, mut column) = (0, 1, 1);
+    for piece in pieces {
+        // The pieces are slices of `script`, in order.
+        let offset = piece.as_ptr() as usize - script.as_ptr() as usize;
+        for c in script[cursor..offset].chars() {
+            (line, column) = if c == '\n' { (line + 1, 1) } else { (line, column + 1) };
         }
-    }
-    if has_content {
-        statements.push(ScriptStatement { text: &script[start..], line: begins.line, column: begins.column });
+        cursor = offset;
+        statements.push(ScriptStatement { text: piece, line, column });
     }
     Ok(statements)
 }
 
 /// Parses a string of one or more statements.
+///
+/// Statements too complex for the recursive parser, binder and planner are refused first (54001, see
+/// [`text::check_complexity`]), whichever way they came: the shell, the server or a library caller.
 pub fn parse(sql: &str) -> Result<Vec<Parsed>, ExecError> {
+    // Text the lexer rejects is left to sqlparser, whose syntax error says where.
+    for statement in text::split_statements(sql).unwrap_or_default() {
+        text::check_complexity(statement)?;
+    }
     let dialect = PostgreSqlDialect {};
     let mut parser = Parser::new(&dialect).try_with_sql(sql).map_err(syntax_error)?;
     let mut statements = Vec::new();
@@ -214,32 +199,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn scripts_split_at_semicolons_outside_strings_names_and_comments() {
+    fn a_scripts_statements_know_where_they_start() {
         let script = "SELECT 'a;b' AS \"x;y\";  -- a comment; still one\n\
                       /* é; ü */ SELECT 'ü'\n  ;\n;\n-- only a comment;\nINSERT INTO t VALUES ($$;$$)";
         let statements = split_statements(script).unwrap();
-        let pieces: Vec<&str> = statements.iter().map(|statement| statement.text).collect();
-        let starts: Vec<(u64, u64)> = statements.iter().map(|statement| (statement.line, statement.column)).collect();
-        assert_eq!(starts, [(1, 1), (1, 23), (4, 2)]);
+        let found: Vec<(&str, u64, u64)> = statements.iter().map(|s| (s.text, s.line, s.column)).collect();
         assert_eq!(
-            pieces,
+            found,
             [
-                "SELECT 'a;b' AS \"x;y\";",
-                "  -- a comment; still one\n/* é; ü */ SELECT 'ü'\n  ;",
-                "\n-- only a comment;\nINSERT INTO t VALUES ($$;$$)",
+                ("SELECT 'a;b' AS \"x;y\"", 1, 1),
+                ("-- a comment; still one\n/* é; ü */ SELECT 'ü'", 1, 25),
+                ("-- only a comment;\nINSERT INTO t VALUES ($$;$$)", 5, 1),
             ]
         );
-        // Every piece parses to exactly one statement, and together they are the script's statements.
-        let whole = parse(script).unwrap().len();
-        assert_eq!(pieces.iter().map(|piece| parse(piece).unwrap().len()).collect::<Vec<_>>(), [1, 1, 1]);
-        assert_eq!(whole, 3);
-        assert!(split_statements("  ; -- nothing\n ;").unwrap().is_empty());
         assert_eq!(split_statements("SELECT 'unterminated").unwrap_err().sqlstate, sqlstate::SYNTAX_ERROR);
     }
 
     #[test]
+    fn statements_too_complex_for_the_recursive_engine_are_refused_before_parsing() {
+        let deep = format!("SELECT 1{}", "+1".repeat(text::OPERATORS_MAX + 1));
+        assert_eq!(parse(&deep).unwrap_err().sqlstate, "54001");
+        // Counted per statement: many statements of moderate size are fine.
+        let moderate = format!("SELECT 1{};", "+1".repeat(text::OPERATORS_MAX / 2)).repeat(3);
+        assert_eq!(parse(&moderate).unwrap().len(), 3);
+    }
+
+    #[test]
     fn a_statements_syntax_error_is_located_in_the_script() {
-        let script = "SELECT 1;\nSELECT 2; SELEC 3;\n\nSELECT\n  FROM;";
+        let script = "SELECT 1;\nSELECT 2; SELEC 3;\n\nSELECT\n  (1 + );";
         let statements = split_statements(script).unwrap();
         let error_of = |statement: &ScriptStatement| statement.locate(parse(statement.text).unwrap_err()).message;
         // Whole, the script's parse names the same places.
@@ -249,9 +236,9 @@ mod tests {
             error_of(&statements[2])
         );
         assert!(parse("SELECT 1;\nSELECT 2; SELEC 3;").unwrap_err().message.ends_with("at Line: 2, Column: 11"));
-        assert!(error_of(&statements[3]).ends_with("at Line: 5, Column: 7"), "{}", error_of(&statements[3]));
+        assert!(error_of(&statements[3]).ends_with("at Line: 5, Column: 8"), "{}", error_of(&statements[3]));
         let mended = script.replace("SELEC ", "SELECT ");
-        assert!(parse(&mended).unwrap_err().message.ends_with("at Line: 5, Column: 7"));
+        assert!(parse(&mended).unwrap_err().message.ends_with("at Line: 5, Column: 8"));
         // Messages without a position are left as they are.
         let plain = ExecError::new(sqlstate::SYNTAX_ERROR, "syntax error at or near \"x\"");
         assert_eq!(statements[0].locate(plain.clone()).message, plain.message);
