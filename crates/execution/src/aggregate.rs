@@ -272,10 +272,12 @@ impl Accumulator {
                 return Err(ExecError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "value out of range: overflow"));
             }
             Accumulator::IntSum(None) | Accumulator::DoubleSum { sum: None, .. } => Value::Null,
-            Accumulator::IntSum(Some(sum)) => Value::Int(
-                i64::try_from(*sum)
-                    .map_err(|_| ExecError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "bigint out of range"))?,
-            ),
+            Accumulator::IntSum(Some(sum)) => Value::Int(i64::try_from(*sum).map_err(|_| {
+                ExecError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "bigint out of range").with_hint(
+                    "numadb's sum of integers is a bigint (PostgreSQL's sum of bigint is a numeric, which numadb \
+                         does not have); sum(x::double precision) gives an approximate total",
+                )
+            })?),
             Accumulator::DoubleSum { sum: Some(sum), .. } => Value::Double(*sum),
             Accumulator::Min(value) | Accumulator::Max(value) => value.clone().unwrap_or(Value::Null),
             Accumulator::Avg { count: 0, .. } => Value::Null,
@@ -361,6 +363,7 @@ mod tests {
         accumulator.add(&Value::Int(1), false);
         let error = accumulator.finish().unwrap_err();
         assert_eq!((error.sqlstate, error.message.as_str()), ("22003", "bigint out of range"));
+        assert!(error.hint.is_some_and(|hint| hint.contains("double precision")));
     }
 
     #[test]
