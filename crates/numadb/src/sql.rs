@@ -223,13 +223,15 @@ impl Shell {
 
     /// Runs statements and prints their results; returns false after an error, and what follows it is not run.
     fn run_statements(&mut self, session: &mut Session, sql: &str, statements_run: Statements) -> bool {
-        match (statements_run, numadb_sql::parse::split_statements(sql)) {
-            (Statements::OneByOne, Ok(statements)) => statements
+        if let Statements::OneByOne = statements_run
+            && let Ok(statements) = numadb_sql::parse::split_statements(sql)
+        {
+            return statements
                 .into_iter()
-                .all(|statement| self.run_message(session, statement.text, |error| statement.locate(error))),
-            // One message, or text the tokenizer rejects (the session then reports the syntax error).
-            _ => self.run_message(session, sql, |error| error),
+                .all(|statement| self.run_message(session, statement.text, |error| statement.locate(error)));
         }
+        // One message, or text the lexer rejects (the session then reports the syntax error).
+        self.run_message(session, sql, |error| error)
     }
 
     /// Runs the statements of `sql` as one message and prints their results, errors after `locate` (which
