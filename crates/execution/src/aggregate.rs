@@ -22,6 +22,10 @@ pub enum AggregateFunction {
     Max,
     /// `AVG(x)`: DOUBLE PRECISION.
     Avg,
+    /// `BOOL_AND(x)` (also spelled `EVERY`): whether every non-NULL value is TRUE; the smallest boolean.
+    BoolAnd,
+    /// `BOOL_OR(x)`: whether any value is TRUE; the largest boolean.
+    BoolOr,
 }
 
 impl AggregateCall {
@@ -40,6 +44,21 @@ impl AggregateCall {
 }
 
 impl AggregateFunction {
+    /// The aggregate a (lower-case) function name calls, if it is one (`count` is `COUNT(x)`; the binder turns
+    /// `count(*)` into [`AggregateFunction::CountStar`]).
+    pub fn from_name(name: &str) -> Option<AggregateFunction> {
+        Some(match name {
+            "count" => AggregateFunction::Count,
+            "sum" => AggregateFunction::Sum,
+            "min" => AggregateFunction::Min,
+            "max" => AggregateFunction::Max,
+            "avg" => AggregateFunction::Avg,
+            "bool_and" | "every" => AggregateFunction::BoolAnd,
+            "bool_or" => AggregateFunction::BoolOr,
+            _ => return None,
+        })
+    }
+
     /// The SQL name.
     pub fn name(self) -> &'static str {
         match self {
@@ -48,6 +67,19 @@ impl AggregateFunction {
             AggregateFunction::Min => "min",
             AggregateFunction::Max => "max",
             AggregateFunction::Avg => "avg",
+            AggregateFunction::BoolAnd => "bool_and",
+            AggregateFunction::BoolOr => "bool_or",
+        }
+    }
+
+    /// Whether the function takes this argument type (PostgreSQL has no sum or avg of text or booleans, no min
+    /// or max of booleans, and bool_and and bool_or only of booleans).
+    pub fn accepts(self, input: DataType) -> bool {
+        match self {
+            AggregateFunction::CountStar | AggregateFunction::Count => true,
+            AggregateFunction::Sum | AggregateFunction::Avg => input.is_numeric(),
+            AggregateFunction::Min | AggregateFunction::Max => input != DataType::Boolean,
+            AggregateFunction::BoolAnd | AggregateFunction::BoolOr => input == DataType::Boolean,
         }
     }
 
@@ -61,6 +93,7 @@ impl AggregateFunction {
             },
             AggregateFunction::Avg => DataType::Double,
             AggregateFunction::Min | AggregateFunction::Max => input.unwrap_or(DataType::BigInt),
+            AggregateFunction::BoolAnd | AggregateFunction::BoolOr => DataType::Boolean,
         }
     }
 }
@@ -131,8 +164,12 @@ impl Accumulator {
     /// The empty state of `call`.
     pub fn new(call: &AggregateCall) -> Self {
         let input = call.argument.as_ref().map(Expr::data_type);
-        // MIN and MAX ignore DISTINCT: the extreme is the same.
-        if call.distinct && !matches!(call.function, AggregateFunction::Min | AggregateFunction::Max) {
+        // MIN and MAX (and so BOOL_AND and BOOL_OR) ignore DISTINCT: the extreme is the same.
+        let extreme = matches!(
+            call.function,
+            AggregateFunction::Min | AggregateFunction::Max | AggregateFunction::BoolAnd | AggregateFunction::BoolOr
+        );
+        if call.distinct && !extreme {
             let empty = Accumulator::new(&AggregateCall { distinct: false, ..call.clone() });
             return Accumulator::Distinct { values: HashSet::new(), empty: Box::new(empty) };
         }
@@ -142,8 +179,9 @@ impl Accumulator {
                 Accumulator::DoubleSum { sum: None, overflowed: false }
             }
             AggregateFunction::Sum => Accumulator::IntSum(None),
-            AggregateFunction::Min => Accumulator::Min(None),
-            AggregateFunction::Max => Accumulator::Max(None),
+            // FALSE sorts before TRUE: every value TRUE is the smallest being TRUE, any the largest.
+            AggregateFunction::Min | AggregateFunction::BoolAnd => Accumulator::Min(None),
+            AggregateFunction::Max | AggregateFunction::BoolOr => Accumulator::Max(None),
             AggregateFunction::Avg => Accumulator::Avg { sum: 0.0, count: 0, overflowed: false },
         }
     }

@@ -1155,7 +1155,7 @@ impl<'a> Binder<'a> {
     }
 
     fn aggregate_name(&self, name: &str) -> bool {
-        matches!(name, "count" | "sum" | "min" | "max" | "avg")
+        AggregateFunction::from_name(name).is_some()
     }
 
     /// An aggregate call (`count(*)`, `sum(DISTINCT x) FILTER (WHERE …)`, …), its argument and filter bound with
@@ -1169,15 +1169,7 @@ impl<'a> Binder<'a> {
         over_window: bool,
         scope: &Scope<'_>,
     ) -> Result<AggregateCall, ExecError> {
-        let aggregate = match name {
-            "count" => Some(AggregateFunction::Count),
-            "sum" => Some(AggregateFunction::Sum),
-            "min" => Some(AggregateFunction::Min),
-            "max" => Some(AggregateFunction::Max),
-            "avg" => Some(AggregateFunction::Avg),
-            _ => None,
-        };
-        let Some(mut aggregate) = aggregate else {
+        let Some(mut aggregate) = AggregateFunction::from_name(name) else {
             if WINDOW_ONLY_FUNCTIONS.contains(&name) {
                 return Err(ExecError::new(
                     sqlstate::WRONG_OBJECT_TYPE,
@@ -1186,7 +1178,8 @@ impl<'a> Binder<'a> {
             }
             return Err(ExecError::new(sqlstate::UNDEFINED_FUNCTION, format!("function {name}() does not exist"))
                 .with_hint(
-                    "numadb supports the aggregates count, sum, min, max and avg (also with DISTINCT) and the \
+                    "numadb supports the aggregates count, sum, min, max, avg, bool_and (every) and bool_or (also \
+                     with DISTINCT) and the \
                      functions coalesce, nullif, greatest, least, abs, lower, upper and length",
                 ));
         };
@@ -1212,9 +1205,7 @@ impl<'a> Binder<'a> {
                     self.in_aggregate_argument.set(false);
                     bound?
                 };
-                let sums = matches!(aggregate, AggregateFunction::Sum | AggregateFunction::Avg);
-                let extremes = matches!(aggregate, AggregateFunction::Min | AggregateFunction::Max);
-                if (sums && !bound.data_type().is_numeric()) || (extremes && bound.data_type() == DataType::Boolean) {
+                if !aggregate.accepts(bound.data_type()) {
                     return Err(ExecError::new(
                         sqlstate::UNDEFINED_FUNCTION,
                         format!("function {name}({}) does not exist", bound.data_type()),

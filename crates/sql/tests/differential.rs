@@ -3,8 +3,8 @@
 //!
 //! The data has NULLs in every column, text and doubles, several partitions (1024 rows each) and unsealed rows,
 //! so every storage path is exercised. Queries are filters (comparisons with constants and between expressions,
-//! BETWEEN, IN, IS NULL, IS [NOT] DISTINCT FROM, LIKE, boolean columns, AND/OR/NOT) feeding aggregates (also
-//! of expressions, DISTINCT ones and ones with FILTER), GROUP BY with one or two keys and HAVING, DISTINCT,
+//! BETWEEN, IN, IS NULL, IS [NOT] DISTINCT FROM, LIKE, boolean columns, AND/OR/NOT) feeding aggregates (bool_and and
+//! bool_or too; also of expressions, DISTINCT ones and ones with FILTER), GROUP BY with one or two keys and HAVING, DISTINCT,
 //! projections of arithmetic, CASE, COALESCE, NULLIF, GREATEST/LEAST, abs, lower/upper/length, ORDER BY several
 //! keys with NULLS FIRST/LAST, LIMIT and OFFSET, UNION ALL, INTERSECT/EXCEPT [ALL] (also over a WITH query),
 //! inner, left, right and full joins with a second table (ON, USING; WHERE on either side), commas and CROSS
@@ -186,7 +186,8 @@ fn numeric_expression(rng: &mut Rng) -> String {
 
 fn aggregate(rng: &mut Rng) -> String {
     let numeric = ["a", "b", "d", "k"];
-    match rng.below(11) {
+    match rng.below(12) {
+        11 => format!("{}({})", rng.pick(&["bool_and", "bool_or"]), rng.pick(&["f", "a > 0", "s < 'dog'", "NOT f"])),
         10 => {
             let base = rng.pick(&["count(*)", "count(a)", "sum(a)", "sum(d)", "min(s)", "max(b)", "avg(k)"]);
             format!("{base} FILTER (WHERE {})", predicate(rng, 1))

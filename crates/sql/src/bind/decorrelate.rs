@@ -331,7 +331,7 @@ fn has_aggregate(expr: &E) -> bool {
 }
 
 fn is_aggregate(name: &str) -> bool {
-    ["count", "sum", "avg", "min", "max"].contains(&name.to_lowercase().as_str())
+    numadb_execution::AggregateFunction::from_name(&name.to_lowercase()).is_some()
 }
 
 /// An aggregating expression's value over no rows: each aggregate call replaced by its value then (0 for count,
