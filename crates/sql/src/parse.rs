@@ -9,12 +9,12 @@
 //! separators.
 
 use numadb_execution::{ExecError, sqlstate};
-
-use crate::text;
 use sqlparser::ast::{Ident, ObjectName, Statement};
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::Token;
+
+use crate::text;
 
 /// Where `ALTER TABLE` puts a table.
 #[derive(Debug, Clone, PartialEq, Eq)]
