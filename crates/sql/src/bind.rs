@@ -1708,10 +1708,18 @@ impl<'a> Binder<'a> {
                     format!("target lists can have at most {OUTPUT_COLUMNS_MAX} entries"),
                 ));
             }
-            let group_by: Vec<Expr> = match &select.group_by {
-                GroupByExpr::Expressions(exprs, modifiers) if modifiers.is_empty() => {
-                    exprs.iter().map(|e| self.group_item(e, scope, &items)).collect::<Result<_, _>>()?
-                }
+            // `GROUP BY ()` (the empty grouping set) groups every row into one group: it names no key, but the
+            // query is grouped all the same.
+            let is_empty_set = |e: &ast::Expr| matches!(e, ast::Expr::Tuple(items) if items.is_empty());
+            let (group_by, grouped): (Vec<Expr>, bool) = match &select.group_by {
+                GroupByExpr::Expressions(exprs, modifiers) if modifiers.is_empty() => (
+                    exprs
+                        .iter()
+                        .filter(|e| !is_empty_set(e))
+                        .map(|e| self.group_item(e, scope, &items))
+                        .collect::<Result<_, _>>()?,
+                    !exprs.is_empty(),
+                ),
                 GroupByExpr::Expressions(..) | GroupByExpr::All(_) => return Err(unsupported("this GROUP BY form")),
             };
             let having = match &select.having {
@@ -1739,7 +1747,7 @@ impl<'a> Binder<'a> {
                 Some(Distinct::Distinct) => true,
                 Some(Distinct::On(_)) => return Err(unsupported("DISTINCT ON")),
             };
-            Ok(SelectClauses { filter, items, group_by, having, sort_exprs, aggregates, windows, distinct })
+            Ok(SelectClauses { filter, items, group_by, grouped, having, sort_exprs, aggregates, windows, distinct })
         })();
         // After an error the calls collected so far belong to no SELECT.
         *self.windows.borrow_mut() = None;
@@ -1894,7 +1902,7 @@ impl<'a> Binder<'a> {
         });
         let scope = Scope { joined: None, table: table.as_deref(), renamed, derived: None, qualifier };
 
-        let SelectClauses { filter, items, group_by, having, sort_exprs, aggregates, windows, distinct } =
+        let SelectClauses { filter, items, group_by, grouped, having, sort_exprs, aggregates, windows, distinct } =
             self.bind_select_clauses(select, &scope, order_by, wildcard)?;
         if !windows.is_empty() {
             return Err(ExecError::internal("window functions over a table are planned over its rows"));
@@ -1908,7 +1916,7 @@ impl<'a> Binder<'a> {
             return Err(ExecError::internal("a SELECT without FROM is planned over one empty row"));
         };
 
-        if !aggregates.is_empty() || !group_by.is_empty() || having.is_some() {
+        if grouped || !aggregates.is_empty() || having.is_some() {
             // Rewrite everything above the aggregation over its output row: group keys, then aggregates.
             let names: Vec<String> = match renamed {
                 Some(names) => names,
@@ -2292,7 +2300,7 @@ fn plan_over_rows(
     limit: Option<Expr>,
     offset: Option<Expr>,
 ) -> Result<(Plan, Vec<OutputColumn>), ExecError> {
-    let SelectClauses { filter, items, group_by, having, sort_exprs, aggregates, windows, distinct } = clauses;
+    let SelectClauses { filter, items, group_by, grouped, having, sort_exprs, aggregates, windows, distinct } = clauses;
     let columns: Vec<OutputColumn> =
         items.iter().map(|(e, name)| OutputColumn { name: name.clone(), data_type: e.data_type() }).collect();
     let plan = post(input, filter, None, false, Vec::new(), None, None);
@@ -2309,7 +2317,7 @@ fn plan_over_rows(
         (plan, placed)
     };
     // HAVING alone also makes the query grouped: one group of every row, as in PostgreSQL.
-    let plan = if !aggregates.is_empty() || !group_by.is_empty() || having.is_some() {
+    let plan = if grouped || !aggregates.is_empty() || having.is_some() {
         let (projection, having, keys) = over_groups(&items, having.as_ref(), &sort_exprs, &group_by, names)?;
         let width = group_by.len() + aggregates.len();
         let windows = windows
@@ -2343,6 +2351,8 @@ struct SelectClauses<'q> {
     filter: Option<Expr>,
     items: Vec<(Expr, String)>,
     group_by: Vec<Expr>,
+    /// Whether there is a GROUP BY clause (`group_by` is empty for `GROUP BY ()`).
+    grouped: bool,
     having: Option<Expr>,
     sort_exprs: Vec<(Expr, &'q ast::OrderByOptions)>,
     aggregates: Vec<AggregateCall>,
