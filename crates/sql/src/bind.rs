@@ -2067,18 +2067,14 @@ impl<'a> Binder<'a> {
                     (Expr::Column { index, data_type }, key) | (key, Expr::Column { index, data_type })
                         if key.is_constant() =>
                     {
-                        let key = match key {
-                            _ if key.data_type() == *data_type => key.clone(),
-                            // An integer key of the other width: the lookup compares values, not widths.
-                            Expr::Literal { value, .. } if key.data_type().is_integer() && data_type.is_integer() => {
-                                Expr::literal(value.clone(), *data_type)
-                            }
-                            _ if key.data_type().is_integer() && data_type.is_integer() => {
-                                Expr::Cast { expr: Box::new(key.clone()), to: *data_type }
-                            }
-                            _ => continue,
-                        };
-                        (*index, key)
+                        // An integer key of the other width is kept as it is: the index compares values, not
+                        // widths, so a BIGINT key beyond an INTEGER column's range finds nothing (PostgreSQL's
+                        // `int4 = int8`), where a cast to the column's type would fail with 22003.
+                        let same_kind = key.data_type().is_integer() && data_type.is_integer();
+                        if key.data_type() != *data_type && !same_kind {
+                            continue;
+                        }
+                        (*index, key.clone())
                     }
                     _ => continue,
                 };
