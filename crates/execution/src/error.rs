@@ -51,6 +51,14 @@ pub mod sqlstate {
     pub const NUMERIC_VALUE_OUT_OF_RANGE: &str = "22003";
     /// `22012`
     pub const DIVISION_BY_ZERO: &str = "22012";
+    /// `2201E`: `ln`, `log` of zero or of a negative number.
+    pub const INVALID_ARGUMENT_FOR_LOGARITHM: &str = "2201E";
+    /// `2201F`: `power` with no real result, `sqrt` of a negative number.
+    pub const INVALID_ARGUMENT_FOR_POWER_FUNCTION: &str = "2201F";
+    /// `22011`: `substring` with a negative length.
+    pub const SUBSTRING_ERROR: &str = "22011";
+    /// `54000`: a result larger than a value may be (`repeat`, `lpad` asked for more than 1 GiB).
+    pub const PROGRAM_LIMIT_EXCEEDED: &str = "54000";
     /// A scalar subquery returned more than one row.
     pub const CARDINALITY_VIOLATION: &str = "21000";
     /// `22P02`

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use numadb_storage::{DataType, Value, compare_doubles};
 
 use crate::error::{ExecError, sqlstate};
+pub use crate::function::ScalarFunction;
 
 /// A binary operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -219,82 +220,6 @@ pub enum Expr {
         /// Result type.
         data_type: DataType,
     },
-}
-
-/// Scalar functions, with PostgreSQL's NULL rules.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ScalarFunction {
-    /// `coalesce(a, …)`: the first argument that is not NULL (later ones are not evaluated).
-    Coalesce,
-    /// `greatest(a, …)`: the largest argument, NULLs ignored (NULL only when all are).
-    Greatest,
-    /// `least(a, …)`: the smallest argument, NULLs ignored.
-    Least,
-    /// `abs(x)`; `abs` of the smallest integer is out of range.
-    Abs,
-    /// `lower(text)`.
-    Lower,
-    /// `upper(text)`.
-    Upper,
-    /// `length(text)`, `char_length`: characters, not bytes.
-    Length,
-}
-
-impl ScalarFunction {
-    /// The SQL name.
-    pub fn name(self) -> &'static str {
-        match self {
-            ScalarFunction::Coalesce => "coalesce",
-            ScalarFunction::Greatest => "greatest",
-            ScalarFunction::Least => "least",
-            ScalarFunction::Abs => "abs",
-            ScalarFunction::Lower => "lower",
-            ScalarFunction::Upper => "upper",
-            ScalarFunction::Length => "length",
-        }
-    }
-
-    fn eval(self, args: &[Expr], data_type: DataType, row: &[Value], params: &[Value]) -> Result<Value, ExecError> {
-        match self {
-            ScalarFunction::Coalesce => {
-                for arg in args {
-                    let value = arg.eval(row, params)?;
-                    if !value.is_null() {
-                        return Ok(value);
-                    }
-                }
-                Ok(Value::Null)
-            }
-            ScalarFunction::Greatest | ScalarFunction::Least => {
-                let wanted = if self == ScalarFunction::Greatest { BinaryOp::Gt } else { BinaryOp::Lt };
-                let mut best = Value::Null;
-                for arg in args {
-                    let value = arg.eval(row, params)?;
-                    if best.is_null() || compare(wanted, &value, &best) == Value::Bool(true) {
-                        best = if value.is_null() { best } else { value };
-                    }
-                }
-                Ok(best)
-            }
-            ScalarFunction::Abs => match args.first().map(|a| a.eval(row, params)).transpose()? {
-                Some(Value::Int(v)) => checked_int(v.checked_abs(), data_type),
-                Some(Value::Double(v)) => Ok(Value::Double(v.abs())),
-                _ => Ok(Value::Null),
-            },
-            ScalarFunction::Lower | ScalarFunction::Upper | ScalarFunction::Length => {
-                match args.first().map(|a| a.eval(row, params)).transpose()? {
-                    // Case maps ASCII letters only, as PostgreSQL in the C locale whose byte order numadb's
-                    // text comparisons follow (`upper('ß')` stays `ß`).
-                    Some(Value::Text(text)) => Ok(match self {
-                        ScalarFunction::Lower => Value::Text(Arc::from(text.to_ascii_lowercase())),
-                        ScalarFunction::Upper => Value::Text(Arc::from(text.to_ascii_uppercase())),
-                        _ => Value::Int(text.chars().count() as i64),
-                    }),
-                    _ => Ok(Value::Null),
-                }
-            }
-        }
-    }
 }
 
 impl Expr {
@@ -723,7 +648,7 @@ pub fn compare(op: BinaryOp, left: &Value, right: &Value) -> Value {
 }
 
 /// An integer result checked against its type's range.
-fn checked_int(value: Option<i64>, data_type: DataType) -> Result<Value, ExecError> {
+pub(crate) fn checked_int(value: Option<i64>, data_type: DataType) -> Result<Value, ExecError> {
     let out_of_range = || {
         let name = if data_type == DataType::Integer { "integer" } else { "bigint" };
         ExecError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, format!("{name} out of range"))

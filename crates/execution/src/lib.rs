@@ -1,6 +1,7 @@
 //! Execution: plans turned into morsel tasks on the NUMA-aware scheduler.
 //!
 //! - [`expr`]: typed expressions with PostgreSQL semantics.
+//! - [`function`]: scalar functions (numeric and text), their signatures and PostgreSQL's errors.
 //! - [`filter`]: WHERE clauses compiled into block filters over encoded data (SIMD kernels on packed codes).
 //! - [`aggregate`]: aggregate functions, partial and merged.
 //! - [`plan`]: the physical plans the SQL layer builds.
@@ -16,6 +17,7 @@ pub mod aggregate;
 pub mod error;
 pub mod expr;
 pub mod filter;
+pub mod function;
 pub mod load;
 pub mod plan;
 pub mod run;

@@ -10,12 +10,13 @@ use numadb_execution::{AggregateCall, AggregateFunction, BinaryOp, ExecError, Wi
 use numadb_storage::{DataType, Table, Value};
 
 mod decorrelate;
+mod function;
 mod join;
 use join::JoinNames;
 use sqlparser::ast::{
     self, BinaryOperator, Distinct, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, LimitClause,
     ObjectName, ObjectNamePart, OrderByKind, Query, Select, SelectItem, SelectItemQualifiedWildcardKind, SetExpr,
-    SetOperator, SetQuantifier, TableFactor, UnaryOperator,
+    SetOperator, SetQuantifier, TableFactor, TrimWhereField, UnaryOperator,
 };
 
 /// A result column.
@@ -463,6 +464,11 @@ impl<'a> Binder<'a> {
                 }
                 Ok(fold_boolean(comparisons, if any { BinaryOp::Or } else { BinaryOp::And }))
             }
+            // `x ^ y` is `power(x, y)`.
+            E::BinaryOp { left, op: BinaryOperator::PGExp, right } => {
+                let args = vec![self.bind_expr(left, scope)?, self.bind_expr(right, scope)?];
+                self.call_function(ScalarFunction::Power, args)
+            }
             E::BinaryOp { left, op, right } => {
                 let left = self.bind_expr(left, scope)?;
                 let right = self.bind_expr(right, scope)?;
@@ -647,6 +653,9 @@ impl<'a> Binder<'a> {
                 })
             }
             E::Like { .. } | E::ILike { .. } => Err(unsupported("LIKE ANY")),
+            E::Floor { .. } | E::Ceil { .. } | E::Substring { .. } | E::Position { .. } | E::Trim { .. } => {
+                self.special_function(expr, scope)?.ok_or_else(|| unsupported(&format!("the expression {expr}")))
+            }
             other => Err(unsupported(&format!("the expression {other}"))),
         }
     }
@@ -831,10 +840,6 @@ impl<'a> Binder<'a> {
             "coalesce" => ScalarFunction::Coalesce,
             "greatest" => ScalarFunction::Greatest,
             "least" => ScalarFunction::Least,
-            "abs" => ScalarFunction::Abs,
-            "lower" => ScalarFunction::Lower,
-            "upper" => ScalarFunction::Upper,
-            "length" | "char_length" | "character_length" => ScalarFunction::Length,
             "nullif" => {
                 let [left, right] = arguments else {
                     return Err(ExecError::new(sqlstate::UNDEFINED_FUNCTION, "function nullif takes two arguments"));
@@ -852,46 +857,21 @@ impl<'a> Binder<'a> {
                     data_type,
                 }));
             }
-            _ => return Ok(None),
+            // `mod(a, b)` is `a % b`.
+            "mod" => {
+                let [left, right] = arguments else {
+                    return Err(ExecError::new(sqlstate::UNDEFINED_FUNCTION, "function mod takes two arguments"));
+                };
+                let (left, right) = (self.bind_expr(left, scope)?, self.bind_expr(right, scope)?);
+                return self.bind_binary(&BinaryOperator::Modulo, left, right).map(Some);
+            }
+            _ => return self.named_function(name, arguments, scope),
         };
         let args = arguments.iter().map(|a| self.bind_expr(a, scope)).collect::<Result<Vec<_>, _>>()?;
-        let no_such = |args: &[Expr]| {
-            let types: Vec<String> = args.iter().map(|a| a.data_type().to_string()).collect();
-            ExecError::new(
-                sqlstate::UNDEFINED_FUNCTION,
-                format!("function {name}({}) does not exist", types.join(", ")),
-            )
-            .with_hint("No function matches the given name and argument types.")
-        };
-        let (args, data_type) = match function {
-            ScalarFunction::Coalesce | ScalarFunction::Greatest | ScalarFunction::Least => {
-                if args.is_empty() {
-                    return Err(no_such(&args));
-                }
-                self.unify_results(args, &name.to_uppercase())?
-            }
-            ScalarFunction::Abs => match <[Expr; 1]>::try_from(args) {
-                Ok([arg]) if arg.data_type().is_numeric() && !self.is_untyped(&arg) => {
-                    let data_type = arg.data_type();
-                    (vec![arg], data_type)
-                }
-                Ok([arg]) if self.is_untyped(&arg) => (vec![self.coerce_to(arg, DataType::Double)?], DataType::Double),
-                Ok(arg) => return Err(no_such(&arg)),
-                Err(args) => return Err(no_such(&args)),
-            },
-            ScalarFunction::Lower | ScalarFunction::Upper | ScalarFunction::Length => {
-                match <[Expr; 1]>::try_from(args) {
-                    Ok([arg]) if arg.data_type() == DataType::Text || self.is_untyped(&arg) => {
-                        let arg = self.coerce_to(arg, DataType::Text)?;
-                        let data_type =
-                            if function == ScalarFunction::Length { DataType::Integer } else { DataType::Text };
-                        (vec![arg], data_type)
-                    }
-                    Ok(arg) => return Err(no_such(&arg)),
-                    Err(args) => return Err(no_such(&args)),
-                }
-            }
-        };
+        if args.is_empty() {
+            return Err(ExecError::new(sqlstate::UNDEFINED_FUNCTION, format!("function {name}() does not exist")));
+        }
+        let (args, data_type) = self.unify_results(args, &name.to_uppercase())?;
         Ok(Some(Expr::Function { function, args, data_type }))
     }
 
@@ -1176,12 +1156,22 @@ impl<'a> Binder<'a> {
                     format!("window function {name} requires an OVER clause"),
                 ));
             }
-            return Err(ExecError::new(sqlstate::UNDEFINED_FUNCTION, format!("function {name}() does not exist"))
-                .with_hint(
-                    "numadb supports the aggregates count, sum, min, max, avg, bool_and (every) and bool_or (also \
-                     with DISTINCT) and the \
-                     functions coalesce, nullif, greatest, least, abs, lower, upper and length",
-                ));
+            // The argument types, as PostgreSQL names them in this error ("unknown" for an untyped literal).
+            let types: Vec<&str> = arguments
+                .iter()
+                .map(|a| match a {
+                    FunctionArgExpr::Expr(e) => match self.bind_expr(e, scope) {
+                        Ok(bound) if !self.is_untyped(&bound) => bound.data_type().sql_name(),
+                        _ => "unknown",
+                    },
+                    _ => "*",
+                })
+                .collect();
+            return Err(ExecError::new(
+                sqlstate::UNDEFINED_FUNCTION,
+                format!("function {name}({}) does not exist", types.join(", ")),
+            )
+            .with_hint(function::functions_hint()));
         };
         let argument = match arguments {
             [FunctionArgExpr::Wildcard] if aggregate == AggregateFunction::Count && distinct => {
@@ -2235,6 +2225,14 @@ fn column_name(expr: &ast::Expr) -> String {
         ast::Expr::CompoundIdentifier(parts) => parts.last().map(fold).unwrap_or_default(),
         ast::Expr::Function(f) => object_name(&f.name).last().cloned().unwrap_or_default(),
         ast::Expr::Nested(inner) => column_name(inner),
+        // Functions SQL writes with keywords are named as PostgreSQL names them.
+        ast::Expr::Floor { .. } => "floor".to_string(),
+        ast::Expr::Ceil { .. } => "ceil".to_string(),
+        ast::Expr::Substring { .. } => "substring".to_string(),
+        ast::Expr::Position { .. } => "position".to_string(),
+        ast::Expr::Trim { trim_where: Some(TrimWhereField::Leading), .. } => "ltrim".to_string(),
+        ast::Expr::Trim { trim_where: Some(TrimWhereField::Trailing), .. } => "rtrim".to_string(),
+        ast::Expr::Trim { .. } => "btrim".to_string(),
         // A scalar subquery's column is named as its one output column is (`(SELECT max(x) …)` is "max").
         ast::Expr::Subquery(query) => match query.body.as_ref() {
             ast::SetExpr::Select(select) => match select.projection.as_slice() {

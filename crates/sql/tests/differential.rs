@@ -5,7 +5,8 @@
 //! so every storage path is exercised. Queries are filters (comparisons with constants and between expressions,
 //! BETWEEN, IN, IS NULL, IS [NOT] DISTINCT FROM, LIKE, boolean columns, AND/OR/NOT) feeding aggregates (bool_and and
 //! bool_or too; also of expressions, DISTINCT ones and ones with FILTER), GROUP BY with one or two keys and HAVING, DISTINCT,
-//! projections of arithmetic, CASE, COALESCE, NULLIF, GREATEST/LEAST, abs, lower/upper/length, ORDER BY several
+//! projections of arithmetic, CASE, COALESCE, NULLIF, GREATEST/LEAST, numeric functions (round, floor, ceil, trunc,
+//! sign, sqrt, power, mod) and text ones (substring, replace, left/right, lpad/rpad, trim, concat, strpos, …), ORDER BY several
 //! keys with NULLS FIRST/LAST, LIMIT and OFFSET, UNION ALL, INTERSECT/EXCEPT [ALL] (also over a WITH query),
 //! inner, left, right and full joins with a second table (ON, USING; WHERE on either side), commas and CROSS
 //! JOIN whose conditions are in WHERE (also after an outer join), correlated EXISTS/NOT EXISTS/IN and scalar
@@ -110,12 +111,13 @@ fn predicate(rng: &mut Rng, depth: u32) -> String {
             // Conditional expressions and functions, evaluated row by row.
             let op = rng.pick(&["=", "<>", "<", "<=", ">", ">="]);
             match rng.below(3) {
-                0 => format!(
+                0 => format!("{} {op} {}", rng.pick(&TEXT_EXPRESSIONS), literal(rng, "s")),
+                1 if rng.chance(20) => format!("starts_with(s, '{}')", rng.pick(&["c", "do", "e", ""])),
+                1 => format!(
                     "{} {op} {}",
-                    rng.pick(&["lower(s)", "upper(s)", "coalesce(s, 'zzz')", "nullif(s, 'cat')"]),
-                    literal(rng, "s")
+                    rng.pick(&["length(s)", "strpos(s, 'e')", "position('a' in s)", "ascii(s) - 96"]),
+                    rng.below(4)
                 ),
-                1 => format!("length(s) {op} {}", rng.below(4)),
                 _ => format!("{} {op} {}", numeric_expression(rng), literal(rng, "a")),
             }
         }
@@ -157,8 +159,52 @@ fn predicate(rng: &mut Rng, depth: u32) -> String {
 
 /// A numeric expression over the columns (no division: DuckDB's `/` on integers is not PostgreSQL's; no `b * b`,
 /// which could overflow).
+/// Text-valued expressions of `s` (functions that agree between PostgreSQL and DuckDB on these arguments).
+const TEXT_EXPRESSIONS: [&str; 21] = [
+    "lower(s)",
+    "upper(s)",
+    "coalesce(s, 'zzz')",
+    "nullif(s, 'cat')",
+    "substring(s, 2, 2)",
+    "substring(s from 2)",
+    "replace(s, 'a', 'oo')",
+    "left(s, 2)",
+    "right(s, 2)",
+    "reverse(s)",
+    "lpad(s, 5, '*')",
+    "rpad(s, 4, 'xy')",
+    "ltrim(s, 'abc')",
+    "rtrim(s, 'et')",
+    "trim(both 'g' from s)",
+    "concat(s, a)",
+    "concat_ws('-', s, k % 3, a)",
+    "repeat(s, 2)",
+    "s || 'x'",
+    "concat(s, 'x')",
+    "upper(left(s, 1)) || substr(s, 2)",
+];
+
 fn numeric_expression(rng: &mut Rng) -> String {
-    match rng.below(12) {
+    match rng.below(13) {
+        12 => rng
+            .pick(&[
+                // Not `round(d, 1)`: DuckDB rounds the binary value (9.45 is just below 9.45, so 9.4), numadb the
+                // 15 digits PostgreSQL converts a double to numeric with (9.5).
+                "round(d)",
+                "round(a)",
+                "floor(d)",
+                "ceil(d)",
+                "trunc(d)",
+                "sign(d)",
+                "sign(a)",
+                "sqrt(abs(d))",
+                "power(a, 2)",
+                "(a ^ 3)",
+                "mod(k, 7)",
+                "mod(a, 3)",
+                "abs(round(d * 3))",
+            ])
+            .to_string(),
         8 => format!("coalesce({}, {}, {})", rng.pick(&["a", "b", "d"]), rng.pick(&["a", "b", "d"]), literal(rng, "a")),
         9 => format!(
             "CASE WHEN {} THEN {} ELSE {} END",
@@ -240,7 +286,11 @@ fn query(rng: &mut Rng) -> (String, bool) {
                 })
                 .collect();
             let (limit, offset) = (1 + rng.below(40), rng.below(30));
-            let text = rng.pick(&["s", "f", "s || 'x'", "upper(s)", "coalesce(s, 'none')", "length(s)"]);
+            let text = if rng.chance(50) {
+                rng.pick(&["s", "f", "s || 'x'", "length(s)"])
+            } else {
+                rng.pick(&TEXT_EXPRESSIONS)
+            };
             let projection = format!("k, {}, {text}", numeric_expression(rng));
             let order = keys.join(", ");
             (format!("SELECT {projection} FROM t{filter} ORDER BY {order}, k LIMIT {limit} OFFSET {offset}"), true)

@@ -28,6 +28,10 @@ fn values_carry_their_columns_types() {
     }
     let queries = [
         "SELECT a FROM t UNION ALL SELECT d FROM t",
+        "SELECT round(a), round(d, 1), floor(b), ceil(a), sign(b), trunc(a), abs(a), abs(b), abs(d) FROM t",
+        "SELECT sqrt(abs(a)), power(a, 2), a ^ b, mod(b, 3), mod(a, 2), exp(a), log(2, b), pi() FROM t",
+        "SELECT length(s), strpos(s, 'x'), position('y' in s), ascii(s), starts_with(s, 'x') FROM t",
+        "SELECT concat(a, d, f), concat_ws(s, a), left(s, a), substring(s from a), lpad(s, a), trim(s) FROM t",
         "SELECT a FROM t UNION ALL SELECT b FROM t UNION ALL SELECT a FROM t ORDER BY 1",
         "SELECT b, a FROM t UNION ALL SELECT a, d FROM t",
         "SELECT a FROM t UNION SELECT d FROM t",

@@ -1,0 +1,921 @@
+//! Scalar functions: PostgreSQL's built-in numeric and string functions, evaluated row by row.
+//!
+//! Each function is known here by its names, the arguments it takes ([`ScalarFunction::signature`]) and its
+//! evaluation, so that the binder resolves a call from nothing but its name and argument count and adding a
+//! function touches one file. Semantics follow PostgreSQL, including its errors (`ln(0)` is 2201E, `repeat` past
+//! 1 GiB is 54000), with one deliberate difference: numadb has no NUMERIC type, so `round` of a double rounds
+//! half away from zero, as PostgreSQL's `round(numeric)` does (`round(2.5)` is 3 in both), not half to even as
+//! its `round(double precision)` does, and `round(x, places)` rounds the double's 15 significant digits as
+//! PostgreSQL's `round(x::numeric, places)` does. Text functions count characters, not bytes; `lower`/`upper` map ASCII
+//! letters only (the C locale, whose byte order numadb's text comparisons follow).
+
+use std::sync::Arc;
+
+use numadb_storage::{DataType, Value};
+
+use crate::error::{ExecError, sqlstate};
+use crate::expr::{BinaryOp, Expr, checked_int, compare};
+
+/// The largest text a function may build (PostgreSQL's limit on one value, 1 GiB).
+const TEXT_BYTES_MAX: usize = 1 << 30;
+
+/// Scalar functions, with PostgreSQL's NULL rules: all but `coalesce`, `greatest`, `least`, `concat` and
+/// `concat_ws` return NULL when an argument is NULL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScalarFunction {
+    /// `coalesce(a, …)`: the first argument that is not NULL (later ones are not evaluated).
+    Coalesce,
+    /// `greatest(a, …)`: the largest argument, NULLs ignored (NULL only when all are).
+    Greatest,
+    /// `least(a, …)`: the smallest argument, NULLs ignored.
+    Least,
+    /// `abs(x)`; `abs` of the smallest integer is out of range.
+    Abs,
+    /// `lower(text)`.
+    Lower,
+    /// `upper(text)`.
+    Upper,
+    /// `length(text)`, `char_length`: characters, not bytes.
+    Length,
+    /// `round(x [, places])`: half away from zero; negative places round left of the point.
+    Round,
+    /// `trunc(x [, places])`: toward zero.
+    Trunc,
+    /// `floor(x)`.
+    Floor,
+    /// `ceil(x)`, `ceiling(x)`.
+    Ceil,
+    /// `sign(x)`: -1, 0 or 1.
+    Sign,
+    /// `sqrt(x)`; negative `x` is 2201F.
+    Sqrt,
+    /// `cbrt(x)`.
+    Cbrt,
+    /// `exp(x)`; a result beyond a double is 22003.
+    Exp,
+    /// `ln(x)`; zero or negative `x` is 2201E.
+    Ln,
+    /// `log(x)`, `log10(x)`: base 10.
+    Log10,
+    /// `log(b, x)`: base `b`.
+    Log,
+    /// `power(x, y)`, `pow`, `x ^ y`.
+    Power,
+    /// `pi()`.
+    Pi,
+    /// `substring(s FROM start [FOR count])`, `substr(s, start [, count])`.
+    Substring,
+    /// `strpos(s, sub)`, `position(sub IN s)`: 1-based character position, 0 when absent.
+    Strpos,
+    /// `replace(s, from, to)`.
+    Replace,
+    /// `btrim(s [, chars])`, `trim([BOTH] [chars FROM] s)`.
+    Btrim,
+    /// `ltrim(s [, chars])`, `trim(LEADING …)`.
+    Ltrim,
+    /// `rtrim(s [, chars])`, `trim(TRAILING …)`.
+    Rtrim,
+    /// `concat(a, …)`: the text of every argument that is not NULL.
+    Concat,
+    /// `concat_ws(separator, a, …)`: like `concat` with a separator; NULL only when the separator is.
+    ConcatWs,
+    /// `left(s, n)`: the first `n` characters, or all but the last `-n`.
+    Left,
+    /// `right(s, n)`: the last `n` characters, or all but the first `-n`.
+    Right,
+    /// `repeat(s, n)`.
+    Repeat,
+    /// `reverse(s)`.
+    Reverse,
+    /// `starts_with(s, prefix)`.
+    StartsWith,
+    /// `lpad(s, length [, fill])`: filled on the left (or cut) to `length` characters.
+    Lpad,
+    /// `rpad(s, length [, fill])`: filled on the right (or cut) to `length` characters.
+    Rpad,
+    /// `ascii(s)`: the code point of the first character (0 for the empty string).
+    Ascii,
+    /// `split_part(s, delimiter, n)`: the `n`-th field (from the end when negative).
+    SplitPart,
+}
+
+/// What one argument of a function takes, and what an argument of another type becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parameter {
+    /// Any numeric type, kept (`abs`); an untyped argument becomes a double.
+    Numeric,
+    /// A double; integers are widened, an untyped argument is parsed as one.
+    Double,
+    /// A count or position: an integer of either width; an untyped argument becomes an integer.
+    Integer,
+    /// Text; an untyped argument is text.
+    Text,
+    /// Any type, used as its text (`concat`).
+    Any,
+}
+
+/// The type of a function's result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Returns {
+    /// Always this type.
+    Type(DataType),
+    /// The type of the first argument.
+    FirstArgument,
+}
+
+/// The arguments a function takes: `parameters` in order, the first `required` of them required; with
+/// `variadic`, the last one repeats any number of times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Signature {
+    /// Each argument's parameter.
+    pub parameters: &'static [Parameter],
+    /// How many arguments must be given.
+    pub required: usize,
+    /// Whether the last parameter repeats.
+    pub variadic: bool,
+    /// The result's type.
+    pub returns: Returns,
+}
+
+impl Signature {
+    /// The parameter of argument `position`, or `None` when the function takes no such argument.
+    pub fn parameter(&self, position: usize) -> Option<Parameter> {
+        match self.parameters.get(position) {
+            Some(&parameter) => Some(parameter),
+            None if self.variadic => self.parameters.last().copied(),
+            None => None,
+        }
+    }
+
+    /// Whether `count` arguments is a number this function takes.
+    pub fn takes(&self, count: usize) -> bool {
+        count >= self.required && (self.variadic || count <= self.parameters.len())
+    }
+}
+
+/// Functions called by name with a [`Signature`] (the conditional ones, `coalesce`, `greatest`, `least`,
+/// `nullif`, are typed by the binder like CASE): every name they answer to, for hints and documentation.
+pub const FUNCTION_NAMES: &[&str] = &[
+    "abs",
+    "round",
+    "trunc",
+    "floor",
+    "ceil",
+    "ceiling",
+    "sign",
+    "sqrt",
+    "cbrt",
+    "exp",
+    "ln",
+    "log",
+    "log10",
+    "power",
+    "pow",
+    "pi",
+    "mod",
+    "lower",
+    "upper",
+    "length",
+    "char_length",
+    "substring",
+    "substr",
+    "strpos",
+    "position",
+    "replace",
+    "trim",
+    "btrim",
+    "ltrim",
+    "rtrim",
+    "concat",
+    "concat_ws",
+    "left",
+    "right",
+    "repeat",
+    "reverse",
+    "starts_with",
+    "lpad",
+    "rpad",
+    "ascii",
+    "split_part",
+];
+
+impl ScalarFunction {
+    /// The function a call of `name` with `arguments` arguments means (`log` is base 10 with one argument), or
+    /// `None` when no function of [`FUNCTION_NAMES`] has that name. The argument count is checked against the
+    /// signature by the caller.
+    pub fn from_name(name: &str, arguments: usize) -> Option<ScalarFunction> {
+        use ScalarFunction as F;
+        Some(match name {
+            "abs" => F::Abs,
+            "lower" => F::Lower,
+            "upper" => F::Upper,
+            "length" | "char_length" | "character_length" => F::Length,
+            "round" => F::Round,
+            "trunc" => F::Trunc,
+            "floor" => F::Floor,
+            "ceil" | "ceiling" => F::Ceil,
+            "sign" => F::Sign,
+            "sqrt" => F::Sqrt,
+            "cbrt" => F::Cbrt,
+            "exp" => F::Exp,
+            "ln" => F::Ln,
+            "log10" => F::Log10,
+            "log" if arguments == 1 => F::Log10,
+            "log" => F::Log,
+            "power" | "pow" => F::Power,
+            "pi" => F::Pi,
+            "substring" | "substr" => F::Substring,
+            "strpos" => F::Strpos,
+            "replace" => F::Replace,
+            "btrim" => F::Btrim,
+            "ltrim" => F::Ltrim,
+            "rtrim" => F::Rtrim,
+            "concat" => F::Concat,
+            "concat_ws" => F::ConcatWs,
+            "left" => F::Left,
+            "right" => F::Right,
+            "repeat" => F::Repeat,
+            "reverse" => F::Reverse,
+            "starts_with" => F::StartsWith,
+            "lpad" => F::Lpad,
+            "rpad" => F::Rpad,
+            "ascii" => F::Ascii,
+            "split_part" => F::SplitPart,
+            _ => return None,
+        })
+    }
+
+    /// The arguments the function takes and the type it returns (the conditional functions, typed by the
+    /// binder, take any number of arguments of one type).
+    pub fn signature(self) -> Signature {
+        use DataType::{Boolean, Double, Integer, Text};
+        use Parameter as P;
+        use ScalarFunction as F;
+        let exactly = |parameters: &'static [Parameter], returns| Signature {
+            parameters,
+            required: parameters.len(),
+            variadic: false,
+            returns,
+        };
+        let at_least = |required, parameters: &'static [Parameter], returns| Signature {
+            parameters,
+            required,
+            variadic: false,
+            returns,
+        };
+        match self {
+            F::Coalesce | F::Greatest | F::Least => {
+                Signature { parameters: &[P::Any], required: 1, variadic: true, returns: Returns::FirstArgument }
+            }
+            F::Abs => exactly(&[P::Numeric], Returns::FirstArgument),
+            F::Lower | F::Upper | F::Reverse => exactly(&[P::Text], Returns::Type(Text)),
+            F::Length | F::Ascii => exactly(&[P::Text], Returns::Type(Integer)),
+            F::Round | F::Trunc => at_least(1, &[P::Double, P::Integer], Returns::Type(Double)),
+            F::Floor | F::Ceil | F::Sign | F::Sqrt | F::Cbrt | F::Exp | F::Ln | F::Log10 => {
+                exactly(&[P::Double], Returns::Type(Double))
+            }
+            F::Log | F::Power => exactly(&[P::Double, P::Double], Returns::Type(Double)),
+            F::Pi => exactly(&[], Returns::Type(Double)),
+            F::Substring => at_least(2, &[P::Text, P::Integer, P::Integer], Returns::Type(Text)),
+            F::Strpos => exactly(&[P::Text, P::Text], Returns::Type(Integer)),
+            F::Replace => exactly(&[P::Text, P::Text, P::Text], Returns::Type(Text)),
+            F::Btrim | F::Ltrim | F::Rtrim => at_least(1, &[P::Text, P::Text], Returns::Type(Text)),
+            // Variadic, so at least one value (`concat()` does not exist in PostgreSQL either).
+            F::Concat => Signature { parameters: &[P::Any], required: 1, variadic: true, returns: Returns::Type(Text) },
+            F::ConcatWs => {
+                Signature { parameters: &[P::Text, P::Any], required: 2, variadic: true, returns: Returns::Type(Text) }
+            }
+            F::Left | F::Right | F::Repeat => exactly(&[P::Text, P::Integer], Returns::Type(Text)),
+            F::StartsWith => exactly(&[P::Text, P::Text], Returns::Type(Boolean)),
+            F::Lpad | F::Rpad => at_least(2, &[P::Text, P::Integer, P::Text], Returns::Type(Text)),
+            F::SplitPart => exactly(&[P::Text, P::Text, P::Integer], Returns::Type(Text)),
+        }
+    }
+
+    /// The SQL name.
+    pub fn name(self) -> &'static str {
+        use ScalarFunction as F;
+        match self {
+            F::Coalesce => "coalesce",
+            F::Greatest => "greatest",
+            F::Least => "least",
+            F::Abs => "abs",
+            F::Lower => "lower",
+            F::Upper => "upper",
+            F::Length => "length",
+            F::Round => "round",
+            F::Trunc => "trunc",
+            F::Floor => "floor",
+            F::Ceil => "ceil",
+            F::Sign => "sign",
+            F::Sqrt => "sqrt",
+            F::Cbrt => "cbrt",
+            F::Exp => "exp",
+            F::Ln => "ln",
+            F::Log10 => "log10",
+            F::Log => "log",
+            F::Power => "power",
+            F::Pi => "pi",
+            F::Substring => "substr",
+            F::Strpos => "strpos",
+            F::Replace => "replace",
+            F::Btrim => "btrim",
+            F::Ltrim => "ltrim",
+            F::Rtrim => "rtrim",
+            F::Concat => "concat",
+            F::ConcatWs => "concat_ws",
+            F::Left => "left",
+            F::Right => "right",
+            F::Repeat => "repeat",
+            F::Reverse => "reverse",
+            F::StartsWith => "starts_with",
+            F::Lpad => "lpad",
+            F::Rpad => "rpad",
+            F::Ascii => "ascii",
+            F::SplitPart => "split_part",
+        }
+    }
+
+    /// Evaluates the call on a row.
+    pub(crate) fn eval(
+        self,
+        args: &[Expr],
+        data_type: DataType,
+        row: &[Value],
+        params: &[Value],
+    ) -> Result<Value, ExecError> {
+        use ScalarFunction as F;
+        match self {
+            F::Coalesce => {
+                for arg in args {
+                    let value = arg.eval(row, params)?;
+                    if !value.is_null() {
+                        return Ok(value);
+                    }
+                }
+                Ok(Value::Null)
+            }
+            F::Greatest | F::Least => {
+                let wanted = if self == F::Greatest { BinaryOp::Gt } else { BinaryOp::Lt };
+                let mut best = Value::Null;
+                for arg in args {
+                    let value = arg.eval(row, params)?;
+                    if best.is_null() || compare(wanted, &value, &best) == Value::Bool(true) {
+                        best = if value.is_null() { best } else { value };
+                    }
+                }
+                Ok(best)
+            }
+            F::Concat | F::ConcatWs => {
+                let mut values = args.iter().map(|a| a.eval(row, params));
+                let separator = match self {
+                    F::ConcatWs => match values.next().transpose()? {
+                        Some(Value::Text(separator)) => separator,
+                        _ => return Ok(Value::Null),
+                    },
+                    _ => Arc::from(""),
+                };
+                let mut out = String::new();
+                let mut first = true;
+                for value in values {
+                    let Some(text) = value?.to_pg_text() else { continue };
+                    if !first {
+                        out.push_str(&separator);
+                    }
+                    first = false;
+                    out.push_str(&text);
+                    text_fits(out.len())?;
+                }
+                Ok(Value::Text(Arc::from(out)))
+            }
+            _ => {
+                // Strict functions: NULL in, NULL out, and at most three arguments.
+                let mut values = [Value::Null, Value::Null, Value::Null];
+                for (slot, arg) in values.iter_mut().zip(args) {
+                    *slot = arg.eval(row, params)?;
+                    if slot.is_null() {
+                        return Ok(Value::Null);
+                    }
+                }
+                self.eval_strict(&values[..args.len().min(3)], data_type)
+            }
+        }
+    }
+
+    /// A strict function of arguments that are not NULL, each of its parameter's type.
+    fn eval_strict(self, values: &[Value], data_type: DataType) -> Result<Value, ExecError> {
+        use ScalarFunction as F;
+        let double = |position: usize| match values.get(position) {
+            Some(Value::Double(v)) => Ok(*v),
+            Some(Value::Int(v)) => Ok(*v as f64),
+            other => Err(ExecError::internal(format!("{}: argument {position} is {other:?}", self.name()))),
+        };
+        let int = |position: usize| match values.get(position) {
+            Some(Value::Int(v)) => Ok(*v),
+            other => Err(ExecError::internal(format!("{}: argument {position} is {other:?}", self.name()))),
+        };
+        let text = |position: usize| match values.get(position) {
+            Some(Value::Text(v)) => Ok(v.clone()),
+            other => Err(ExecError::internal(format!("{}: argument {position} is {other:?}", self.name()))),
+        };
+        let text_value = |text: String| Value::Text(Arc::from(text));
+        Ok(match self {
+            F::Abs => match values.first() {
+                Some(Value::Int(v)) => checked_int(v.checked_abs(), data_type)?,
+                _ => Value::Double(double(0)?.abs()),
+            },
+            F::Lower => text_value(text(0)?.to_ascii_lowercase()),
+            F::Upper => text_value(text(0)?.to_ascii_uppercase()),
+            F::Length => Value::Int(text(0)?.chars().count() as i64),
+            F::Round | F::Trunc => {
+                let rounding = if self == F::Round { Rounding::HalfAwayFromZero } else { Rounding::TowardZero };
+                let x = double(0)?;
+                let places = if values.len() == 2 { int(1)? } else { 0 };
+                finite(round_decimal(x, places, rounding), x.is_finite())?
+            }
+            F::Floor => Value::Double(double(0)?.floor() + 0.0),
+            F::Ceil => Value::Double(double(0)?.ceil() + 0.0),
+            F::Sign => {
+                let x = double(0)?;
+                Value::Double(if x > 0.0 {
+                    1.0
+                } else if x < 0.0 {
+                    -1.0
+                } else {
+                    x + 0.0
+                })
+            }
+            F::Sqrt => {
+                let x = double(0)?;
+                if x < 0.0 {
+                    return Err(ExecError::new(
+                        sqlstate::INVALID_ARGUMENT_FOR_POWER_FUNCTION,
+                        "cannot take square root of a negative number",
+                    ));
+                }
+                Value::Double(x.sqrt())
+            }
+            F::Cbrt => Value::Double(double(0)?.cbrt()),
+            F::Exp => {
+                let x = double(0)?;
+                let result = x.exp();
+                if result == 0.0 && x.is_finite() {
+                    return Err(underflow());
+                }
+                finite(result, x.is_finite())?
+            }
+            F::Ln | F::Log10 => {
+                let x = double(0)?;
+                logarithm_argument(x)?;
+                Value::Double(if self == F::Ln { x.ln() } else { x.log10() })
+            }
+            F::Log => {
+                let (base, x) = (double(0)?, double(1)?);
+                logarithm_argument(base)?;
+                logarithm_argument(x)?;
+                if base == 1.0 {
+                    return Err(ExecError::new(sqlstate::DIVISION_BY_ZERO, "division by zero"));
+                }
+                Value::Double(x.ln() / base.ln())
+            }
+            F::Power => power(double(0)?, double(1)?)?,
+            F::Pi => Value::Double(std::f64::consts::PI),
+            F::Substring => {
+                let count = match values.len() {
+                    3 => Some(int(2)?),
+                    _ => None,
+                };
+                text_value(substring(&text(0)?, int(1)?, count)?)
+            }
+            F::Strpos => {
+                let (haystack, needle) = (text(0)?, text(1)?);
+                Value::Int(match haystack.find(&*needle) {
+                    Some(byte) => haystack[..byte].chars().count() as i64 + 1,
+                    None => 0,
+                })
+            }
+            F::Replace => {
+                let (source, from, to) = (text(0)?, text(1)?, text(2)?);
+                if from.is_empty() {
+                    Value::Text(source)
+                } else {
+                    let matches = source.matches(&*from).count();
+                    text_fits(source.len() - matches * from.len() + matches * to.len())?;
+                    text_value(source.replace(&*from, &to))
+                }
+            }
+            F::Btrim | F::Ltrim | F::Rtrim => {
+                let source = text(0)?;
+                let characters = if values.len() == 2 { text(1)? } else { Arc::from(" ") };
+                let trimmed = |c: char| characters.contains(c);
+                let kept = match self {
+                    F::Btrim => source.trim_matches(trimmed),
+                    F::Ltrim => source.trim_start_matches(trimmed),
+                    _ => source.trim_end_matches(trimmed),
+                };
+                text_value(kept.to_string())
+            }
+            F::Left | F::Right => {
+                let (source, n) = (text(0)?, int(1)?);
+                let length = source.chars().count() as i64;
+                // Characters kept: the first or last `n`, or all but `-n` of them.
+                let kept = if n >= 0 { n.min(length) } else { (length + n).max(0) };
+                let skipped = if self == F::Left { 0 } else { length - kept };
+                text_value(source.chars().skip(skipped as usize).take(kept as usize).collect())
+            }
+            F::Repeat => {
+                let (source, n) = (text(0)?, int(1)?);
+                let n = if source.is_empty() { 0 } else { usize::try_from(n).unwrap_or(0) };
+                text_fits(source.len().saturating_mul(n))?;
+                text_value(source.repeat(n))
+            }
+            F::Reverse => text_value(text(0)?.chars().rev().collect()),
+            F::StartsWith => Value::Bool(text(0)?.starts_with(&*text(1)?)),
+            F::Lpad | F::Rpad => {
+                let source = text(0)?;
+                let fill = if values.len() == 3 { text(2)? } else { Arc::from(" ") };
+                text_value(pad(&source, int(1)?, &fill, self == F::Lpad)?)
+            }
+            F::Ascii => Value::Int(text(0)?.chars().next().map_or(0, |c| i64::from(u32::from(c)))),
+            F::SplitPart => text_value(split_part(&text(0)?, &text(1)?, int(2)?)?),
+            F::Coalesce | F::Greatest | F::Least | F::Concat | F::ConcatWs => {
+                return Err(ExecError::internal(format!("{} is not strict", self.name())));
+            }
+        })
+    }
+}
+
+/// How [`round_decimal`] drops digits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rounding {
+    /// Half away from zero (`round`).
+    HalfAwayFromZero,
+    /// Toward zero (`trunc`).
+    TowardZero,
+}
+
+/// `x` rounded to `places` decimal places (left of the point when negative) as PostgreSQL's
+/// `round(x::numeric, places)` does: the double is first written with 15 significant digits (PostgreSQL's
+/// float8-to-numeric conversion), and those decimal digits are rounded. So `round(9.45, 1)` is 9.5 although the
+/// double nearest 9.45 lies just below it, which is what a user who wrote 9.45 expects; scaling by a power of ten
+/// and rounding the scaled double would say 9.5 here but 0.8 for `trunc(0.9 - 1e-16, 1)`, and rounding the exact
+/// binary value says 9.4.
+fn round_decimal(x: f64, places: i64, rounding: Rounding) -> f64 {
+    if !x.is_finite() || x == 0.0 {
+        return x + 0.0;
+    }
+    // `d.dddddddddddddde±x`: 15 significant digits.
+    let written = format!("{:.14e}", x.abs());
+    let (mantissa, exponent) = written.split_once('e').expect("exponent notation");
+    let digits: u64 = mantissa.replace('.', "").parse().expect("15 digits");
+    let exponent: i64 = exponent.parse().expect("an exponent");
+    // `digits` × 10^(exponent - 14); drop the digits worth less than 10^-places.
+    let dropped = 14 - exponent - places.clamp(-400, 400);
+    let kept = match dropped {
+        // No digit to drop: the 15 digits are the answer (where they round to a double at all: the largest
+        // double's 15 digits are beyond it, and it is whole anyway).
+        ..=0 => {
+            let written: f64 = written.parse().expect("a decimal number");
+            return if written.is_finite() { written.copysign(x) + 0.0 } else { x };
+        }
+        1..=15 => {
+            let unit = 10u64.pow(dropped as u32);
+            let (quotient, remainder) = (digits / unit, digits % unit);
+            match rounding {
+                Rounding::HalfAwayFromZero if remainder >= unit / 2 => quotient + 1,
+                _ => quotient,
+            }
+        }
+        // Fewer than 10^15 < half of 10^16 units: nothing is left.
+        _ => 0,
+    };
+    let scale = exponent - 14 + dropped;
+    let rounded: f64 = format!("{kept}e{scale}").parse().expect("a decimal number");
+    if x < 0.0 { -rounded + 0.0 } else { rounded }
+}
+
+/// A double result, or 22003 when finite inputs overflowed.
+fn finite(value: f64, inputs_finite: bool) -> Result<Value, ExecError> {
+    if value.is_infinite() && inputs_finite {
+        return Err(ExecError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "value out of range: overflow"));
+    }
+    Ok(Value::Double(value))
+}
+
+fn underflow() -> ExecError {
+    ExecError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "value out of range: underflow")
+}
+
+/// PostgreSQL's errors for the argument of a logarithm.
+fn logarithm_argument(x: f64) -> Result<(), ExecError> {
+    let message = if x == 0.0 {
+        "cannot take logarithm of zero"
+    } else if x < 0.0 {
+        "cannot take logarithm of a negative number"
+    } else {
+        return Ok(());
+    };
+    Err(ExecError::new(sqlstate::INVALID_ARGUMENT_FOR_LOGARITHM, message))
+}
+
+/// `x ^ y` with PostgreSQL's errors: no real result is 2201F, a finite result beyond (or below) a double 22003.
+fn power(x: f64, y: f64) -> Result<Value, ExecError> {
+    if x == 0.0 && y < 0.0 {
+        return Err(ExecError::new(
+            sqlstate::INVALID_ARGUMENT_FOR_POWER_FUNCTION,
+            "zero raised to a negative power is undefined",
+        ));
+    }
+    if x < 0.0 && y.is_finite() && y.floor() != y {
+        return Err(ExecError::new(
+            sqlstate::INVALID_ARGUMENT_FOR_POWER_FUNCTION,
+            "a negative number raised to a non-integer power yields a complex result",
+        ));
+    }
+    let result = x.powf(y);
+    let inputs_finite = x.is_finite() && y.is_finite();
+    if result == 0.0 && x != 0.0 && inputs_finite {
+        return Err(underflow());
+    }
+    finite(result, inputs_finite)
+}
+
+/// 54000 when a text of `bytes` bytes would be larger than a value may be.
+fn text_fits(bytes: usize) -> Result<(), ExecError> {
+    if bytes > TEXT_BYTES_MAX {
+        return Err(ExecError::new(sqlstate::PROGRAM_LIMIT_EXCEEDED, "requested length too large"));
+    }
+    Ok(())
+}
+
+/// PostgreSQL's `substring(source FROM start FOR count)`: the characters at 1-based positions
+/// `start .. start + count` that exist (a start before 1 shortens the result).
+fn substring(source: &str, start: i64, count: Option<i64>) -> Result<String, ExecError> {
+    let skipped = usize::try_from(start.saturating_sub(1)).unwrap_or(0);
+    let taken = match count {
+        Some(count) if count < 0 => {
+            return Err(ExecError::new(sqlstate::SUBSTRING_ERROR, "negative substring length not allowed"));
+        }
+        // The end position, `start + count`, exclusive; what lies before position 1 is not there.
+        Some(count) => usize::try_from(start.saturating_add(count).saturating_sub(1).max(0)).unwrap_or(usize::MAX),
+        None => usize::MAX,
+    };
+    Ok(source.chars().take(taken).skip(skipped).collect())
+}
+
+/// `lpad`/`rpad`: `source` cut or filled with repetitions of `fill` to `length` characters (a source shorter than
+/// `length` stays as it is when `fill` is empty).
+fn pad(source: &str, length: i64, fill: &str, left: bool) -> Result<String, ExecError> {
+    let length = usize::try_from(length).unwrap_or(0);
+    let have = source.chars().count();
+    if have >= length {
+        return Ok(source.chars().take(length).collect());
+    }
+    if fill.is_empty() {
+        return Ok(source.to_string());
+    }
+    let filling = length - have;
+    let fill_bytes = fill.chars().map(char::len_utf8).max().unwrap_or(1);
+    text_fits(source.len().saturating_add(filling.saturating_mul(fill_bytes)))?;
+    let padding = fill.chars().cycle().take(filling);
+    Ok(if left { padding.chain(source.chars()).collect() } else { source.chars().chain(padding).collect() })
+}
+
+/// `split_part(source, delimiter, n)`: field `n` (1-based; from the end when negative) of `source` split at
+/// `delimiter`, empty when there is no such field; field 0 is 22023.
+fn split_part(source: &str, delimiter: &str, n: i64) -> Result<String, ExecError> {
+    if n == 0 {
+        return Err(ExecError::new(sqlstate::INVALID_PARAMETER_VALUE, "field position must not be zero"));
+    }
+    if delimiter.is_empty() {
+        // The whole string is the only field.
+        return Ok(if n == 1 || n == -1 { source.to_string() } else { String::new() });
+    }
+    let field = if n > 0 {
+        source.split(delimiter).nth((n - 1) as usize)
+    } else {
+        source.rsplit(delimiter).nth((-(n + 1)) as usize)
+    };
+    Ok(field.unwrap_or_default().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(function: ScalarFunction, args: &[Value]) -> Result<Value, ExecError> {
+        let exprs: Vec<Expr> = args
+            .iter()
+            .map(|v| {
+                let data_type = match v {
+                    Value::Int(_) => DataType::BigInt,
+                    Value::Double(_) => DataType::Double,
+                    Value::Bool(_) => DataType::Boolean,
+                    _ => DataType::Text,
+                };
+                Expr::literal(v.clone(), data_type)
+            })
+            .collect();
+        let data_type = match function.signature().returns {
+            Returns::Type(t) => t,
+            Returns::FirstArgument => exprs.first().map_or(DataType::Text, Expr::data_type),
+        };
+        function.eval(&exprs, data_type, &[], &[])
+    }
+
+    fn text(s: &str) -> Value {
+        Value::text(s)
+    }
+
+    fn ok_text(function: ScalarFunction, args: &[Value]) -> String {
+        match call(function, args) {
+            Ok(Value::Text(t)) => t.to_string(),
+            other => panic!("{function:?}({args:?}) gave {other:?}"),
+        }
+    }
+
+    fn ok_double(function: ScalarFunction, args: &[Value]) -> f64 {
+        match call(function, args) {
+            Ok(Value::Double(v)) => v,
+            other => panic!("{function:?}({args:?}) gave {other:?}"),
+        }
+    }
+
+    fn code(function: ScalarFunction, args: &[Value]) -> &'static str {
+        match call(function, args) {
+            Err(e) => e.sqlstate,
+            Ok(v) => panic!("{function:?}({args:?}) gave {v:?}, not an error"),
+        }
+    }
+
+    #[test]
+    fn every_name_resolves_and_every_signature_is_consistent() {
+        for name in FUNCTION_NAMES.iter().filter(|n| !matches!(**n, "mod" | "position" | "trim")) {
+            let function = ScalarFunction::from_name(name, 1).unwrap_or_else(|| panic!("{name} has no function"));
+            let signature = function.signature();
+            assert!(signature.required <= signature.parameters.len() || signature.variadic, "{name}");
+            assert!(signature.takes(signature.required), "{name}");
+        }
+        assert_eq!(ScalarFunction::from_name("log", 1), Some(ScalarFunction::Log10));
+        assert_eq!(ScalarFunction::from_name("log", 2), Some(ScalarFunction::Log));
+        assert_eq!(ScalarFunction::from_name("nosuch", 1), None);
+    }
+
+    #[test]
+    fn rounding_follows_postgresql_numeric() {
+        use ScalarFunction::{Ceil, Floor, Round, Sign, Trunc};
+        let d = Value::Double;
+        for (x, expected) in [(2.5, 3.0), (-2.5, -3.0), (2.4999, 2.0), (0.5, 1.0), (-0.4, 0.0)] {
+            let rounded = ok_double(Round, &[d(x)]);
+            assert_eq!(rounded, expected, "round({x})");
+            assert!(rounded.is_sign_positive() || expected < 0.0, "round({x}) is a negative zero");
+        }
+        assert_eq!(ok_double(Round, &[d(2.345), Value::Int(2)]), 2.35);
+        assert_eq!(ok_double(Round, &[d(1234.5), Value::Int(-2)]), 1200.0);
+        assert_eq!(ok_double(Round, &[d(1234.5), Value::Int(-400)]), 0.0);
+        assert_eq!(ok_double(Round, &[d(1.0e300), Value::Int(20)]), 1.0e300, "already whole at that scale");
+        assert_eq!(ok_double(Round, &[d(0.1), Value::Int(400)]), 0.1);
+        assert_eq!(ok_double(Round, &[d(1.0e-300), Value::Int(2)]), 0.0);
+        assert_eq!(ok_double(Round, &[d(9.95), Value::Int(-1)]), 10.0);
+        assert_eq!(ok_double(Round, &[d(-0.5), Value::Int(-1)]), 0.0);
+        assert_eq!(ok_double(Round, &[d(0.6), Value::Int(-1)]), 0.0);
+        assert_eq!(ok_double(Round, &[d(5.0), Value::Int(-1)]), 10.0);
+        assert_eq!(ok_double(Round, &[d(-5.0), Value::Int(-1)]), -10.0);
+        // The decimal digits a user wrote, not the binary value just below or above them, are rounded (as
+        // PostgreSQL rounds a double converted to numeric).
+        assert_eq!(ok_double(Round, &[d(9.45), Value::Int(1)]), 9.5);
+        assert_eq!(ok_double(Round, &[d(-8.35), Value::Int(1)]), -8.4);
+        assert_eq!(ok_double(Round, &[d(1.005), Value::Int(2)]), 1.01);
+        assert_eq!(ok_double(Trunc, &[d(0.9 - 1e-16), Value::Int(1)]), 0.9);
+        assert_eq!(ok_double(Round, &[d(0.1 + 0.2), Value::Int(20)]), 0.3, "the 15 digits PostgreSQL keeps");
+        assert_eq!(ok_double(Round, &[d(f64::MAX)]), f64::MAX);
+        assert_eq!(ok_double(Round, &[d(f64::MIN_POSITIVE)]), 0.0);
+        assert_eq!(ok_double(Round, &[d(123_456_789_012_345.5)]), 123_456_789_012_346.0);
+        assert_eq!(ok_double(Trunc, &[d(-2.7)]), -2.0);
+        assert_eq!(ok_double(Trunc, &[d(2.789), Value::Int(1)]), 2.7);
+        assert_eq!(ok_double(Floor, &[d(-2.5)]), -3.0);
+        assert_eq!(ok_double(Ceil, &[d(-2.5)]), -2.0);
+        assert_eq!(ok_double(Ceil, &[Value::Int(7)]), 7.0);
+        assert_eq!(ok_double(Sign, &[d(-0.3)]), -1.0);
+        assert_eq!(ok_double(Sign, &[Value::Int(0)]), 0.0);
+        assert!(ok_double(Round, &[d(f64::NAN)]).is_nan());
+        assert_eq!(code(Round, &[d(1.7e308), Value::Int(-308)]), "22003", "rounds up past the largest double");
+    }
+
+    #[test]
+    fn powers_and_logarithms_give_postgresql_errors() {
+        use ScalarFunction::{Exp, Ln, Log, Log10, Power, Sqrt};
+        let d = Value::Double;
+        assert_eq!(ok_double(Sqrt, &[d(16.0)]), 4.0);
+        assert_eq!(code(Sqrt, &[d(-1.0)]), "2201F");
+        assert_eq!(ok_double(Power, &[d(2.0), d(10.0)]), 1024.0);
+        assert_eq!(ok_double(Power, &[d(-2.0), d(3.0)]), -8.0);
+        assert_eq!(code(Power, &[d(0.0), d(-1.0)]), "2201F");
+        assert_eq!(code(Power, &[d(-8.0), d(0.5)]), "2201F");
+        assert_eq!(code(Power, &[d(10.0), d(400.0)]), "22003");
+        assert_eq!(code(Power, &[d(10.0), d(-400.0)]), "22003");
+        assert_eq!(ok_double(Power, &[d(0.0), d(0.0)]), 1.0);
+        assert_eq!(ok_double(Exp, &[d(0.0)]), 1.0);
+        assert_eq!(code(Exp, &[d(1000.0)]), "22003");
+        assert_eq!(code(Exp, &[d(-1000.0)]), "22003");
+        assert_eq!(ok_double(Exp, &[d(f64::NEG_INFINITY)]), 0.0);
+        assert_eq!(ok_double(Ln, &[d(1.0)]), 0.0);
+        assert_eq!(ok_double(Log10, &[d(1000.0)]), 3.0);
+        assert_eq!(ok_double(Log, &[d(2.0), d(8.0)]), 3.0);
+        assert_eq!(code(Ln, &[d(0.0)]), "2201E");
+        assert_eq!(code(Log10, &[d(-1.0)]), "2201E");
+        assert_eq!(code(Log, &[d(1.0), d(8.0)]), "22012");
+        assert_eq!(code(Log, &[d(0.0), d(8.0)]), "2201E");
+    }
+
+    #[test]
+    fn substring_counts_characters_from_one_as_postgresql() {
+        use ScalarFunction::Substring;
+        let i = Value::Int;
+        for (start, count, expected) in [
+            (2, Some(3), "ell"),
+            (0, Some(3), "he"),
+            (-5, Some(3), ""),
+            (-1, Some(4), "he"),
+            (4, None, "lo"),
+            (-3, None, "hello"),
+            (9, Some(2), ""),
+            (2, Some(0), ""),
+            (i64::MAX, Some(i64::MAX), ""),
+            (i64::MIN, Some(i64::MAX), ""),
+            (1, Some(i64::MAX), "hello"),
+        ] {
+            let mut args = vec![text("hello"), i(start)];
+            args.extend(count.map(i));
+            assert_eq!(ok_text(Substring, &args), expected, "substring('hello', {start}, {count:?})");
+        }
+        assert_eq!(ok_text(Substring, &[text("ñandú"), i(2), i(3)]), "and");
+        assert_eq!(code(Substring, &[text("hello"), i(1), i(-1)]), "22011");
+    }
+
+    #[test]
+    fn text_functions_follow_postgresql() {
+        use ScalarFunction as F;
+        let i = Value::Int;
+        assert_eq!(call(F::Strpos, &[text("ñandú"), text("dú")]).unwrap(), i(4));
+        assert_eq!(call(F::Strpos, &[text("abc"), text("")]).unwrap(), i(1));
+        assert_eq!(call(F::Strpos, &[text("abc"), text("x")]).unwrap(), i(0));
+        assert_eq!(ok_text(F::Replace, &[text("banana"), text("an"), text("AN")]), "bANANa");
+        assert_eq!(ok_text(F::Replace, &[text("banana"), text(""), text("x")]), "banana");
+        assert_eq!(ok_text(F::Btrim, &[text("  x y  ")]), "x y");
+        assert_eq!(ok_text(F::Btrim, &[text("xxhixyx"), text("xy")]), "hi");
+        assert_eq!(ok_text(F::Ltrim, &[text("\t x ")]), "\t x ", "only spaces by default");
+        assert_eq!(ok_text(F::Rtrim, &[text("x  ")]), "x");
+        assert_eq!(ok_text(F::Left, &[text("héllo"), i(2)]), "hé");
+        assert_eq!(ok_text(F::Left, &[text("hello"), i(-2)]), "hel");
+        assert_eq!(ok_text(F::Left, &[text("hello"), i(-9)]), "");
+        assert_eq!(ok_text(F::Right, &[text("hello"), i(2)]), "lo");
+        assert_eq!(ok_text(F::Right, &[text("hello"), i(-2)]), "llo");
+        assert_eq!(ok_text(F::Right, &[text("hello"), i(99)]), "hello");
+        assert_eq!(ok_text(F::Repeat, &[text("ab"), i(3)]), "ababab");
+        assert_eq!(ok_text(F::Repeat, &[text("ab"), i(-3)]), "");
+        assert_eq!(code(F::Repeat, &[text("ab"), i(1 << 30)]), "54000");
+        assert_eq!(ok_text(F::Reverse, &[text("añb")]), "bña");
+        assert_eq!(call(F::StartsWith, &[text("alphabet"), text("alph")]).unwrap(), Value::Bool(true));
+        assert_eq!(ok_text(F::Lpad, &[text("hi"), i(5), text("xy")]), "xyxhi");
+        assert_eq!(ok_text(F::Rpad, &[text("hi"), i(5)]), "hi   ");
+        assert_eq!(ok_text(F::Lpad, &[text("hello"), i(2)]), "he");
+        assert_eq!(ok_text(F::Lpad, &[text("hi"), i(5), text("")]), "hi");
+        assert_eq!(ok_text(F::Lpad, &[text("hi"), i(-1)]), "");
+        assert_eq!(code(F::Rpad, &[text("hi"), i(i64::MAX), text("é")]), "54000");
+        assert_eq!(call(F::Ascii, &[text("é")]).unwrap(), i(233));
+        assert_eq!(call(F::Ascii, &[text("")]).unwrap(), i(0));
+        assert_eq!(ok_text(F::SplitPart, &[text("a,b,,c"), text(","), i(2)]), "b");
+        assert_eq!(ok_text(F::SplitPart, &[text("a,b,,c"), text(","), i(3)]), "");
+        assert_eq!(ok_text(F::SplitPart, &[text("a,b,,c"), text(","), i(-1)]), "c");
+        assert_eq!(ok_text(F::SplitPart, &[text("a,b,,c"), text(","), i(9)]), "");
+        assert_eq!(ok_text(F::SplitPart, &[text("abc"), text(""), i(1)]), "abc");
+        assert_eq!(code(F::SplitPart, &[text("abc"), text(","), i(0)]), "22023");
+    }
+
+    #[test]
+    fn concat_skips_nulls_and_writes_values_as_postgresql_prints_them() {
+        use ScalarFunction::{Concat, ConcatWs};
+        let args = [text("a"), Value::Null, Value::Int(1), Value::Double(2.5), Value::Bool(true)];
+        assert_eq!(ok_text(Concat, &args), "a12.5t");
+        assert_eq!(ok_text(Concat, &[Value::Null]), "");
+        assert!(!Concat.signature().takes(0) && !ConcatWs.signature().takes(1));
+        let mut with_separator = vec![text("-")];
+        with_separator.extend(args.iter().cloned());
+        assert_eq!(ok_text(ConcatWs, &with_separator), "a-1-2.5-t");
+        assert_eq!(call(ConcatWs, &[Value::Null, text("a")]).unwrap(), Value::Null);
+    }
+
+    #[test]
+    fn strict_functions_return_null_for_a_null_argument() {
+        use ScalarFunction as F;
+        for function in [F::Round, F::Sqrt, F::Power, F::Substring, F::Replace, F::Lpad, F::SplitPart, F::Left] {
+            let required = function.signature().required;
+            let mut args = vec![Value::Null; required];
+            if required > 1 {
+                args[0] = text("x");
+            }
+            assert_eq!(call(function, &args).unwrap(), Value::Null, "{function:?}");
+        }
+    }
+}
