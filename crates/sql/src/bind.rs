@@ -2116,12 +2116,18 @@ fn plain_order_item(item: &ast::OrderByExpr) -> Result<ast::OrderByExpr, ExecErr
         item.options.sort = match object_name(operator).join(".").as_str() {
             "<" => Some(ast::OrderBySort::Asc),
             ">" => Some(ast::OrderBySort::Desc),
-            other => {
+            // A comparison that orders nothing is the wrong kind of operator (42809, as in PostgreSQL); any
+            // other is one numadb does not have.
+            other @ ("=" | "<>" | "!=" | "<=" | ">=") => {
                 return Err(ExecError::new(
-                    sqlstate::UNDEFINED_FUNCTION,
+                    sqlstate::WRONG_OBJECT_TYPE,
                     format!("operator {other} is not a valid ordering operator"),
                 )
-                .with_hint("ordering operators must be \"<\" or \">\""));
+                .with_hint("Ordering operators must be \"<\" or \">\" members of btree operator families."));
+            }
+            other => {
+                return Err(ExecError::new(sqlstate::UNDEFINED_FUNCTION, format!("operator does not exist: {other}"))
+                    .with_hint("ordering operators must be \"<\" or \">\""));
             }
         };
     }
