@@ -26,6 +26,14 @@ pub enum AggregateFunction {
     BoolAnd,
     /// `BOOL_OR(x)`: whether any value is TRUE; the largest boolean.
     BoolOr,
+    /// `VAR_SAMP(x)` (also `VARIANCE`): the sample variance, DOUBLE PRECISION; NULL for fewer than two values.
+    VarSamp,
+    /// `VAR_POP(x)`: the population variance.
+    VarPop,
+    /// `STDDEV_SAMP(x)` (also `STDDEV`): the sample standard deviation.
+    StddevSamp,
+    /// `STDDEV_POP(x)`: the population standard deviation.
+    StddevPop,
 }
 
 impl AggregateCall {
@@ -55,6 +63,10 @@ impl AggregateFunction {
             "avg" => AggregateFunction::Avg,
             "bool_and" | "every" => AggregateFunction::BoolAnd,
             "bool_or" => AggregateFunction::BoolOr,
+            "var_samp" | "variance" => AggregateFunction::VarSamp,
+            "var_pop" => AggregateFunction::VarPop,
+            "stddev_samp" | "stddev" => AggregateFunction::StddevSamp,
+            "stddev_pop" => AggregateFunction::StddevPop,
             _ => return None,
         })
     }
@@ -69,6 +81,10 @@ impl AggregateFunction {
             AggregateFunction::Avg => "avg",
             AggregateFunction::BoolAnd => "bool_and",
             AggregateFunction::BoolOr => "bool_or",
+            AggregateFunction::VarSamp => "var_samp",
+            AggregateFunction::VarPop => "var_pop",
+            AggregateFunction::StddevSamp => "stddev_samp",
+            AggregateFunction::StddevPop => "stddev_pop",
         }
     }
 
@@ -78,9 +94,25 @@ impl AggregateFunction {
         match self {
             AggregateFunction::CountStar | AggregateFunction::Count => true,
             AggregateFunction::Sum | AggregateFunction::Avg => input.is_numeric(),
+            AggregateFunction::VarSamp
+            | AggregateFunction::VarPop
+            | AggregateFunction::StddevSamp
+            | AggregateFunction::StddevPop => input.is_numeric(),
             AggregateFunction::Min | AggregateFunction::Max => input != DataType::Boolean,
             AggregateFunction::BoolAnd | AggregateFunction::BoolOr => input == DataType::Boolean,
         }
+    }
+
+    /// Whether a block's count, sum, minimum and maximum are all the function needs of the block's values (the
+    /// scan's fast path, [`Accumulator::add_ints`]): not for the variances, which need every value.
+    pub fn summarises_blocks(self) -> bool {
+        !matches!(
+            self,
+            AggregateFunction::VarSamp
+                | AggregateFunction::VarPop
+                | AggregateFunction::StddevSamp
+                | AggregateFunction::StddevPop
+        )
     }
 
     /// The result type for an argument of type `input`.
@@ -91,7 +123,12 @@ impl AggregateFunction {
                 Some(DataType::Double) => DataType::Double,
                 _ => DataType::BigInt,
             },
-            AggregateFunction::Avg => DataType::Double,
+            // PostgreSQL's average and variances of integers are numerics, which numadb does not have.
+            AggregateFunction::Avg
+            | AggregateFunction::VarSamp
+            | AggregateFunction::VarPop
+            | AggregateFunction::StddevSamp
+            | AggregateFunction::StddevPop => DataType::Double,
             AggregateFunction::Min | AggregateFunction::Max => input.unwrap_or(DataType::BigInt),
             AggregateFunction::BoolAnd | AggregateFunction::BoolOr => DataType::Boolean,
         }
@@ -141,6 +178,19 @@ pub enum Accumulator {
         /// Whether finite values overflowed.
         overflowed: bool,
     },
+    /// Count, mean and sum of squared differences from the mean of the values so far (Welford's update, and
+    /// Chan et al.'s formula to merge partials), for the variances: one pass, and no catastrophic cancellation
+    /// as with a sum of squares minus a squared sum.
+    Moments {
+        /// Values.
+        count: i64,
+        /// Their mean.
+        mean: f64,
+        /// Sum of squared differences from `mean`.
+        m2: f64,
+        /// Which variance the state finishes as.
+        function: AggregateFunction,
+    },
     /// A DISTINCT aggregate: the distinct non-NULL values seen (partials merge by union), aggregated by `empty`
     /// (the function's empty state) when finished.
     Distinct {
@@ -183,6 +233,10 @@ impl Accumulator {
             AggregateFunction::Min | AggregateFunction::BoolAnd => Accumulator::Min(None),
             AggregateFunction::Max | AggregateFunction::BoolOr => Accumulator::Max(None),
             AggregateFunction::Avg => Accumulator::Avg { sum: 0.0, count: 0, overflowed: false },
+            function @ (AggregateFunction::VarSamp
+            | AggregateFunction::VarPop
+            | AggregateFunction::StddevSamp
+            | AggregateFunction::StddevPop) => Accumulator::Moments { count: 0, mean: 0.0, m2: 0.0, function },
         }
     }
 
@@ -232,6 +286,17 @@ impl Accumulator {
                 *sum = add_checked(*sum, v, overflowed);
                 *count += 1;
             }
+            Accumulator::Moments { count, mean, m2, .. } => {
+                let v = match value {
+                    Value::Double(d) => *d,
+                    Value::Int(i) => *i as f64,
+                    _ => return,
+                };
+                *count += 1;
+                let delta = v - *mean;
+                *mean += delta / *count as f64;
+                *m2 += delta * (v - *mean);
+            }
             Accumulator::Distinct { values, .. } => {
                 if !values.contains(value) {
                     values.insert(value.clone());
@@ -266,7 +331,9 @@ impl Accumulator {
                 *s = add_checked(*s, sum as f64, overflowed);
                 *c += count;
             }
-            Accumulator::Distinct { .. } => unreachable!("DISTINCT aggregates take no fast path (they need values)"),
+            Accumulator::Distinct { .. } | Accumulator::Moments { .. } => {
+                unreachable!("DISTINCT aggregates and variances take no fast path (they need values)")
+            }
         }
     }
 
@@ -295,6 +362,17 @@ impl Accumulator {
                 *a = add_checked(*a, *b, overflowed);
                 *n += m;
             }
+            (
+                Accumulator::Moments { count: n, mean, m2, .. },
+                Accumulator::Moments { count: m, mean: their_mean, m2: their_m2, .. },
+            ) if *m > 0 => {
+                let total = *n + m;
+                let delta = their_mean - *mean;
+                let (n_f, m_f, total_f) = (*n as f64, *m as f64, total as f64);
+                *mean += delta * m_f / total_f;
+                *m2 += their_m2 + delta * delta * n_f * m_f / total_f;
+                *n = total;
+            }
             (Accumulator::Distinct { values: a, .. }, Accumulator::Distinct { values: b, .. }) => {
                 a.extend(b.iter().cloned())
             }
@@ -320,6 +398,21 @@ impl Accumulator {
             Accumulator::Min(value) | Accumulator::Max(value) => value.clone().unwrap_or(Value::Null),
             Accumulator::Avg { count: 0, .. } => Value::Null,
             Accumulator::Avg { sum, count, .. } => Value::Double(sum / *count as f64),
+            Accumulator::Moments { count, m2, function, .. } => {
+                let sample = matches!(function, AggregateFunction::VarSamp | AggregateFunction::StddevSamp);
+                let divisor = if sample { *count - 1 } else { *count };
+                if divisor <= 0 {
+                    return Ok(Value::Null);
+                }
+                // Rounding can leave a hair below zero where every value is the same (not `max`, which would
+                // turn NaN, from an infinite value, into 0).
+                let variance = m2 / divisor as f64;
+                let variance = if variance < 0.0 { 0.0 } else { variance };
+                match function {
+                    AggregateFunction::StddevSamp | AggregateFunction::StddevPop => Value::Double(variance.sqrt()),
+                    _ => Value::Double(variance),
+                }
+            }
             Accumulator::Distinct { values, empty } => {
                 let mut accumulator = (**empty).clone();
                 values.iter().for_each(|v| accumulator.add(v, false));
@@ -402,6 +495,55 @@ mod tests {
         let error = accumulator.finish().unwrap_err();
         assert_eq!((error.sqlstate, error.message.as_str()), ("22003", "bigint out of range"));
         assert!(error.hint.is_some_and(|hint| hint.contains("double precision")));
+    }
+
+    #[test]
+    fn variances_match_the_two_pass_formula_however_the_values_are_split() {
+        let values: Vec<f64> = (0..1000).map(|i| 1e9 + f64::from((i * 7919) % 1013) * 0.5).collect();
+        let mean = values.iter().sum::<f64>() / values.len() as f64;
+        let squares: f64 = values.iter().map(|v| (v - mean) * (v - mean)).sum();
+        let n = values.len() as f64;
+        for (function, expected) in [
+            (AggregateFunction::VarSamp, squares / (n - 1.0)),
+            (AggregateFunction::VarPop, squares / n),
+            (AggregateFunction::StddevSamp, (squares / (n - 1.0)).sqrt()),
+            (AggregateFunction::StddevPop, (squares / n).sqrt()),
+        ] {
+            let call = call(function, DataType::Double);
+            assert_eq!(call.data_type, DataType::Double);
+            // One accumulator, and partials of uneven sizes (one empty) merged.
+            for split in [0, 1, 2, 333, 999, 1000] {
+                let mut left = Accumulator::new(&call);
+                let mut right = Accumulator::new(&call);
+                values[..split].iter().for_each(|v| left.add(&Value::Double(*v), false));
+                values[split..].iter().for_each(|v| right.add(&Value::Double(*v), false));
+                left.merge(&right);
+                let Value::Double(got) = left.finish().unwrap() else { panic!("{function:?}: not a double") };
+                assert!(
+                    (got - expected).abs() <= 1e-9 * expected,
+                    "{function:?} split at {split}: {got} vs {expected}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn variances_of_few_values_and_of_infinities_follow_postgresql() {
+        let finish = |function, values: &[Value]| {
+            let mut accumulator = Accumulator::new(&call(function, DataType::Double));
+            values.iter().for_each(|v| accumulator.add(v, false));
+            accumulator.finish().unwrap()
+        };
+        let one = [Value::Double(5.0), Value::Null];
+        assert_eq!(finish(AggregateFunction::VarSamp, &one), Value::Null, "a sample of one has no variance");
+        assert_eq!(finish(AggregateFunction::StddevSamp, &one), Value::Null);
+        assert_eq!(finish(AggregateFunction::VarPop, &one), Value::Double(0.0));
+        assert_eq!(finish(AggregateFunction::VarPop, &[]), Value::Null);
+        let same = [Value::Double(0.1), Value::Double(0.1), Value::Double(0.1)];
+        assert_eq!(finish(AggregateFunction::StddevSamp, &same), Value::Double(0.0));
+        let infinite = [Value::Double(1.0), Value::Double(f64::INFINITY)];
+        assert!(matches!(finish(AggregateFunction::VarSamp, &infinite), Value::Double(v) if v.is_nan()));
+        assert!(!AggregateFunction::VarPop.summarises_blocks() && AggregateFunction::Sum.summarises_blocks());
     }
 
     #[test]

@@ -771,6 +771,7 @@ fn aggregate_block(
         }
         if let Some(Expr::Column { index, .. }) = &call.argument
             && !call.distinct
+            && call.function.summarises_blocks()
             && let Some(values) = cache.ints(partition, *index, block)
         {
             let nulls = partition.column(*index).null_mask(block);

@@ -1114,7 +1114,7 @@ impl<'a> Binder<'a> {
                     )
                     .with_hint(
                         "numadb's window functions are row_number, rank, dense_rank, lag, lead and the aggregates \
-                         count, sum, min, max and avg",
+                         (count, sum, min, max, avg, bool_and, bool_or, the variances and standard deviations)",
                     ));
                 }
             };

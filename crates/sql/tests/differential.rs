@@ -4,7 +4,7 @@
 //! The data has NULLs in every column, text and doubles, several partitions (1024 rows each) and unsealed rows,
 //! so every storage path is exercised. Queries are filters (comparisons with constants and between expressions,
 //! BETWEEN, IN, IS NULL, IS [NOT] DISTINCT FROM, LIKE, boolean columns, AND/OR/NOT) feeding aggregates (bool_and and
-//! bool_or too; also of expressions, DISTINCT ones and ones with FILTER), GROUP BY with one or two keys and HAVING, DISTINCT,
+//! bool_or, variances and standard deviations too; also of expressions, DISTINCT ones and ones with FILTER), GROUP BY with one or two keys and HAVING, DISTINCT,
 //! projections of arithmetic, CASE, COALESCE, NULLIF, GREATEST/LEAST, numeric functions (round, floor, ceil, trunc,
 //! sign, sqrt, power, mod) and text ones (substring, replace, left/right, lpad/rpad, trim, concat, strpos, …), ORDER BY several
 //! keys with NULLS FIRST/LAST, LIMIT and OFFSET, UNION ALL, INTERSECT/EXCEPT [ALL] (also over a WITH query),
@@ -243,6 +243,11 @@ fn aggregate(rng: &mut Rng) -> String {
         0 => "count(*)".into(),
         1 => format!("count({})", rng.pick(&COLUMNS).0),
         2 => format!("sum({})", rng.pick(&numeric)),
+        3 if rng.chance(40) => format!(
+            "{}({})",
+            rng.pick(&["var_samp", "var_pop", "stddev_samp", "stddev_pop", "variance", "stddev"]),
+            rng.pick(&numeric)
+        ),
         3 => format!("avg({})", rng.pick(&numeric)),
         6 => format!("{}({})", rng.pick(&["sum", "min", "max", "avg"]), numeric_expression(rng)),
         7 => format!("count({})", numeric_expression(rng)),

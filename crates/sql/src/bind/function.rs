@@ -14,8 +14,9 @@ use super::{Binder, Scope, unsupported};
 /// The hint for a call of a function numadb does not have.
 pub(super) fn functions_hint() -> String {
     format!(
-        "numadb's aggregates are count, sum, min, max, avg, bool_and (every) and bool_or (also with DISTINCT or \
-         FILTER); its other functions are coalesce, nullif, greatest, least, {}",
+        "numadb's aggregates are count, sum, min, max, avg, bool_and (every), bool_or, var_samp (variance), \
+         var_pop, stddev_samp (stddev) and stddev_pop (also with DISTINCT or FILTER); its other functions are \
+         coalesce, nullif, greatest, least, {}",
         FUNCTION_NAMES.join(", ")
     )
 }
