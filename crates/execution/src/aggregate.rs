@@ -6,6 +6,8 @@ use numadb_storage::{DataType, Value};
 
 use crate::error::{ExecError, sqlstate};
 use crate::expr::Expr;
+use crate::plan::SortKey;
+use crate::window::compare_directed;
 
 /// An aggregate function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -34,12 +36,59 @@ pub enum AggregateFunction {
     StddevSamp,
     /// `STDDEV_POP(x)`: the population standard deviation.
     StddevPop,
+    /// `STRING_AGG(text, delimiter [ORDER BY …])`: the values joined, each after the first preceded by its row's
+    /// delimiter; NULL values are skipped, NULL when there are none.
+    StringAgg,
 }
 
 impl AggregateCall {
-    /// Every input column the call reads (its argument's and its filter's).
+    /// Every input column the call reads (its arguments', its filter's and its ORDER BY's).
     pub fn columns(&self, out: &mut Vec<usize>) {
-        self.argument.iter().chain(&self.filter).for_each(|e| e.columns(out));
+        let order_by = self.order_by.iter().map(|k| &k.expr);
+        self.argument.iter().chain(&self.extra).chain(&self.filter).chain(order_by).for_each(|e| e.columns(out));
+    }
+
+    /// The call with every expression in it replaced by `f` of it (renumbering columns).
+    pub fn try_map_exprs(&self, f: &mut dyn FnMut(&Expr) -> Result<Expr, ExecError>) -> Result<Self, ExecError> {
+        Ok(AggregateCall {
+            argument: self.argument.as_ref().map(&mut *f).transpose()?,
+            extra: self.extra.iter().map(&mut *f).collect::<Result<_, _>>()?,
+            filter: self.filter.as_ref().map(&mut *f).transpose()?,
+            order_by: self
+                .order_by
+                .iter()
+                .map(|k| Ok(SortKey { expr: f(&k.expr)?, ..k.clone() }))
+                .collect::<Result<_, ExecError>>()?,
+            ..self.clone()
+        })
+    }
+
+    /// Adds a row to `accumulator` (this call's state): nothing when its FILTER is not TRUE, the row itself for
+    /// `COUNT(*)`, else the argument's value (with the delimiter and sort keys an ordered aggregate keeps).
+    pub fn feed(&self, accumulator: &mut Accumulator, row: &[Value], params: &[Value]) -> Result<(), ExecError> {
+        if !self.admits(row, params)? {
+            return Ok(());
+        }
+        let Some(argument) = &self.argument else {
+            accumulator.add(&Value::Null, true);
+            return Ok(());
+        };
+        let value = argument.eval(row, params)?;
+        match accumulator {
+            Accumulator::Ordered { items, .. } => {
+                if value.is_null() {
+                    return Ok(());
+                }
+                let delimiter = match self.extra.first() {
+                    Some(delimiter) => delimiter.eval(row, params)?,
+                    None => Value::Null,
+                };
+                let keys = self.order_by.iter().map(|k| k.expr.eval(row, params)).collect::<Result<_, _>>()?;
+                items.push(OrderedValue { keys, value, delimiter });
+            }
+            _ => accumulator.add(&value, false),
+        }
+        Ok(())
     }
 
     /// Whether a row takes part: its FILTER is TRUE, or there is none.
@@ -67,6 +116,7 @@ impl AggregateFunction {
             "var_pop" => AggregateFunction::VarPop,
             "stddev_samp" | "stddev" => AggregateFunction::StddevSamp,
             "stddev_pop" => AggregateFunction::StddevPop,
+            "string_agg" => AggregateFunction::StringAgg,
             _ => return None,
         })
     }
@@ -85,6 +135,7 @@ impl AggregateFunction {
             AggregateFunction::VarPop => "var_pop",
             AggregateFunction::StddevSamp => "stddev_samp",
             AggregateFunction::StddevPop => "stddev_pop",
+            AggregateFunction::StringAgg => "string_agg",
         }
     }
 
@@ -100,11 +151,13 @@ impl AggregateFunction {
             | AggregateFunction::StddevPop => input.is_numeric(),
             AggregateFunction::Min | AggregateFunction::Max => input != DataType::Boolean,
             AggregateFunction::BoolAnd | AggregateFunction::BoolOr => input == DataType::Boolean,
+            AggregateFunction::StringAgg => input == DataType::Text,
         }
     }
 
     /// Whether a block's count, sum, minimum and maximum are all the function needs of the block's values (the
-    /// scan's fast path, [`Accumulator::add_ints`]): not for the variances, which need every value.
+    /// scan's fast path, [`Accumulator::add_ints`]): not for the variances, which need every value, nor for
+    /// `string_agg`.
     pub fn summarises_blocks(self) -> bool {
         !matches!(
             self,
@@ -112,7 +165,13 @@ impl AggregateFunction {
                 | AggregateFunction::VarPop
                 | AggregateFunction::StddevSamp
                 | AggregateFunction::StddevPop
+                | AggregateFunction::StringAgg
         )
+    }
+
+    /// The number of arguments the function takes (`COUNT(*)` counts as one).
+    pub fn arguments(self) -> usize {
+        if self == AggregateFunction::StringAgg { 2 } else { 1 }
     }
 
     /// The result type for an argument of type `input`.
@@ -131,6 +190,7 @@ impl AggregateFunction {
             | AggregateFunction::StddevPop => DataType::Double,
             AggregateFunction::Min | AggregateFunction::Max => input.unwrap_or(DataType::BigInt),
             AggregateFunction::BoolAnd | AggregateFunction::BoolOr => DataType::Boolean,
+            AggregateFunction::StringAgg => DataType::Text,
         }
     }
 }
@@ -146,6 +206,11 @@ pub struct AggregateCall {
     pub distinct: bool,
     /// `FILTER (WHERE …)`: only rows for which it is TRUE are aggregated.
     pub filter: Option<Expr>,
+    /// The arguments after the first (`string_agg`'s delimiter).
+    pub extra: Vec<Expr>,
+    /// `ORDER BY` inside the call: the order an ordered aggregate (`string_agg`) takes its values in; the others'
+    /// results do not depend on it.
+    pub order_by: Vec<SortKey>,
     /// The result type.
     pub data_type: DataType,
 }
@@ -191,6 +256,14 @@ pub enum Accumulator {
         /// Which variance the state finishes as.
         function: AggregateFunction,
     },
+    /// The values of an ordered aggregate (`string_agg`), with their sort keys, sorted when finished; partials
+    /// merge by concatenation.
+    Ordered {
+        /// Values so far.
+        items: Vec<OrderedValue>,
+        /// Each sort key's `(descending, nulls_first)`.
+        directions: Vec<(bool, bool)>,
+    },
     /// A DISTINCT aggregate: the distinct non-NULL values seen (partials merge by union), aggregated by `empty`
     /// (the function's empty state) when finished.
     Distinct {
@@ -199,6 +272,17 @@ pub enum Accumulator {
         /// The aggregate's empty state.
         empty: Box<Accumulator>,
     },
+}
+
+/// One value of an ordered aggregate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OrderedValue {
+    /// Its ORDER BY keys.
+    pub keys: Vec<Value>,
+    /// The value (never NULL).
+    pub value: Value,
+    /// The delimiter that goes before it (`string_agg`'s second argument on its row).
+    pub delimiter: Value,
 }
 
 /// `sum + v`, noting in `overflowed` when two finite doubles add up to an infinity.
@@ -237,6 +321,10 @@ impl Accumulator {
             | AggregateFunction::VarPop
             | AggregateFunction::StddevSamp
             | AggregateFunction::StddevPop) => Accumulator::Moments { count: 0, mean: 0.0, m2: 0.0, function },
+            AggregateFunction::StringAgg => Accumulator::Ordered {
+                items: Vec::new(),
+                directions: call.order_by.iter().map(|k| (k.descending, k.nulls_first)).collect(),
+            },
         }
     }
 
@@ -297,6 +385,9 @@ impl Accumulator {
                 *mean += delta / *count as f64;
                 *m2 += delta * (v - *mean);
             }
+            Accumulator::Ordered { items, .. } => {
+                items.push(OrderedValue { keys: Vec::new(), value: value.clone(), delimiter: Value::Null })
+            }
             Accumulator::Distinct { values, .. } => {
                 if !values.contains(value) {
                     values.insert(value.clone());
@@ -331,8 +422,8 @@ impl Accumulator {
                 *s = add_checked(*s, sum as f64, overflowed);
                 *c += count;
             }
-            Accumulator::Distinct { .. } | Accumulator::Moments { .. } => {
-                unreachable!("DISTINCT aggregates and variances take no fast path (they need values)")
+            Accumulator::Distinct { .. } | Accumulator::Moments { .. } | Accumulator::Ordered { .. } => {
+                unreachable!("DISTINCT aggregates, variances and string_agg take no fast path (they need values)")
             }
         }
     }
@@ -373,6 +464,9 @@ impl Accumulator {
                 *m2 += their_m2 + delta * delta * n_f * m_f / total_f;
                 *n = total;
             }
+            (Accumulator::Ordered { items: a, .. }, Accumulator::Ordered { items: b, .. }) => {
+                a.extend(b.iter().cloned())
+            }
             (Accumulator::Distinct { values: a, .. }, Accumulator::Distinct { values: b, .. }) => {
                 a.extend(b.iter().cloned())
             }
@@ -412,6 +506,32 @@ impl Accumulator {
                     AggregateFunction::StddevSamp | AggregateFunction::StddevPop => Value::Double(variance.sqrt()),
                     _ => Value::Double(variance),
                 }
+            }
+            Accumulator::Ordered { items, .. } if items.is_empty() => Value::Null,
+            Accumulator::Ordered { items, directions } => {
+                let mut order: Vec<&OrderedValue> = items.iter().collect();
+                // Stable: values with equal keys stay in the order they came (PostgreSQL leaves it unspecified).
+                order.sort_by(|a, b| {
+                    a.keys
+                        .iter()
+                        .zip(&b.keys)
+                        .zip(directions)
+                        .map(|((x, y), &(descending, nulls_first))| compare_directed(x, y, descending, nulls_first))
+                        .find(|ordering| ordering.is_ne())
+                        .unwrap_or(std::cmp::Ordering::Equal)
+                });
+                let mut out = String::new();
+                for (i, item) in order.iter().enumerate() {
+                    if i > 0
+                        && let Value::Text(delimiter) = &item.delimiter
+                    {
+                        out.push_str(delimiter);
+                    }
+                    if let Value::Text(text) = &item.value {
+                        out.push_str(text);
+                    }
+                }
+                Value::text(&out)
             }
             Accumulator::Distinct { values, empty } => {
                 let mut accumulator = (**empty).clone();
@@ -478,6 +598,8 @@ mod tests {
             argument: Some(Expr::Column { index: 0, data_type }),
             distinct: false,
             filter: None,
+            extra: Vec::new(),
+            order_by: Vec::new(),
             data_type: function.result_type(Some(data_type)),
         }
     }
@@ -554,6 +676,8 @@ mod tests {
                 argument: None,
                 distinct: false,
                 filter: None,
+                extra: Vec::new(),
+                order_by: Vec::new(),
                 data_type: DataType::BigInt,
             },
             call(AggregateFunction::Min, DataType::Text),

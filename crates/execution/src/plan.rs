@@ -442,16 +442,7 @@ fn map_aggregation(
     f: &mut dyn FnMut(&Expr) -> Result<Expr, ExecError>,
 ) -> Result<(Vec<Expr>, Vec<AggregateCall>), ExecError> {
     let group_by = group_by.iter().map(&mut *f).collect::<Result<_, _>>()?;
-    let aggregates = aggregates
-        .iter()
-        .map(|a| {
-            Ok(AggregateCall {
-                argument: a.argument.as_ref().map(&mut *f).transpose()?,
-                filter: a.filter.as_ref().map(&mut *f).transpose()?,
-                ..a.clone()
-            })
-        })
-        .collect::<Result<_, ExecError>>()?;
+    let aggregates = aggregates.iter().map(|a| a.try_map_exprs(&mut *f)).collect::<Result<_, ExecError>>()?;
     Ok((group_by, aggregates))
 }
 
@@ -477,11 +468,23 @@ fn describe_output(out: &mut String, indent: &str, output: &ScanOutput, names: &
             let calls: Vec<String> = aggregates
                 .iter()
                 .map(|a| {
+                    let arguments: Vec<String> = match &a.argument {
+                        None => vec!["*".to_string()],
+                        Some(argument) => {
+                            std::iter::once(argument).chain(&a.extra).map(|e| show_expr(e, names)).collect()
+                        }
+                    };
+                    let order_by: Vec<String> = a
+                        .order_by
+                        .iter()
+                        .map(|k| format!("{}{}", show_expr(&k.expr, names), if k.descending { " DESC" } else { "" }))
+                        .collect();
                     format!(
-                        "{}({}{}){}",
+                        "{}({}{}{}){}",
                         a.function.name(),
                         if a.distinct { "DISTINCT " } else { "" },
-                        a.argument.as_ref().map_or("*".to_string(), |e| show_expr(e, names)),
+                        arguments.join(", "),
+                        if order_by.is_empty() { String::new() } else { format!(" ORDER BY {}", order_by.join(", ")) },
                         a.filter.as_ref().map_or(String::new(), |f| format!(" FILTER (WHERE {})", show_expr(f, names)))
                     )
                 })

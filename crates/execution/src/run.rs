@@ -740,13 +740,7 @@ fn group_row(
     let key = group_by.iter().map(|e| e.eval(row, params)).collect::<Result<Vec<_>, _>>()?;
     let state = partial.groups.entry(key).or_insert_with(|| aggregates.iter().map(Accumulator::new).collect());
     for (call, accumulator) in aggregates.iter().zip(state.iter_mut()) {
-        if !call.admits(row, params)? {
-            continue;
-        }
-        match &call.argument {
-            None => accumulator.add(&Value::Null, true),
-            Some(argument) => accumulator.add(&argument.eval(row, params)?, false),
-        }
+        call.feed(accumulator, row, params)?;
     }
     Ok(())
 }
@@ -801,15 +795,8 @@ fn aggregate_block(
             return;
         }
         cache.fill_row(partition, &columns, first_row + i, row);
-        let value = call.admits(row, params).and_then(|admitted| match (&call.argument, admitted) {
-            (_, false) => Ok(None),
-            (None, true) => Ok(Some((Value::Null, true))),
-            (Some(argument), true) => argument.eval(row, params).map(|v| Some((v, false))),
-        });
-        match value {
-            Ok(Some((value, count_star))) => accumulator.add(&value, count_star),
-            Ok(None) => {}
-            Err(e) => error = Some(e),
+        if let Err(e) = call.feed(accumulator, row, params) {
+            error = Some(e);
         }
     });
     error.map_or(Ok(()), Err)

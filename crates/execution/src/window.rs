@@ -55,11 +55,7 @@ impl WindowCall {
     pub fn try_map_exprs(&self, f: &mut dyn FnMut(&Expr) -> Result<Expr, ExecError>) -> Result<Self, ExecError> {
         let function = match &self.function {
             WindowFunction::Lag { argument, offset } => WindowFunction::Lag { argument: f(argument)?, offset: *offset },
-            WindowFunction::Aggregate(call) => WindowFunction::Aggregate(AggregateCall {
-                argument: call.argument.as_ref().map(&mut *f).transpose()?,
-                filter: call.filter.as_ref().map(&mut *f).transpose()?,
-                ..call.clone()
-            }),
+            WindowFunction::Aggregate(call) => WindowFunction::Aggregate(call.try_map_exprs(f)?),
             other => other.clone(),
         };
         Ok(WindowCall {
@@ -78,22 +74,27 @@ impl WindowCall {
 /// Compares two rows' sort keys as ORDER BY does (direction and NULL placement per key).
 pub fn compare_sort_keys(a: &[Value], b: &[Value], keys: &[SortKey]) -> Ordering {
     for ((x, y), key) in a.iter().zip(b).zip(keys) {
-        let ordering = match (x.is_null(), y.is_null()) {
-            (true, true) => Ordering::Equal,
-            (true, false) if key.nulls_first => Ordering::Less,
-            (true, false) => Ordering::Greater,
-            (false, true) if key.nulls_first => Ordering::Greater,
-            (false, true) => Ordering::Less,
-            (false, false) => {
-                let ordering = x.sort_cmp(y);
-                if key.descending { ordering.reverse() } else { ordering }
-            }
-        };
+        let ordering = compare_directed(x, y, key.descending, key.nulls_first);
         if ordering.is_ne() {
             return ordering;
         }
     }
     Ordering::Equal
+}
+
+/// How `x` and `y` order under one key's direction and NULL placement.
+pub(crate) fn compare_directed(x: &Value, y: &Value, descending: bool, nulls_first: bool) -> Ordering {
+    match (x.is_null(), y.is_null()) {
+        (true, true) => Ordering::Equal,
+        (true, false) if nulls_first => Ordering::Less,
+        (true, false) => Ordering::Greater,
+        (false, true) if nulls_first => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        (false, false) => {
+            let ordering = x.sort_cmp(y);
+            if descending { ordering.reverse() } else { ordering }
+        }
+    }
 }
 
 /// Appends to every row one column per call, in call order. `interrupted` is asked between calls and every
@@ -205,14 +206,7 @@ fn evaluate_partition(
                     end += 1;
                 }
                 for &row in &members[start..end] {
-                    let row = &rows[row];
-                    if !aggregate.admits(row, params)? {
-                        continue;
-                    }
-                    match &aggregate.argument {
-                        None => accumulator.add(&Value::Null, true),
-                        Some(argument) => accumulator.add(&argument.eval(row, params)?, false),
-                    }
+                    aggregate.feed(&mut accumulator, &rows[row], params)?;
                 }
                 let value = accumulator.finish()?;
                 for &row in &members[start..end] {
@@ -266,6 +260,8 @@ mod tests {
             argument: Some(column(1)),
             distinct: false,
             filter: None,
+            extra: Vec::new(),
+            order_by: Vec::new(),
             data_type: DataType::BigInt,
         });
         let ints = |v: &[i64]| v.iter().map(|&v| Value::Int(v)).collect::<Vec<_>>();

@@ -938,8 +938,9 @@ impl<'a> Binder<'a> {
         let arguments: Vec<&FunctionArgExpr> = match &function.args {
             FunctionArguments::None => Vec::new(),
             FunctionArguments::List(list) => {
-                if !list.clauses.is_empty() {
-                    return Err(unsupported("a clause inside a function's arguments (ORDER BY, LIMIT, …)"));
+                // An aggregate's ORDER BY is the one clause numadb takes (`aggregate_order_by`).
+                if list.clauses.iter().any(|c| !matches!(c, ast::FunctionArgumentClause::OrderBy(_))) {
+                    return Err(unsupported("a clause inside a function's arguments (LIMIT, IGNORE NULLS, …)"));
                 }
                 list.args
                     .iter()
@@ -975,7 +976,10 @@ impl<'a> Binder<'a> {
         if let Some(expressions) = &expressions
             && let Some(scalar) = self.bind_scalar_function(&name, expressions, scope)?
         {
-            for (given, clause) in [(distinct, "DISTINCT"), (function.filter.is_some(), "FILTER")] {
+            let ordered = !aggregate_order_by(function).is_empty();
+            for (given, clause) in
+                [(distinct, "DISTINCT"), (function.filter.is_some(), "FILTER"), (ordered, "ORDER BY")]
+            {
                 if given {
                     return Err(ExecError::new(
                         sqlstate::WRONG_OBJECT_TYPE,
@@ -1026,6 +1030,9 @@ impl<'a> Binder<'a> {
         }
         if !function.within_group.is_empty() || function.null_treatment.is_some() {
             return Err(unsupported("WITHIN GROUP, IGNORE NULLS or RESPECT NULLS"));
+        }
+        if !aggregate_order_by(function).is_empty() {
+            return Err(unsupported("aggregate ORDER BY in a window function"));
         }
         if matches!(&function.args, FunctionArguments::List(list)
             if matches!(list.duplicate_treatment, Some(ast::DuplicateTreatment::Distinct)))
@@ -1173,6 +1180,7 @@ impl<'a> Binder<'a> {
             )
             .with_hint(function::functions_hint()));
         };
+        let mut extra = Vec::new();
         let argument = match arguments {
             [FunctionArgExpr::Wildcard] if aggregate == AggregateFunction::Count && distinct => {
                 return Err(ExecError::new(
@@ -1184,24 +1192,38 @@ impl<'a> Binder<'a> {
                 aggregate = AggregateFunction::CountStar;
                 None
             }
-            [FunctionArgExpr::Expr(arg)] => {
-                // An aggregate's argument is bound without aggregates allowed (no nesting).
-                // A window aggregate's argument may use the query's aggregates (`sum(count(*)) OVER (…)`).
-                let bound = if over_window {
-                    self.bind_expr(arg, scope)?
-                } else {
-                    self.in_aggregate_argument.set(true);
-                    let bound = self.without_aggregates(|| self.bind_expr(arg, scope));
-                    self.in_aggregate_argument.set(false);
-                    bound?
-                };
+            [FunctionArgExpr::Expr(arg), rest @ ..] if rest.len() + 1 == aggregate.arguments() => {
+                let mut bound = self.bind_aggregate_argument(arg, over_window, scope)?;
+                if self.is_untyped(&bound) && aggregate == AggregateFunction::StringAgg {
+                    bound = self.coerce_to(bound, DataType::Text)?;
+                }
                 if !aggregate.accepts(bound.data_type()) {
                     return Err(ExecError::new(
                         sqlstate::UNDEFINED_FUNCTION,
                         format!("function {name}({}) does not exist", bound.data_type()),
                     ));
                 }
+                for argument in rest {
+                    let FunctionArgExpr::Expr(argument) = argument else {
+                        return Err(ExecError::new(sqlstate::SYNTAX_ERROR, format!("syntax error in {name}(…, *)")));
+                    };
+                    // string_agg's delimiter: text.
+                    let delimiter = self.bind_aggregate_argument(argument, over_window, scope)?;
+                    if delimiter.data_type() != DataType::Text && !self.is_untyped(&delimiter) {
+                        return Err(ExecError::new(
+                            sqlstate::UNDEFINED_FUNCTION,
+                            format!("function {name}({}, {}) does not exist", bound.data_type(), delimiter.data_type()),
+                        ));
+                    }
+                    extra.push(self.coerce_to(delimiter, DataType::Text)?);
+                }
                 Some(bound)
+            }
+            _ if aggregate.arguments() == 2 => {
+                return Err(ExecError::new(
+                    sqlstate::UNDEFINED_FUNCTION,
+                    format!("function {name} takes two arguments"),
+                ));
             }
             _ => {
                 return Err(ExecError::new(
@@ -1210,6 +1232,18 @@ impl<'a> Binder<'a> {
                 ));
             }
         };
+        if distinct && aggregate == AggregateFunction::StringAgg {
+            return Err(unsupported("string_agg(DISTINCT …)"));
+        }
+        // ORDER BY inside the call: keys bound like the argument.
+        let order_by = aggregate_order_by(function)
+            .iter()
+            .map(|item| {
+                let item = plain_order_item(item)?;
+                let key = self.bind_aggregate_argument(&item.expr, over_window, scope)?;
+                Ok(sort_key(key, &item.options))
+            })
+            .collect::<Result<Vec<_>, ExecError>>()?;
         // FILTER (WHERE …): a condition over the row, bound like the argument (no aggregates inside).
         let filter = match &function.filter {
             None => None,
@@ -1225,7 +1259,24 @@ impl<'a> Binder<'a> {
             }
         };
         let data_type = aggregate.result_type(argument.as_ref().map(Expr::data_type));
-        Ok(AggregateCall { function: aggregate, argument, distinct, filter, data_type })
+        Ok(AggregateCall { function: aggregate, argument, distinct, filter, extra, order_by, data_type })
+    }
+
+    /// An aggregate's argument (or ORDER BY key), bound without aggregates allowed (they do not nest); a window
+    /// aggregate's may use the query's aggregates (`sum(count(*)) OVER (…)`).
+    fn bind_aggregate_argument(
+        &self,
+        arg: &ast::Expr,
+        over_window: bool,
+        scope: &Scope<'_>,
+    ) -> Result<Expr, ExecError> {
+        if over_window {
+            return self.bind_expr(arg, scope);
+        }
+        self.in_aggregate_argument.set(true);
+        let bound = self.without_aggregates(|| self.bind_expr(arg, scope));
+        self.in_aggregate_argument.set(false);
+        bound
     }
 
     // ----------------------------------------------------------------------------------------------------
@@ -2103,6 +2154,18 @@ fn mismatch(expr: &Expr, target: DataType) -> ExecError {
         format!("expression is of type {} but {target} is expected", expr.data_type()),
     )
     .with_hint("You will need to rewrite or cast the expression.")
+}
+
+/// The ORDER BY inside a call's parentheses (`string_agg(s, ',' ORDER BY s)`), empty when there is none.
+fn aggregate_order_by(function: &ast::Function) -> &[ast::OrderByExpr] {
+    let FunctionArguments::List(list) = &function.args else { return &[] };
+    list.clauses
+        .iter()
+        .find_map(|c| match c {
+            ast::FunctionArgumentClause::OrderBy(items) => Some(items.as_slice()),
+            _ => None,
+        })
+        .unwrap_or(&[])
 }
 
 /// An ORDER BY item with `USING <` / `USING >` turned into ASC / DESC (the only operators whose order numadb

@@ -4,7 +4,7 @@
 //! The data has NULLs in every column, text and doubles, several partitions (1024 rows each) and unsealed rows,
 //! so every storage path is exercised. Queries are filters (comparisons with constants and between expressions,
 //! BETWEEN, IN, IS NULL, IS [NOT] DISTINCT FROM, LIKE, boolean columns, AND/OR/NOT) feeding aggregates (bool_and and
-//! bool_or, variances and standard deviations too; also of expressions, DISTINCT ones and ones with FILTER), GROUP BY with one or two keys and HAVING, DISTINCT,
+//! bool_or, variances and standard deviations, string_agg with ORDER BY too; also of expressions, DISTINCT ones and ones with FILTER), GROUP BY with one or two keys and HAVING, DISTINCT,
 //! projections of arithmetic, CASE, COALESCE, NULLIF, GREATEST/LEAST, numeric functions (round, floor, ceil, trunc,
 //! sign, sqrt, power, mod) and text ones (substring, replace, left/right, lpad/rpad, trim, concat, strpos, …), ORDER BY several
 //! keys with NULLS FIRST/LAST, LIMIT and OFFSET, UNION ALL, INTERSECT/EXCEPT [ALL] (also over a WITH query),
@@ -233,6 +233,12 @@ fn numeric_expression(rng: &mut Rng) -> String {
 fn aggregate(rng: &mut Rng) -> String {
     let numeric = ["a", "b", "d", "k"];
     match rng.below(12) {
+        11 if rng.chance(35) => format!(
+            "string_agg({}, '{}' ORDER BY {})",
+            rng.pick(&["s", "upper(s)", "s || a", "left(s, 1)"]),
+            rng.pick(&[",", "", " - "]),
+            rng.pick(&["k", "k DESC", "s, k", "s DESC, k DESC", "a NULLS FIRST, k"])
+        ),
         11 => format!("{}({})", rng.pick(&["bool_and", "bool_or"]), rng.pick(&["f", "a > 0", "s < 'dog'", "NOT f"])),
         10 => {
             let base = rng.pick(&["count(*)", "count(a)", "sum(a)", "sum(d)", "min(s)", "max(b)", "avg(k)"]);
