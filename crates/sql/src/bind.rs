@@ -2434,8 +2434,10 @@ impl SelectClauses<'_> {
         self.having.iter_mut().for_each(over);
         self.sort_exprs.iter_mut().for_each(|(expr, _)| over(expr));
         for aggregate in &mut self.aggregates {
-            aggregate.argument.iter_mut().for_each(over);
-            aggregate.filter.iter_mut().for_each(over);
+            match aggregate.try_map_exprs(&mut |e| Ok(map_columns(e, map))) {
+                Ok(mapped) => *aggregate = mapped,
+                Err(never) => unreachable!("renumbering cannot fail: {never}"),
+            }
         }
         for call in &mut self.windows {
             match call.try_map_exprs(&mut |e| Ok(map_columns(e, map))) {

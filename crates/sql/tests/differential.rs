@@ -437,7 +437,14 @@ fn join_query(rng: &mut Rng, filter: &str) -> (String, bool) {
         conditions.push(u_filter);
     }
     let filter = if conditions.is_empty() { String::new() } else { format!(" WHERE {}", conditions.join(" AND ")) };
-    if rng.chance(50) {
+    if rng.chance(15) {
+        // Aggregates whose other arguments and ORDER BY read both sides (renumbered over the join's rows).
+        let query = format!(
+            "SELECT t.a % 3, string_agg({table_u}.us || t.k, ',' ORDER BY t.k, {table_u}.us), var_pop({table_u}.ua), \
+             count(*) FROM {from}{filter} GROUP BY t.a % 3"
+        );
+        (query, false)
+    } else if rng.chance(50) {
         let query = format!(
             "SELECT count(*), count(t.k), count({key_u}), sum(t.a), sum({table_u}.ua), min({table_u}.us) FROM {from}{filter}"
         );
