@@ -61,6 +61,18 @@ pub struct SortKey {
     pub nulls_first: bool,
 }
 
+/// What a [`Plan::Post`] removes as duplicates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dedup {
+    /// Nothing.
+    No,
+    /// `DISTINCT`: rows equal to an earlier projected row.
+    Rows,
+    /// `DISTINCT ON (…)`: rows whose first `n` ORDER BY keys equal those of an earlier row in sorted order (the
+    /// binder puts the DISTINCT ON expressions first among the keys, as PostgreSQL requires them to be).
+    OnSortKeys(usize),
+}
+
 /// A set operation other than `UNION` (which is `UNION ALL`, then `DISTINCT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SetOp {
@@ -187,8 +199,8 @@ pub enum Plan {
         filter: Option<Expr>,
         /// The select list (over input rows); `None` passes rows through.
         projection: Option<Vec<Expr>>,
-        /// `DISTINCT` on the projected rows.
-        distinct: bool,
+        /// `DISTINCT` (on the projected rows) or `DISTINCT ON` (on leading ORDER BY keys).
+        distinct: Dedup,
         /// `ORDER BY` (over input rows).
         order_by: Vec<SortKey>,
         /// `OFFSET`.
@@ -395,11 +407,15 @@ impl Plan {
                     // Above an aggregation it is HAVING; above a subquery's rows, the outer query's WHERE.
                     parts.push(if input.aggregates() { "Having" } else { "Filter" }.to_string());
                 }
-                if *distinct {
+                // In the order they run: DISTINCT before the sort, DISTINCT ON after it.
+                if *distinct == Dedup::Rows {
                     parts.push("Distinct".to_string());
                 }
                 if !order_by.is_empty() {
                     parts.push(format!("Sort ({} key{})", order_by.len(), if order_by.len() == 1 { "" } else { "s" }));
+                }
+                if let Dedup::OnSortKeys(n) = distinct {
+                    parts.push(format!("Distinct On ({n} key{})", if *n == 1 { "" } else { "s" }));
                 }
                 if offset.is_some() {
                     parts.push("Offset".to_string());

@@ -21,7 +21,7 @@ use crate::aggregate::{Accumulator, AggregateCall, AggregateFunction, PartialAgg
 use crate::error::{ExecError, sqlstate};
 use crate::expr::Expr;
 use crate::filter::{Filter, compile, tail_mask};
-use crate::plan::{JoinKind, JoinPlan, LookupPlan, Plan, ScanOutput, ScanPlan, SetOp, SortKey};
+use crate::plan::{Dedup, JoinKind, JoinPlan, LookupPlan, Plan, ScanOutput, ScanPlan, SetOp, SortKey};
 use crate::window::{append_windows, compare_sort_keys};
 
 /// Every row of a full block.
@@ -383,7 +383,7 @@ fn collect_scans(
         }
         // `LIMIT` right over a scan's rows (no filter, sort or DISTINCT between): the scan needs only its first
         // `OFFSET + LIMIT` rows.
-        Plan::Post { input, filter: None, distinct: false, order_by, offset, limit: Some(limit), .. }
+        Plan::Post { input, filter: None, distinct: Dedup::No, order_by, offset, limit: Some(limit), .. }
             if order_by.is_empty()
                 && matches!(input.as_ref(), Plan::Scan(ScanPlan { output: ScanOutput::Rows(_), .. })) =>
         {
@@ -1317,7 +1317,7 @@ fn post_process(
     rows: Vec<Vec<Value>>,
     filter: Option<&Expr>,
     projection: Option<&[Expr]>,
-    distinct: bool,
+    distinct: Dedup,
     order_by: &[SortKey],
     offset: Option<&Expr>,
     limit: Option<&Expr>,
@@ -1349,7 +1349,7 @@ fn post_process(
         };
         result.operator(name, keyed.len(), started);
     }
-    if distinct {
+    if distinct == Dedup::Rows {
         let started = Instant::now();
         let mut seen = HashSet::new();
         keyed.retain(|(_, row)| seen.insert(row.clone()));
@@ -1359,6 +1359,13 @@ fn post_process(
     if !order_by.is_empty() {
         keyed.sort_by(|(a, _), (b, _)| compare_sort_keys(a, b, order_by));
         result.operator("Sort", keyed.len(), started);
+    }
+    if let Dedup::OnSortKeys(n) = distinct {
+        // Sorted, so the rows of one DISTINCT ON key are together: the first of each stays.
+        let started = Instant::now();
+        let on = &order_by[..n.min(order_by.len())];
+        keyed.dedup_by(|(later, _), (first, _)| compare_sort_keys(first, later, on).is_eq());
+        result.operator("Distinct On", keyed.len(), started);
     }
     let started = Instant::now();
     let end = limit.map_or(keyed.len(), |l| offset.saturating_add(l).min(keyed.len()));

@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use numadb_execution::expr::{Expr, ScalarFunction, cast, parse_value};
-use numadb_execution::plan::{LookupPlan, Plan, ScanOutput, ScanPlan, SetOp, SortKey};
+use numadb_execution::plan::{Dedup, LookupPlan, Plan, ScanOutput, ScanPlan, SetOp, SortKey};
 use numadb_execution::{AggregateCall, AggregateFunction, BinaryOp, ExecError, WindowCall, WindowFunction, sqlstate};
 use numadb_storage::{DataType, Table, Value};
 
@@ -1444,7 +1444,7 @@ impl<'a> Binder<'a> {
                     input: Box::new(bound.plan),
                     filter: None,
                     projection: None,
-                    distinct: false,
+                    distinct: Dedup::No,
                     order_by: keys,
                     offset,
                     limit,
@@ -1514,7 +1514,7 @@ impl<'a> Binder<'a> {
                             }
                         }
                         let union = Plan::UnionAll(inputs);
-                        if all { union } else { post(union, None, None, true, Vec::new(), None, None) }
+                        if all { union } else { post(union, None, None, Dedup::Rows, Vec::new(), None, None) }
                     }
                 };
                 Ok(BoundQuery { plan, columns, tables })
@@ -1603,7 +1603,7 @@ impl<'a> Binder<'a> {
                     }
                 })
                 .collect();
-            post(side, None, Some(projection), false, Vec::new(), None, None)
+            post(side, None, Some(projection), Dedup::No, Vec::new(), None, None)
         };
         let left_plan = cast_to_result(left.plan, &left.columns);
         let right_plan = cast_to_result(right.plan, &right.columns);
@@ -1784,9 +1784,29 @@ impl<'a> Binder<'a> {
                 return Err(ExecError::new(sqlstate::GROUPING_ERROR, "aggregate functions are not allowed in WHERE"));
             }
             let distinct = match &select.distinct {
-                None | Some(Distinct::All) => false,
-                Some(Distinct::Distinct) => true,
-                Some(Distinct::On(_)) => return Err(unsupported("DISTINCT ON")),
+                None | Some(Distinct::All) => Dedup::No,
+                Some(Distinct::Distinct) => Dedup::Rows,
+                Some(Distinct::On(on)) => {
+                    // The DISTINCT ON expressions are read as ORDER BY items are, and become the first sort keys:
+                    // the ORDER BY must begin with them, in any order (42P10 otherwise, as in PostgreSQL), and
+                    // those it leaves out follow it.
+                    let on = on.iter().map(|e| self.order_item(e, scope, &items)).collect::<Result<Vec<_>, _>>()?;
+                    let mut missing = on.clone();
+                    for (expr, _) in &sort_exprs {
+                        if missing.is_empty() {
+                            break;
+                        }
+                        let Some(position) = missing.iter().position(|m| m == expr) else {
+                            return Err(ExecError::new(
+                                sqlstate::INVALID_COLUMN_REFERENCE,
+                                "SELECT DISTINCT ON expressions must match initial ORDER BY expressions",
+                            ));
+                        };
+                        missing.remove(position);
+                    }
+                    sort_exprs.extend(missing.into_iter().map(|expr| (expr, &ASCENDING)));
+                    Dedup::OnSortKeys(on.len())
+                }
             };
             Ok(SelectClauses { filter, items, group_by, grouped, having, sort_exprs, aggregates, windows, distinct })
         })();
@@ -1978,12 +1998,12 @@ impl<'a> Binder<'a> {
             return Ok(BoundQuery { plan, columns, tables });
         }
         let projection: Vec<Expr> = items.into_iter().map(|(e, _)| e).collect();
-        if sort_exprs.is_empty() && !distinct {
+        if sort_exprs.is_empty() && distinct == Dedup::No {
             let input = self.scan_or_lookup(&table, filter, ScanOutput::Rows(projection));
-            let plan = post(input, None, None, false, Vec::new(), offset, limit);
+            let plan = post(input, None, None, Dedup::No, Vec::new(), offset, limit);
             return Ok(BoundQuery { plan, columns, tables });
         }
-        if distinct && sort_exprs.iter().any(|(e, _)| !projection.contains(e)) {
+        if distinct == Dedup::Rows && sort_exprs.iter().any(|(e, _)| !projection.contains(e)) {
             return Err(distinct_order_error());
         }
         // The scan produces the columns the projection and the sort keys need; both are evaluated after it.
@@ -2156,6 +2176,9 @@ fn mismatch(expr: &Expr, target: DataType) -> ExecError {
     .with_hint("You will need to rewrite or cast the expression.")
 }
 
+/// An ORDER BY item's options when none are written (ascending, NULLs last).
+static ASCENDING: ast::OrderByOptions = ast::OrderByOptions { sort: None, nulls_first: None };
+
 /// The ORDER BY inside a call's parentheses (`string_agg(s, ',' ORDER BY s)`), empty when there is none.
 fn aggregate_order_by(function: &ast::Function) -> &[ast::OrderByExpr] {
     let FunctionArguments::List(list) = &function.args else { return &[] };
@@ -2241,7 +2264,7 @@ pub(crate) fn settle_untyped(query: &mut BoundQuery) {
         })
         .collect();
     let input = std::mem::replace(&mut query.plan, Plan::Values(Vec::new()));
-    query.plan = post(input, None, Some(projection), false, Vec::new(), None, None);
+    query.plan = post(input, None, Some(projection), Dedup::No, Vec::new(), None, None);
 }
 
 /// Renames the first columns after a column alias list (`AS t(a, b)`); `what` names the relation in the error when
@@ -2270,14 +2293,14 @@ fn post(
     input: Plan,
     filter: Option<Expr>,
     projection: Option<Vec<Expr>>,
-    distinct: bool,
+    distinct: Dedup,
     order_by: Vec<SortKey>,
     offset: Option<Expr>,
     limit: Option<Expr>,
 ) -> Plan {
     if filter.is_none()
         && projection.is_none()
-        && !distinct
+        && distinct == Dedup::No
         && order_by.is_empty()
         && offset.is_none()
         && limit.is_none()
@@ -2366,7 +2389,7 @@ fn plan_over_rows(
     let SelectClauses { filter, items, group_by, grouped, having, sort_exprs, aggregates, windows, distinct } = clauses;
     let columns: Vec<OutputColumn> =
         items.iter().map(|(e, name)| OutputColumn { name: name.clone(), data_type: e.data_type() }).collect();
-    let plan = post(input, filter, None, false, Vec::new(), None, None);
+    let plan = post(input, filter, None, Dedup::No, Vec::new(), None, None);
     // Window functions run over the rows after WHERE, grouping and HAVING, before the select list; their values
     // are appended to those rows, at `width` on.
     let with_windows = |plan: Plan, windows: Vec<WindowCall>, width: usize| {
@@ -2391,7 +2414,7 @@ fn plan_over_rows(
         if windows.is_empty() {
             post(input, having, Some(projection), distinct, keys, offset, limit)
         } else {
-            let input = post(input, having, None, false, Vec::new(), None, None);
+            let input = post(input, having, None, Dedup::No, Vec::new(), None, None);
             let (input, placed) = with_windows(input, windows, width);
             let projection = projection.iter().map(&placed).collect();
             let keys = keys.into_iter().map(|key| SortKey { expr: placed(&key.expr), ..key }).collect();
@@ -2401,7 +2424,7 @@ fn plan_over_rows(
         let (plan, placed) = with_windows(plan, windows, names.len());
         let projection: Vec<Expr> = items.iter().map(|(e, _)| placed(e)).collect();
         let sort_exprs: Vec<(Expr, _)> = sort_exprs.iter().map(|(e, options)| (placed(e), *options)).collect();
-        if distinct && sort_exprs.iter().any(|(e, _)| !projection.contains(e)) {
+        if distinct == Dedup::Rows && sort_exprs.iter().any(|(e, _)| !projection.contains(e)) {
             return Err(distinct_order_error());
         }
         let keys = sort_exprs.into_iter().map(|(e, options)| sort_key(e, options)).collect();
@@ -2421,7 +2444,7 @@ struct SelectClauses<'q> {
     aggregates: Vec<AggregateCall>,
     /// Window function calls; [`WINDOW_BASE`] + i in the other clauses is call i's value.
     windows: Vec<WindowCall>,
-    distinct: bool,
+    distinct: Dedup,
 }
 
 impl SelectClauses<'_> {
@@ -2560,7 +2583,7 @@ fn untyped_output(plan: &Plan, index: usize) -> bool {
         | Plan::Lookup(LookupPlan { output: ScanOutput::Rows(exprs), .. }) => literal(&exprs[index]),
         Plan::UnionAll(inputs) => inputs.iter().all(|p| untyped_output(p, index)),
         Plan::Subqueries { main, .. } => untyped_output(main, index),
-        Plan::Post { input, filter: None, projection, distinct: false, order_by, .. } if order_by.is_empty() => {
+        Plan::Post { input, filter: None, projection, distinct: Dedup::No, order_by, .. } if order_by.is_empty() => {
             match projection.as_ref().map(|p| &p[index]) {
                 None => untyped_output(input, index),
                 Some(Expr::Column { index: inner, .. }) => untyped_output(input, *inner),

@@ -4,7 +4,7 @@
 //! The data has NULLs in every column, text and doubles, several partitions (1024 rows each) and unsealed rows,
 //! so every storage path is exercised. Queries are filters (comparisons with constants and between expressions,
 //! BETWEEN, IN, IS NULL, IS [NOT] DISTINCT FROM, LIKE, boolean columns, AND/OR/NOT) feeding aggregates (bool_and and
-//! bool_or, variances and standard deviations, string_agg with ORDER BY too; also of expressions, DISTINCT ones and ones with FILTER), GROUP BY with one or two keys and HAVING, DISTINCT,
+//! bool_or, variances and standard deviations, string_agg with ORDER BY too; also of expressions, DISTINCT ones and ones with FILTER), GROUP BY with one or two keys and HAVING, DISTINCT and DISTINCT ON,
 //! projections of arithmetic, CASE, COALESCE, NULLIF, GREATEST/LEAST, numeric functions (round, floor, ceil, trunc,
 //! sign, sqrt, power, mod) and text ones (substring, replace, left/right, lpad/rpad, trim, concat, strpos, …), ORDER BY several
 //! keys with NULLS FIRST/LAST, LIMIT and OFFSET, UNION ALL, INTERSECT/EXCEPT [ALL] (also over a WITH query),
@@ -305,6 +305,17 @@ fn query(rng: &mut Rng) -> (String, bool) {
             let projection = format!("k, {}, {text}", numeric_expression(rng));
             let order = keys.join(", ");
             (format!("SELECT {projection} FROM t{filter} ORDER BY {order}, k LIMIT {limit} OFFSET {offset}"), true)
+        }
+        7 if rng.chance(30) => {
+            // DISTINCT ON: the first row of each key in an order that `k` (unique) makes total.
+            let (on, order) = *rng.pick(&[
+                ("a", "a, k"),
+                ("a", "a DESC NULLS FIRST, k DESC"),
+                ("s, f", "f, s, k"),
+                ("a % 3", "a % 3 NULLS FIRST, k DESC"),
+                ("f", "f DESC NULLS LAST, d, k"),
+            ]);
+            (format!("SELECT DISTINCT ON ({on}) {on}, k, s FROM t{filter} ORDER BY {order}"), true)
         }
         7 => {
             let columns = rng.pick(&["a", "f", "s", "a, f", "s, a"]);

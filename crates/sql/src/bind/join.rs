@@ -22,7 +22,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use numadb_execution::plan::{JoinKind, JoinPlan, Plan, ScanOutput};
+use numadb_execution::plan::{Dedup, JoinKind, JoinPlan, Plan, ScanOutput};
 use numadb_execution::{BinaryOp, ExecError, Expr, ScalarFunction, sqlstate};
 use numadb_storage::{DataType, Table};
 use sqlparser::ast::{
@@ -483,7 +483,7 @@ impl Binder<'_> {
             Source::Query(plan) => {
                 let projection =
                     kept.iter().map(|&c| Expr::Column { index: c, data_type: columns[c].data_type }).collect();
-                Source::Query(post(plan, None, Some(projection), false, Vec::new(), None, None))
+                Source::Query(post(plan, None, Some(projection), Dedup::No, Vec::new(), None, None))
             }
         };
         relations.push(Relation { source, start, width: kept.len(), null_supplied: false, pushed: Vec::new() });
@@ -562,7 +562,7 @@ impl Binder<'_> {
             Source::Query(plan) if pushed.is_empty() => plan,
             Source::Query(plan) => {
                 let filter = fold_boolean(pushed.iter().map(|e| shift_columns(e, start)).collect(), BinaryOp::And);
-                post(plan, Some(filter), None, false, Vec::new(), None, None)
+                post(plan, Some(filter), None, Dedup::No, Vec::new(), None, None)
             }
         }
     }
