@@ -26,6 +26,6 @@ pub mod window;
 pub use aggregate::{AggregateCall, AggregateFunction};
 pub use error::{ExecError, sqlstate};
 pub use expr::{BinaryOp, Expr, ScalarFunction};
-pub use plan::{Dedup, JoinKind, JoinPlan, LookupPlan, Plan, ScanOutput, ScanPlan, SetOp, SortKey};
+pub use plan::{Dedup, JoinKind, JoinPlan, LookupPlan, Plan, ScanOutput, ScanPlan, SeriesPlan, SetOp, SortKey};
 pub use run::{ExecutionResult, Executor, MORSEL_BLOCKS_DEFAULT, OperatorStats, ScanStats, execute};
 pub use window::{WindowCall, WindowFunction};

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use numadb_storage::{Table, Value};
+use numadb_storage::{DataType, Table, Value};
 
 use crate::aggregate::AggregateCall;
 use crate::error::ExecError;
@@ -59,6 +59,19 @@ pub struct SortKey {
     pub descending: bool,
     /// Where NULLs go (PostgreSQL: last for ascending, first for descending).
     pub nulls_first: bool,
+}
+
+/// A `generate_series` call: its arguments are constants or parameters, evaluated when the statement runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeriesPlan {
+    /// The first value.
+    pub start: Expr,
+    /// The bound (included when the steps land on it).
+    pub stop: Expr,
+    /// The step (1 when not given); 0 is an error.
+    pub step: Expr,
+    /// INTEGER or BIGINT, as the arguments' types make it.
+    pub data_type: DataType,
 }
 
 /// What a [`Plan::Post`] removes as duplicates.
@@ -190,6 +203,10 @@ pub enum Plan {
         /// The calls.
         calls: Vec<WindowCall>,
     },
+    /// `generate_series(start, stop [, step])` in FROM: integers from `start` towards `stop` by `step`, made as
+    /// the statement runs (so a long series counts against `numadb.max_result_mb` and can be cancelled, rather
+    /// than being built when the statement is planned).
+    Series(SeriesPlan),
     /// What happens after the rows are produced: `HAVING`, the select list, `DISTINCT`, `ORDER BY`, `OFFSET`,
     /// `LIMIT`.
     Post {
@@ -215,7 +232,7 @@ impl Plan {
     pub fn scans(&self) -> bool {
         match self {
             Plan::Scan(_) => true,
-            Plan::Lookup(_) | Plan::Values(_) => false,
+            Plan::Lookup(_) | Plan::Values(_) | Plan::Series(_) => false,
             Plan::UnionAll(inputs) => inputs.iter().any(Plan::scans),
             Plan::Post { input, .. } | Plan::Aggregate { input, .. } | Plan::Window { input, .. } => input.scans(),
             Plan::Subqueries { subqueries, main } => main.scans() || subqueries.iter().any(Plan::scans),
@@ -233,6 +250,7 @@ impl Plan {
             Plan::Aggregate { .. } => true,
             Plan::Subqueries { main, .. } => main.aggregates(),
             Plan::Values(_)
+            | Plan::Series(_)
             | Plan::UnionAll(_)
             | Plan::Post { .. }
             | Plan::SetOperation { .. }
@@ -248,6 +266,12 @@ impl Plan {
                 table: Arc::clone(&scan.table),
                 filter: scan.filter.as_ref().map(&mut *f).transpose()?,
                 output: map_output(&scan.output, f)?,
+            }),
+            Plan::Series(series) => Plan::Series(SeriesPlan {
+                start: f(&series.start)?,
+                stop: f(&series.stop)?,
+                step: f(&series.step)?,
+                data_type: series.data_type,
             }),
             Plan::Lookup(lookup) => Plan::Lookup(LookupPlan {
                 table: Arc::clone(&lookup.table),
@@ -319,6 +343,9 @@ impl Plan {
         let indent = "  ".repeat(depth);
         let arrow = if depth == 0 { "" } else { "-> " };
         match self {
+            Plan::Series(_) => {
+                let _ = writeln!(out, "{indent}{arrow}Function Scan on generate_series");
+            }
             Plan::Scan(scan) => {
                 let _ = writeln!(
                     out,

@@ -21,7 +21,7 @@ use crate::aggregate::{Accumulator, AggregateCall, AggregateFunction, PartialAgg
 use crate::error::{ExecError, sqlstate};
 use crate::expr::Expr;
 use crate::filter::{Filter, compile, tail_mask};
-use crate::plan::{Dedup, JoinKind, JoinPlan, LookupPlan, Plan, ScanOutput, ScanPlan, SetOp, SortKey};
+use crate::plan::{Dedup, JoinKind, JoinPlan, LookupPlan, Plan, ScanOutput, ScanPlan, SeriesPlan, SetOp, SortKey};
 use crate::window::{append_windows, compare_sort_keys};
 
 /// Every row of a full block.
@@ -363,7 +363,7 @@ fn scan_table_names(plan: &Plan, out: &mut Vec<String>) {
             scan_table_names(left, out);
             scan_table_names(right, out);
         }
-        Plan::Lookup(_) | Plan::Values(_) => {}
+        Plan::Lookup(_) | Plan::Values(_) | Plan::Series(_) => {}
     }
 }
 
@@ -404,7 +404,7 @@ fn collect_scans(
             collect_scans(left, executor, params, budget, graph, jobs)?;
             collect_scans(right, executor, params, budget, graph, jobs)
         }
-        Plan::Lookup(_) | Plan::Values(_) => Ok(()),
+        Plan::Lookup(_) | Plan::Values(_) | Plan::Series(_) => Ok(()),
         Plan::Subqueries { .. } => Err(ExecError::internal("subqueries are only planned around a whole statement")),
     }
 }
@@ -931,6 +931,12 @@ fn finish(
             result.operator(format!("Index Lookup on {}", lookup.table.name()), rows.len(), started);
             Ok(rows)
         }
+        Plan::Series(series) => {
+            let started = Instant::now();
+            let rows = generate_series(series, executor, budget)?;
+            result.operator("Function Scan on generate_series", rows.len(), started);
+            Ok(rows)
+        }
         Plan::Values(rows) => {
             let started = Instant::now();
             let rows = rows
@@ -1008,6 +1014,44 @@ fn finish(
             Ok(rows)
         }
     }
+}
+
+/// The rows of a `generate_series` call, as PostgreSQL makes them: none when an argument is NULL, 22023 for a
+/// zero step. They are made in chunks, each counted against the statement's `numadb.max_result_mb` and followed
+/// by a look at the cancel flag and the deadline, so `generate_series(1, 10000000000)` fails cleanly instead of
+/// taking the machine's memory.
+fn generate_series(
+    series: &SeriesPlan,
+    executor: &Executor<'_>,
+    budget: &ResultBudget,
+) -> Result<Vec<Vec<Value>>, ExecError> {
+    const CHUNK_ROWS: usize = 1 << 16;
+    let argument = |expr: &Expr| match expr.eval(&[], executor.params)? {
+        Value::Int(v) => Ok(Some(v)),
+        Value::Null => Ok(None),
+        other => Err(ExecError::internal(format!("a generate_series argument evaluated to {other:?}"))),
+    };
+    let (Some(start), Some(stop), Some(step)) =
+        (argument(&series.start)?, argument(&series.stop)?, argument(&series.step)?)
+    else {
+        return Ok(Vec::new());
+    };
+    if step == 0 {
+        return Err(ExecError::new(sqlstate::INVALID_PARAMETER_VALUE, "step size cannot equal zero"));
+    }
+    let mut rows = Vec::new();
+    let mut next = Some(start);
+    while let Some(value) = next.filter(|&v| if step > 0 { v <= stop } else { v >= stop }) {
+        rows.push(vec![Value::Int(value)]);
+        // Past the type's end there is nothing more to make (and the bound is within it).
+        next = value.checked_add(step);
+        if rows.len() % CHUNK_ROWS == 0 {
+            budget.charge(&rows[rows.len() - CHUNK_ROWS..])?;
+            check_interrupts(executor)?;
+        }
+    }
+    budget.charge(&rows[rows.len() - rows.len() % CHUNK_ROWS..])?;
+    Ok(rows)
 }
 
 /// A join's rows. With equality keys, the smaller input goes into a hash table by its keys and each row of the

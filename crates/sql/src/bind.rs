@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use numadb_execution::expr::{Expr, ScalarFunction, cast, parse_value};
-use numadb_execution::plan::{Dedup, LookupPlan, Plan, ScanOutput, ScanPlan, SetOp, SortKey};
+use numadb_execution::plan::{Dedup, LookupPlan, Plan, ScanOutput, ScanPlan, SeriesPlan, SetOp, SortKey};
 use numadb_execution::{AggregateCall, AggregateFunction, BinaryOp, ExecError, WindowCall, WindowFunction, sqlstate};
 use numadb_storage::{DataType, Table, Value};
 
@@ -1373,6 +1373,56 @@ impl<'a> Binder<'a> {
     }
 
     /// The plan of the `WITH` query a table name in FROM refers to, if it does (only a bare name can).
+    /// A function called in FROM (`generate_series(1, 10) AS g`), as a query whose one column is named by the
+    /// alias, as in PostgreSQL (its column list, or else its name); `None` for a plain table name.
+    fn table_function(&self, factor: &TableFactor) -> Result<Option<BoundQuery>, ExecError> {
+        let TableFactor::Table { name, args: Some(args), alias, .. } = factor else { return Ok(None) };
+        let function = object_name(name).join(".");
+        if function != "generate_series" {
+            return Err(ExecError::new(sqlstate::UNDEFINED_FUNCTION, format!("function {function} does not exist"))
+                .with_hint("generate_series is the one function numadb can call in FROM"));
+        }
+        let arguments = args
+            .args
+            .iter()
+            .map(|arg| match arg {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(expr)) => self.bind_constant(expr, None),
+                _ => Err(unsupported("this argument of generate_series")),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        // Integers of one type: bigint if any argument is one, else integer (also for untyped arguments).
+        let wide = arguments.iter().any(|a| !self.is_untyped(a) && a.data_type() == DataType::BigInt);
+        let data_type = if wide { DataType::BigInt } else { DataType::Integer };
+        let integers = arguments.iter().all(|a| self.is_untyped(a) || a.data_type().is_integer());
+        if !(2..=3).contains(&arguments.len()) || !integers {
+            let types: Vec<&str> = arguments.iter().map(|a| a.data_type().sql_name()).collect();
+            return Err(ExecError::new(
+                sqlstate::UNDEFINED_FUNCTION,
+                format!("function generate_series({}) does not exist", types.join(", ")),
+            )
+            .with_hint("numadb's generate_series takes two or three integers (start, stop, step)."));
+        }
+        if arguments.iter().any(|a| !a.is_constant()) {
+            return Err(unsupported("generate_series over columns (LATERAL)"));
+        }
+        let mut arguments =
+            arguments.into_iter().map(|a| self.coerce_to(a, data_type)).collect::<Result<Vec<_>, _>>()?;
+        if arguments.len() == 2 {
+            arguments.push(Expr::literal(Value::Int(1), data_type));
+        }
+        let [start, stop, step] =
+            <[Expr; 3]>::try_from(arguments).map_err(|_| ExecError::internal("three arguments"))?;
+        let column_name = match alias {
+            Some(alias) if alias.columns.is_empty() => fold(&alias.name),
+            _ => "generate_series".to_string(),
+        };
+        Ok(Some(BoundQuery {
+            plan: Plan::Series(SeriesPlan { start, stop, step, data_type }),
+            columns: vec![OutputColumn { name: column_name, data_type }],
+            tables: Vec::new(),
+        }))
+    }
+
     fn cte(&self, name: &ObjectName) -> Option<BoundQuery> {
         let [ObjectNamePart::Identifier(ident)] = name.0.as_slice() else { return None };
         let name = fold(ident);
@@ -1670,6 +1720,7 @@ impl<'a> Binder<'a> {
             Plan::Aggregate { .. }
             | Plan::Scan(_)
             | Plan::Lookup(_)
+            | Plan::Series(_)
             | Plan::SetOperation { .. }
             | Plan::Join(_)
             | Plan::Window { .. } => Ok(()),
@@ -1906,7 +1957,7 @@ impl<'a> Binder<'a> {
             None => (None, None),
             Some(factor @ TableFactor::Table { name, alias, .. }) => {
                 check_table_factor(factor)?;
-                if let Some(mut inner) = self.cte(name) {
+                if let Some(mut inner) = self.table_function(factor)?.or_else(|| self.cte(name)) {
                     let qualifier = match alias {
                         Some(alias) => {
                             rename_columns(
@@ -2228,10 +2279,7 @@ fn sort_key(expr: Expr, options: &ast::OrderByOptions) -> SortKey {
 /// Refuses what numadb does not do with a table in FROM: table functions, TABLESAMPLE, WITH ORDINALITY, time
 /// travel.
 fn check_table_factor(factor: &TableFactor) -> Result<(), ExecError> {
-    let TableFactor::Table { args, sample, with_ordinality, version, .. } = factor else { return Ok(()) };
-    if args.is_some() {
-        return Err(unsupported("table functions"));
-    }
+    let TableFactor::Table { sample, with_ordinality, version, .. } = factor else { return Ok(()) };
     if sample.is_some() {
         return Err(unsupported("TABLESAMPLE"));
     }
@@ -2594,6 +2642,7 @@ fn untyped_output(plan: &Plan, index: usize) -> bool {
         | Plan::Aggregate { .. }
         | Plan::Scan(_)
         | Plan::Lookup(_)
+        | Plan::Series(_)
         | Plan::SetOperation { .. }
         | Plan::Join(_)
         | Plan::Window { .. } => false,

@@ -134,7 +134,7 @@ impl Binder<'_> {
         let mut relations = Vec::new();
         for item in from {
             for factor in std::iter::once(&item.relation).chain(item.joins.iter().map(|j| &j.relation)) {
-                let TableFactor::Table { name, alias, .. } = factor else { return None };
+                let TableFactor::Table { name, alias, args: None, .. } = factor else { return None };
                 let mut columns: Vec<String> = match self.cte(name) {
                     Some(query) => query.columns.iter().map(|c| c.name.clone()).collect(),
                     None => self.source.resolve(name).ok()?.columns().iter().map(|c| c.name.clone()).collect(),

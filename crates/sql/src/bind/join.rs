@@ -422,7 +422,7 @@ impl Binder<'_> {
                     Some(alias) => rename_columns(columns, &alias.columns, &format!("table \"{}\"", fold(&alias.name))),
                     None => Ok(()),
                 };
-                match self.cte(name) {
+                match self.table_function(factor)?.or_else(|| self.cte(name)) {
                     Some(mut query) => {
                         rename(&mut query.columns)?;
                         tables.extend(query.tables);
