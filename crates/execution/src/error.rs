@@ -55,6 +55,8 @@ pub mod sqlstate {
     pub const INVALID_ARGUMENT_FOR_LOGARITHM: &str = "2201E";
     /// `2201F`: `power` with no real result, `sqrt` of a negative number.
     pub const INVALID_ARGUMENT_FOR_POWER_FUNCTION: &str = "2201F";
+    /// `2201B`: a pattern that is not a regular expression numadb can compile.
+    pub const INVALID_REGULAR_EXPRESSION: &str = "2201B";
     /// `22011`: `substring` with a negative length.
     pub const SUBSTRING_ERROR: &str = "22011";
     /// `54000`: a result larger than a value may be (`repeat`, `lpad` asked for more than 1 GiB).

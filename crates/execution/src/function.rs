@@ -7,7 +7,8 @@
 //! half away from zero, as PostgreSQL's `round(numeric)` does (`round(2.5)` is 3 in both), not half to even as
 //! its `round(double precision)` does, and `round(x, places)` rounds the double's 15 significant digits as
 //! PostgreSQL's `round(x::numeric, places)` does. Text functions count characters, not bytes; `lower`/`upper` map ASCII
-//! letters only (the C locale, whose byte order numadb's text comparisons follow).
+//! letters only (the C locale, whose byte order numadb's text comparisons follow). Regular expressions are the
+//! `regex` crate's (linear time, so no pattern can make a scan hang), compiled once per worker thread and pattern.
 
 use std::sync::Arc;
 
@@ -97,6 +98,14 @@ pub enum ScalarFunction {
     Ascii,
     /// `split_part(s, delimiter, n)`: the `n`-th field (from the end when negative).
     SplitPart,
+    /// `regexp_like(s, pattern [, flags])`, `s ~ pattern`, `s ~* pattern` (flag `i`): whether the regular
+    /// expression matches somewhere in `s`.
+    RegexpLike,
+    /// `regexp_replace(s, pattern, replacement [, flags])`: the first match replaced (every one with flag `g`);
+    /// `\1`…`\9` and `\&` in the replacement are the groups and the whole match, as in PostgreSQL.
+    RegexpReplace,
+    /// `regexp_count(s, pattern [, start [, flags]])`: how many times the pattern matches (without overlaps).
+    RegexpCount,
 }
 
 /// What one argument of a function takes, and what an argument of another type becomes.
@@ -197,6 +206,9 @@ pub const FUNCTION_NAMES: &[&str] = &[
     "rpad",
     "ascii",
     "split_part",
+    "regexp_like",
+    "regexp_replace",
+    "regexp_count",
 ];
 
 impl ScalarFunction {
@@ -241,6 +253,9 @@ impl ScalarFunction {
             "rpad" => F::Rpad,
             "ascii" => F::Ascii,
             "split_part" => F::SplitPart,
+            "regexp_like" => F::RegexpLike,
+            "regexp_replace" => F::RegexpReplace,
+            "regexp_count" => F::RegexpCount,
             _ => return None,
         })
     }
@@ -289,6 +304,19 @@ impl ScalarFunction {
             F::StartsWith => exactly(&[P::Text, P::Text], Returns::Type(Boolean)),
             F::Lpad | F::Rpad => at_least(2, &[P::Text, P::Integer, P::Text], Returns::Type(Text)),
             F::SplitPart => exactly(&[P::Text, P::Text, P::Integer], Returns::Type(Text)),
+            F::RegexpLike => at_least(2, &[P::Text, P::Text, P::Text], Returns::Type(Boolean)),
+            F::RegexpReplace => Signature {
+                parameters: &[P::Text, P::Text, P::Text, P::Text],
+                required: 3,
+                variadic: false,
+                returns: Returns::Type(Text),
+            },
+            F::RegexpCount => Signature {
+                parameters: &[P::Text, P::Text, P::Integer, P::Text],
+                required: 2,
+                variadic: false,
+                returns: Returns::Type(Integer),
+            },
         }
     }
 
@@ -333,6 +361,9 @@ impl ScalarFunction {
             F::Rpad => "rpad",
             F::Ascii => "ascii",
             F::SplitPart => "split_part",
+            F::RegexpLike => "regexp_like",
+            F::RegexpReplace => "regexp_replace",
+            F::RegexpCount => "regexp_count",
         }
     }
 
@@ -389,15 +420,15 @@ impl ScalarFunction {
                 Ok(Value::Text(Arc::from(out)))
             }
             _ => {
-                // Strict functions: NULL in, NULL out, and at most three arguments.
-                let mut values = [Value::Null, Value::Null, Value::Null];
+                // Strict functions: NULL in, NULL out, and at most four arguments.
+                let mut values = [Value::Null, Value::Null, Value::Null, Value::Null];
                 for (slot, arg) in values.iter_mut().zip(args) {
                     *slot = arg.eval(row, params)?;
                     if slot.is_null() {
                         return Ok(Value::Null);
                     }
                 }
-                self.eval_strict(&values[..args.len().min(3)], data_type)
+                self.eval_strict(&values[..args.len().min(values.len())], data_type)
             }
         }
     }
@@ -538,6 +569,41 @@ impl ScalarFunction {
             }
             F::Ascii => Value::Int(text(0)?.chars().next().map_or(0, |c| i64::from(u32::from(c)))),
             F::SplitPart => text_value(split_part(&text(0)?, &text(1)?, int(2)?)?),
+            F::RegexpLike => {
+                let flags = if values.len() == 3 { text(2)? } else { Arc::from("") };
+                let options = RegexOptions::parse(&flags, false)?;
+                let source = text(0)?;
+                Value::Bool(with_regex(&text(1)?, options.case_insensitive, |regex| regex.is_match(&source))?)
+            }
+            F::RegexpReplace => {
+                let flags = if values.len() == 4 { text(3)? } else { Arc::from("") };
+                let options = RegexOptions::parse(&flags, true)?;
+                let (source, replacement) = (text(0)?, postgres_replacement(&text(2)?));
+                let replaced = with_regex(&text(1)?, options.case_insensitive, |regex| {
+                    let limit = if options.global { 0 } else { 1 };
+                    regex.replacen(&source, limit, replacement.as_str()).into_owned()
+                })?;
+                text_fits(replaced.len())?;
+                text_value(replaced)
+            }
+            F::RegexpCount => {
+                let source = text(0)?;
+                let start = if values.len() >= 3 { int(2)? } else { 1 };
+                if start < 1 {
+                    return Err(ExecError::new(
+                        sqlstate::INVALID_PARAMETER_VALUE,
+                        format!("invalid value for parameter \"start\": {start}"),
+                    ));
+                }
+                let flags = if values.len() == 4 { text(3)? } else { Arc::from("") };
+                let options = RegexOptions::parse(&flags, false)?;
+                // From character `start` (1-based) on.
+                let skipped = source.char_indices().nth((start - 1) as usize).map_or(source.len(), |(byte, _)| byte);
+                let count = with_regex(&text(1)?, options.case_insensitive, |regex| {
+                    regex.find_iter(&source[skipped..]).count()
+                })?;
+                Value::Int(count as i64)
+            }
             F::Coalesce | F::Greatest | F::Least | F::Concat | F::ConcatWs => {
                 return Err(ExecError::internal(format!("{} is not strict", self.name())));
             }
@@ -592,6 +658,96 @@ fn round_decimal(x: f64, places: i64, rounding: Rounding) -> f64 {
     let scale = exponent - 14 + dropped;
     let rounded: f64 = format!("{kept}e{scale}").parse().expect("a decimal number");
     if x < 0.0 { -rounded + 0.0 } else { rounded }
+}
+
+/// The flags of a regular-expression function that numadb honours: `i` (case-insensitive), `c` (case-sensitive,
+/// the default) and, for `regexp_replace`, `g` (every match).
+#[derive(Debug, Clone, Copy, Default)]
+struct RegexOptions {
+    case_insensitive: bool,
+    global: bool,
+}
+
+impl RegexOptions {
+    fn parse(flags: &str, replacing: bool) -> Result<RegexOptions, ExecError> {
+        let mut options = RegexOptions::default();
+        for flag in flags.chars() {
+            match flag {
+                'i' => options.case_insensitive = true,
+                'c' => options.case_insensitive = false,
+                'g' if replacing => options.global = true,
+                other => {
+                    return Err(ExecError::new(
+                        sqlstate::INVALID_PARAMETER_VALUE,
+                        format!("invalid regular expression option: \"{other}\""),
+                    )
+                    .with_hint("numadb takes the flags i, c and (in regexp_replace) g."));
+                }
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// Regular expressions compiled per thread, by pattern and case: a pattern is compiled once per worker rather
+/// than once per row. The cache is emptied when it holds this many.
+const REGEX_CACHE_MAX: usize = 64;
+/// The largest compiled program a pattern may make: a pattern written to exhaust memory is 2201B, not an
+/// allocation failure.
+const REGEX_SIZE_MAX_BYTES: usize = 1 << 22;
+
+thread_local! {
+    static REGEXES: std::cell::RefCell<std::collections::HashMap<(String, bool), regex::Regex>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// `f` of the compiled `pattern` (a Rust `regex`, whose syntax is PostgreSQL's for everyday patterns: classes,
+/// `[[:alpha:]]`, `\d \w \s`, quantifiers, groups, alternation, anchors; back-references and look-around are
+/// refused with 2201B).
+fn with_regex<T>(pattern: &str, case_insensitive: bool, f: impl FnOnce(&regex::Regex) -> T) -> Result<T, ExecError> {
+    REGEXES.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        let key = (pattern.to_string(), case_insensitive);
+        if !cache.contains_key(&key) {
+            let regex = regex::RegexBuilder::new(pattern)
+                .case_insensitive(case_insensitive)
+                .size_limit(REGEX_SIZE_MAX_BYTES)
+                .build()
+                .map_err(|error| {
+                    let reason = error.to_string().lines().last().unwrap_or_default().trim().to_string();
+                    ExecError::new(
+                        sqlstate::INVALID_REGULAR_EXPRESSION,
+                        format!("invalid regular expression: {reason}"),
+                    )
+                })?;
+            if cache.len() >= REGEX_CACHE_MAX {
+                cache.clear();
+            }
+            cache.insert(key.clone(), regex);
+        }
+        Ok(f(&cache[&key]))
+    })
+}
+
+/// A PostgreSQL replacement string (`\1`…`\9` a group, `\&` the match, `\\` a backslash) in the `regex`
+/// crate's syntax (`${1}`, `${0}`, `$$` for a dollar sign).
+fn postgres_replacement(replacement: &str) -> String {
+    let mut out = String::with_capacity(replacement.len());
+    let mut chars = replacement.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '$' => out.push_str("$$"),
+            '\\' => match chars.next() {
+                Some(digit @ '1'..='9') => out.push_str(&format!("${{{digit}}}")),
+                Some('&') => out.push_str("${0}"),
+                Some('$') => out.push_str("$$"),
+                Some(other) => out.push(other),
+                None => out.push('\\'),
+            },
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// A double result, or 22003 when finite inputs overflowed.
@@ -891,6 +1047,39 @@ mod tests {
         assert_eq!(ok_text(F::SplitPart, &[text("a,b,,c"), text(","), i(9)]), "");
         assert_eq!(ok_text(F::SplitPart, &[text("abc"), text(""), i(1)]), "abc");
         assert_eq!(code(F::SplitPart, &[text("abc"), text(","), i(0)]), "22023");
+    }
+
+    #[test]
+    fn regular_expressions_follow_postgresql() {
+        use ScalarFunction::{RegexpCount, RegexpLike, RegexpReplace};
+        let matches = |s: &str, p: &str, flags: &str| {
+            let mut args = vec![text(s), text(p)];
+            if !flags.is_empty() {
+                args.push(text(flags));
+            }
+            call(RegexpLike, &args).unwrap()
+        };
+        assert_eq!(matches("numadb", "^num", ""), Value::Bool(true));
+        assert_eq!(matches("numadb", "ma", ""), Value::Bool(true), "a match anywhere, not the whole string");
+        assert_eq!(matches("NumaDB", "^numa", ""), Value::Bool(false));
+        assert_eq!(matches("NumaDB", "^numa", "i"), Value::Bool(true));
+        assert_eq!(matches("a1b22", "[[:digit:]]{2}", ""), Value::Bool(true));
+        assert_eq!(code(RegexpLike, &[text("x"), text("(")]), "2201B");
+        assert_eq!(code(RegexpLike, &[text("x"), text("(a)\\1")]), "2201B", "no back-references");
+        assert_eq!(code(RegexpLike, &[text("x"), text("x"), text("q")]), "22023");
+        let replace = |args: &[&str]| ok_text(RegexpReplace, &args.iter().map(|a| text(a)).collect::<Vec<_>>());
+        assert_eq!(replace(&["foobarbaz", "b..", "X"]), "fooXbaz");
+        assert_eq!(replace(&["foobarbaz", "b..", "X", "g"]), "fooXX");
+        assert_eq!(replace(&["foobarbaz", "b(.)(.)", "[\\2\\1|\\&]", "g"]), "foo[ra|bar][za|baz]");
+        assert_eq!(replace(&["a.b", "\\.", "$"]), "a$b", "a dollar sign is literal");
+        assert_eq!(replace(&["ABC", "b", "x", "gi"]), "AxC");
+        assert_eq!(code(RegexpReplace, &[text("a"), text("a"), text("b"), text("z")]), "22023");
+        let count = |args: &[Value]| call(RegexpCount, args).unwrap();
+        assert_eq!(count(&[text("ababab"), text("ab")]), Value::Int(3));
+        assert_eq!(count(&[text("aaaa"), text("aa")]), Value::Int(2), "matches do not overlap");
+        assert_eq!(count(&[text("ñabab"), text("ab"), Value::Int(3)]), Value::Int(1), "from the third character");
+        assert_eq!(count(&[text("ab"), text("ab"), Value::Int(9)]), Value::Int(0));
+        assert_eq!(code(RegexpCount, &[text("ab"), text("ab"), Value::Int(0)]), "22023");
     }
 
     #[test]

@@ -464,6 +464,25 @@ impl<'a> Binder<'a> {
                 }
                 Ok(fold_boolean(comparisons, if any { BinaryOp::Or } else { BinaryOp::And }))
             }
+            // `s ~ p` is `regexp_like(s, p)`, `~*` with the flag `i`; `!~` and `!~*` their negations.
+            E::BinaryOp {
+                left,
+                op:
+                    op @ (BinaryOperator::PGRegexMatch
+                    | BinaryOperator::PGRegexIMatch
+                    | BinaryOperator::PGRegexNotMatch
+                    | BinaryOperator::PGRegexNotIMatch),
+                right,
+            } => {
+                let mut args = vec![self.bind_expr(left, scope)?, self.bind_expr(right, scope)?];
+                if matches!(op, BinaryOperator::PGRegexIMatch | BinaryOperator::PGRegexNotIMatch) {
+                    args.push(Expr::literal(Value::text("i"), DataType::Text));
+                }
+                let matches = self.call_function(ScalarFunction::RegexpLike, args)?;
+                let negated = matches!(op, BinaryOperator::PGRegexNotMatch | BinaryOperator::PGRegexNotIMatch);
+                Ok(if negated { Expr::Not(Box::new(matches)) } else { matches })
+            }
+            E::SimilarTo { .. } => self.special_function(expr, scope)?.ok_or_else(|| unsupported("SIMILAR TO")),
             // `x ^ y` is `power(x, y)`.
             E::BinaryOp { left, op: BinaryOperator::PGExp, right } => {
                 let args = vec![self.bind_expr(left, scope)?, self.bind_expr(right, scope)?];

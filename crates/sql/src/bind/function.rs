@@ -125,8 +125,99 @@ impl Binder<'_> {
                 }
                 (function, args)
             }
+            // `s SIMILAR TO p` is a regular expression matching all of `s`, translated from the pattern.
+            E::SimilarTo { negated, expr: inner, pattern, escape_char } => {
+                let escape = match escape_char.as_deref().map(bind).transpose()? {
+                    None => Some('\\'),
+                    Some(Expr::Literal { value: Value::Text(text), .. }) => {
+                        let mut chars = text.chars();
+                        match (chars.next(), chars.next()) {
+                            (None, _) => None,
+                            (Some(c), None) => Some(c),
+                            _ => {
+                                return Err(ExecError::new(sqlstate::INVALID_ESCAPE_SEQUENCE, "invalid escape string")
+                                    .with_hint("Escape string must be empty or one character."));
+                            }
+                        }
+                    }
+                    Some(_) => return Err(unsupported("an ESCAPE that is not a string constant")),
+                };
+                let Expr::Literal { value: Value::Text(pattern), .. } = bind(pattern)? else {
+                    return Err(unsupported("SIMILAR TO a pattern that is not a string constant"));
+                };
+                let regex = Expr::literal(Value::text(&similar_to_regex(&pattern, escape)), DataType::Text);
+                let matches = self.call_function(ScalarFunction::RegexpLike, vec![bind(inner)?, regex])?;
+                return Ok(Some(if *negated { Expr::Not(Box::new(matches)) } else { matches }));
+            }
             _ => return Ok(None),
         };
         self.call_function(function, args).map(Some)
+    }
+}
+
+/// A `SIMILAR TO` pattern as a regular expression over the whole string, as PostgreSQL's `similar_to_escape`
+/// makes it: `%` is `.*`, `_` is `.`, `.`, `^` and `$` are themselves, the escape character makes the next one
+/// literal, and `| * + ? { } ( ) [ ]` keep their regular-expression meaning.
+fn similar_to_regex(pattern: &str, escape: Option<char>) -> String {
+    let mut out = String::from("^(?:");
+    let (mut escaping, mut in_brackets) = (false, false);
+    for c in pattern.chars() {
+        if escaping {
+            out.push_str(&regex_escape(c));
+            escaping = false;
+        } else if Some(c) == escape {
+            escaping = true;
+        } else if in_brackets {
+            out.push(c);
+            in_brackets = c != ']';
+        } else {
+            match c {
+                '%' => out.push_str(".*"),
+                '_' => out.push('.'),
+                '[' => {
+                    in_brackets = true;
+                    out.push('[');
+                }
+                '.' | '^' | '$' | '\\' => out.push_str(&regex_escape(c)),
+                other => out.push(other),
+            }
+        }
+    }
+    if escaping {
+        out.push_str(&regex_escape(escape.unwrap_or('\\')));
+    }
+    out.push_str(")$");
+    out
+}
+
+fn regex_escape(c: char) -> String {
+    let mut buffer = [0u8; 4];
+    regex_syntax_escape(c.encode_utf8(&mut buffer))
+}
+
+/// `text` with every character that means something in a regular expression escaped.
+fn regex_syntax_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() * 2);
+    for c in text.chars() {
+        if "\\.+*?()|[]{}^$#&-~".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn similar_to_patterns_become_anchored_regular_expressions() {
+        assert_eq!(similar_to_regex("a%b_c", Some('\\')), "^(?:a.*b.c)$");
+        assert_eq!(similar_to_regex("(a|b)+.x", Some('\\')), "^(?:(a|b)+\\.x)$");
+        assert_eq!(similar_to_regex("a\\%b", Some('\\')), "^(?:a%b)$");
+        assert_eq!(similar_to_regex("a#_b", Some('#')), "^(?:a_b)$");
+        assert_eq!(similar_to_regex("[%_]x", Some('\\')), "^(?:[%_]x)$", "inside brackets % and _ are themselves");
+        assert_eq!(similar_to_regex("$5^", None), "^(?:\\$5\\^)$");
     }
 }
