@@ -6,6 +6,11 @@
 //! ORDER BY, PostgreSQL's default `RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW`) ends after the last of
 //! them, so peers see the same running total. Without ORDER BY every row of a partition is a peer of every other:
 //! the aggregate is the partition's. Rows keep their input order; only the appended columns depend on the sort.
+//!
+//! A frame clause (`ROWS BETWEEN 2 PRECEDING AND CURRENT ROW`, `RANGE BETWEEN CURRENT ROW AND UNBOUNDED
+//! FOLLOWING`, …) replaces that default for aggregates and `first_value`/`last_value`/`nth_value`. A frame that
+//! starts at the partition's first row grows as the rows advance, so its aggregate is accumulated once; any other
+//! is aggregated afresh for each row (`ROWS` frames of a few rows, the usual moving averages, stay cheap).
 
 use std::cmp::Ordering;
 
@@ -33,8 +38,48 @@ pub enum WindowFunction {
         /// Rows back (negative: forward).
         offset: i64,
     },
-    /// An aggregate over the frame: the partition's rows up to the row's last peer.
+    /// An aggregate over the frame (by default the partition's rows up to the row's last peer).
     Aggregate(AggregateCall),
+    /// `first_value(x)`: `x` on the frame's first row.
+    FirstValue(Expr),
+    /// `last_value(x)`: `x` on the frame's last row.
+    LastValue(Expr),
+    /// `nth_value(x, n)`: `x` on the frame's `n`-th row (from 1), NULL when the frame is shorter.
+    NthValue(Expr, u64),
+    /// `ntile(n)`: the bucket (1..=n) of the row when the partition is cut into `n` as even as possible, the
+    /// larger buckets first.
+    Ntile(u64),
+    /// `percent_rank()`: `(rank - 1) / (rows - 1)`, 0 for a partition of one row.
+    PercentRank,
+    /// `cume_dist()`: the share of the partition's rows up to the row's last peer.
+    CumeDist,
+}
+
+/// Where a frame starts or ends, relative to the current row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameBound {
+    /// The partition's first row.
+    UnboundedPreceding,
+    /// `n` rows before (ROWS only).
+    Preceding(u64),
+    /// The current row (ROWS) or its first/last peer (RANGE).
+    CurrentRow,
+    /// `n` rows after (ROWS only).
+    Following(u64),
+    /// The partition's last row.
+    UnboundedFollowing,
+}
+
+/// A frame clause: `ROWS` counts rows, `RANGE` moves by peer groups (numadb takes RANGE only with UNBOUNDED
+/// and CURRENT ROW bounds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frame {
+    /// `ROWS` (else `RANGE`).
+    pub rows: bool,
+    /// Where it starts.
+    pub start: FrameBound,
+    /// Where it ends.
+    pub end: FrameBound,
 }
 
 /// One window function call.
@@ -46,6 +91,8 @@ pub struct WindowCall {
     pub partition_by: Vec<Expr>,
     /// `ORDER BY` (over input rows).
     pub order_by: Vec<SortKey>,
+    /// The frame clause; `None` is PostgreSQL's default (RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW).
+    pub frame: Option<Frame>,
     /// The result type.
     pub data_type: DataType,
 }
@@ -56,6 +103,9 @@ impl WindowCall {
         let function = match &self.function {
             WindowFunction::Lag { argument, offset } => WindowFunction::Lag { argument: f(argument)?, offset: *offset },
             WindowFunction::Aggregate(call) => WindowFunction::Aggregate(call.try_map_exprs(f)?),
+            WindowFunction::FirstValue(argument) => WindowFunction::FirstValue(f(argument)?),
+            WindowFunction::LastValue(argument) => WindowFunction::LastValue(f(argument)?),
+            WindowFunction::NthValue(argument, n) => WindowFunction::NthValue(f(argument)?, *n),
             other => other.clone(),
         };
         Ok(WindowCall {
@@ -66,6 +116,7 @@ impl WindowCall {
                 .iter()
                 .map(|key| Ok(SortKey { expr: f(&key.expr)?, ..key.clone() }))
                 .collect::<Result<_, ExecError>>()?,
+            frame: self.frame,
             data_type: self.data_type,
         })
     }
@@ -149,7 +200,7 @@ fn evaluate(
         while end < sorted.len() && same(&keys[sorted[end]].0, &keys[sorted[start]].0) {
             end += 1;
         }
-        evaluate_partition(rows, &keys, &sorted[start..end], call, params, &mut values)?;
+        evaluate_partition(rows, &keys, &sorted[start..end], call, params, &mut values, interrupted)?;
         start = end;
     }
     Ok(values)
@@ -160,6 +211,34 @@ fn same(a: &[Value], b: &[Value]) -> bool {
     a.iter().zip(b).all(|(x, y)| x.sort_cmp(y).is_eq())
 }
 
+/// The rows of a partition's frame for the row at `position`, as a range of positions in the partition;
+/// `peer_group` is the range of the row's peers.
+fn frame_range(
+    frame: &Frame,
+    position: usize,
+    peer_group: std::ops::Range<usize>,
+    length: usize,
+) -> std::ops::Range<usize> {
+    let offset = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+    let start = match frame.start {
+        FrameBound::UnboundedPreceding => 0,
+        FrameBound::Preceding(n) => position.saturating_sub(offset(n)),
+        FrameBound::CurrentRow if frame.rows => position,
+        FrameBound::CurrentRow => peer_group.start,
+        FrameBound::Following(n) => position.saturating_add(offset(n)).min(length),
+        FrameBound::UnboundedFollowing => length,
+    };
+    let end = match frame.end {
+        FrameBound::UnboundedPreceding => 0,
+        FrameBound::Preceding(n) => (position + 1).saturating_sub(offset(n)),
+        FrameBound::CurrentRow if frame.rows => position + 1,
+        FrameBound::CurrentRow => peer_group.end,
+        FrameBound::Following(n) => position.saturating_add(offset(n)).saturating_add(1).min(length),
+        FrameBound::UnboundedFollowing => length,
+    };
+    start..end.max(start)
+}
+
 /// Fills `values` for the rows of one partition (`members`: row numbers in window order).
 fn evaluate_partition(
     rows: &[Vec<Value>],
@@ -168,8 +247,26 @@ fn evaluate_partition(
     call: &WindowCall,
     params: &[Value],
     values: &mut [Value],
+    interrupted: &dyn Fn() -> Result<(), ExecError>,
 ) -> Result<(), ExecError> {
     let peers = |a: usize, b: usize| same(&keys[a].1, &keys[b].1);
+    // Each position's peer group, as a range of positions.
+    let mut peer_groups: Vec<std::ops::Range<usize>> = Vec::with_capacity(members.len());
+    let mut group_start = 0;
+    while group_start < members.len() {
+        let mut group_end = group_start + 1;
+        while group_end < members.len() && peers(members[group_start], members[group_end]) {
+            group_end += 1;
+        }
+        peer_groups.extend(std::iter::repeat_n(group_start..group_end, group_end - group_start));
+        group_start = group_end;
+    }
+    // The default frame: up to the last peer (with ORDER BY every row's peers are the rows equal on it, without
+    // one the whole partition).
+    let default_frame = Frame { rows: false, start: FrameBound::UnboundedPreceding, end: FrameBound::CurrentRow };
+    let frame = call.frame.unwrap_or(default_frame);
+    let frame_of = |position: usize| frame_range(&frame, position, peer_groups[position].clone(), members.len());
+    let length = members.len();
     match &call.function {
         WindowFunction::RowNumber => {
             for (position, &row) in members.iter().enumerate() {
@@ -196,23 +293,94 @@ fn evaluate_partition(
                 };
             }
         }
-        WindowFunction::Aggregate(aggregate) => {
+        WindowFunction::Aggregate(aggregate) if frame.start == FrameBound::UnboundedPreceding => {
+            // Every frame starts at the partition's first row and none ends before the previous one's end: one
+            // accumulator takes the rows as the frames grow.
             let mut accumulator = Accumulator::new(aggregate);
-            let mut start = 0;
-            while start < members.len() {
-                // The peer group of members[start]: the frame grows by all of it at once.
-                let mut end = start + 1;
-                while end < members.len() && peers(members[start], members[end]) {
-                    end += 1;
+            let mut fed = 0;
+            let mut last: Option<(usize, Value)> = None;
+            for (position, &row) in members.iter().enumerate() {
+                let end = frame_of(position).end;
+                if let Some((last_end, value)) = &last
+                    && *last_end == end
+                {
+                    values[row] = value.clone();
+                    continue;
                 }
-                for &row in &members[start..end] {
-                    aggregate.feed(&mut accumulator, &rows[row], params)?;
+                for &member in &members[fed..end.max(fed)] {
+                    aggregate.feed(&mut accumulator, &rows[member], params)?;
+                }
+                fed = fed.max(end);
+                let value = if end == 0 { Accumulator::new(aggregate).finish()? } else { accumulator.finish()? };
+                values[row] = value.clone();
+                last = Some((end, value));
+            }
+        }
+        WindowFunction::Aggregate(aggregate) => {
+            let mut last: Option<(std::ops::Range<usize>, Value)> = None;
+            for (position, &row) in members.iter().enumerate() {
+                if position % INTERRUPT_CHECK_ROWS == 0 {
+                    interrupted()?;
+                }
+                let range = frame_of(position);
+                if let Some((last_range, value)) = &last
+                    && *last_range == range
+                {
+                    values[row] = value.clone();
+                    continue;
+                }
+                let mut accumulator = Accumulator::new(aggregate);
+                for (fed, &member) in members[range.clone()].iter().enumerate() {
+                    if fed % INTERRUPT_CHECK_ROWS == INTERRUPT_CHECK_ROWS - 1 {
+                        interrupted()?;
+                    }
+                    aggregate.feed(&mut accumulator, &rows[member], params)?;
                 }
                 let value = accumulator.finish()?;
-                for &row in &members[start..end] {
-                    values[row] = value.clone();
-                }
-                start = end;
+                values[row] = value.clone();
+                last = Some((range, value));
+            }
+        }
+        WindowFunction::FirstValue(argument)
+        | WindowFunction::LastValue(argument)
+        | WindowFunction::NthValue(argument, _) => {
+            for (position, &row) in members.iter().enumerate() {
+                let range = frame_of(position);
+                let at = match &call.function {
+                    WindowFunction::FirstValue(_) => Some(range.start),
+                    WindowFunction::LastValue(_) => range.end.checked_sub(1),
+                    WindowFunction::NthValue(_, n) => {
+                        usize::try_from(*n - 1).ok().and_then(|n| range.start.checked_add(n))
+                    }
+                    _ => None,
+                };
+                values[row] = match at.filter(|at| range.contains(at)) {
+                    Some(at) => argument.eval(&rows[members[at]], params)?,
+                    None => Value::Null,
+                };
+            }
+        }
+        WindowFunction::Ntile(buckets) => {
+            // `length` rows in `buckets` buckets: the first `length % buckets` hold one row more.
+            let buckets = usize::try_from(*buckets).unwrap_or(usize::MAX).min(length.max(1));
+            let (small, larger) = (length / buckets, length % buckets);
+            for (position, &row) in members.iter().enumerate() {
+                let bucket = if position < larger * (small + 1) {
+                    position / (small + 1)
+                } else {
+                    larger + (position - larger * (small + 1)) / small.max(1)
+                };
+                values[row] = Value::Int(bucket as i64 + 1);
+            }
+        }
+        WindowFunction::PercentRank | WindowFunction::CumeDist => {
+            for (position, &row) in members.iter().enumerate() {
+                let group = &peer_groups[position];
+                values[row] = Value::Double(match call.function {
+                    WindowFunction::PercentRank if length > 1 => group.start as f64 / (length - 1) as f64,
+                    WindowFunction::PercentRank => 0.0,
+                    _ => group.end as f64 / length as f64,
+                });
             }
         }
     }
@@ -233,8 +401,17 @@ mod tests {
     }
 
     fn run(rows: &[[i64; 2]], function: WindowFunction, order_by: Vec<SortKey>) -> Vec<Value> {
+        run_framed(rows, function, order_by, None)
+    }
+
+    fn run_framed(
+        rows: &[[i64; 2]],
+        function: WindowFunction,
+        order_by: Vec<SortKey>,
+        frame: Option<Frame>,
+    ) -> Vec<Value> {
         let mut rows: Vec<Vec<Value>> = rows.iter().map(|r| r.iter().map(|&v| Value::Int(v)).collect()).collect();
-        let call = WindowCall { function, partition_by: vec![column(0)], order_by, data_type: DataType::BigInt };
+        let call = WindowCall { function, partition_by: vec![column(0)], order_by, frame, data_type: DataType::BigInt };
         append_windows(&mut rows, &[call], &[], &|| Ok(())).unwrap();
         rows.into_iter().map(|mut r| r.pop().unwrap()).collect()
     }
@@ -255,7 +432,14 @@ mod tests {
 
     #[test]
     fn a_running_sum_includes_every_peer_and_without_order_is_the_partitions() {
-        let sum = WindowFunction::Aggregate(AggregateCall {
+        let sum = sum();
+        let ints = |v: &[i64]| v.iter().map(|&v| Value::Int(v)).collect::<Vec<_>>();
+        assert_eq!(run(&ROWS, sum.clone(), vec![ascending(1)]), ints(&[50, 5, 20, 20, 12, 90]));
+        assert_eq!(run(&ROWS, sum, Vec::new()), ints(&[90, 12, 90, 90, 12, 90]));
+    }
+
+    fn sum() -> WindowFunction {
+        WindowFunction::Aggregate(AggregateCall {
             function: AggregateFunction::Sum,
             argument: Some(column(1)),
             distinct: false,
@@ -263,10 +447,54 @@ mod tests {
             extra: Vec::new(),
             order_by: Vec::new(),
             data_type: DataType::BigInt,
-        });
+        })
+    }
+
+    #[test]
+    fn frames_bound_the_rows_an_aggregate_sees() {
+        // Partition 1 in order: 10, 10, 30, 40 (rows 2, 3, 0, 5); partition 2: 5, 7 (rows 1, 4).
         let ints = |v: &[i64]| v.iter().map(|&v| Value::Int(v)).collect::<Vec<_>>();
-        assert_eq!(run(&ROWS, sum.clone(), vec![ascending(1)]), ints(&[50, 5, 20, 20, 12, 90]));
-        assert_eq!(run(&ROWS, sum, Vec::new()), ints(&[90, 12, 90, 90, 12, 90]));
+        let frame = |rows, start, end| Some(Frame { rows, start, end });
+        use FrameBound::{CurrentRow, Following, Preceding, UnboundedFollowing, UnboundedPreceding};
+        // A moving sum of the row and the one before.
+        let moving = run_framed(&ROWS, sum(), vec![ascending(1)], frame(true, Preceding(1), CurrentRow));
+        assert_eq!(moving, ints(&[40, 5, 10, 20, 12, 70]));
+        // ROWS up to the current row splits peers; RANGE keeps them together.
+        let rows = run_framed(&ROWS, sum(), vec![ascending(1)], frame(true, UnboundedPreceding, CurrentRow));
+        assert_eq!(rows, ints(&[50, 5, 10, 20, 12, 90]));
+        let range = run_framed(&ROWS, sum(), vec![ascending(1)], frame(false, UnboundedPreceding, CurrentRow));
+        assert_eq!(range, ints(&[50, 5, 20, 20, 12, 90]));
+        // From the current row's first peer to the end.
+        let rest = run_framed(&ROWS, sum(), vec![ascending(1)], frame(false, CurrentRow, UnboundedFollowing));
+        assert_eq!(rest, ints(&[70, 12, 90, 90, 7, 40]));
+        // A frame that is empty for some rows aggregates to NULL.
+        let before = run_framed(&ROWS, sum(), vec![ascending(1)], frame(true, UnboundedPreceding, Preceding(1)));
+        assert_eq!(before, [Value::Int(20), Value::Null, Value::Null, Value::Int(10), Value::Int(5), Value::Int(50)]);
+        let after = run_framed(&ROWS, sum(), vec![ascending(1)], frame(true, Following(1), Following(2)));
+        assert_eq!(after, [Value::Int(40), Value::Int(7), Value::Int(40), Value::Int(70), Value::Null, Value::Null]);
+    }
+
+    #[test]
+    fn value_and_distribution_functions_follow_postgresql() {
+        let whole =
+            Some(Frame { rows: true, start: FrameBound::UnboundedPreceding, end: FrameBound::UnboundedFollowing });
+        let ints = |v: &[i64]| v.iter().map(|&v| Value::Int(v)).collect::<Vec<_>>();
+        let first = run_framed(&ROWS, WindowFunction::FirstValue(column(1)), vec![ascending(1)], None);
+        assert_eq!(first, ints(&[10, 5, 10, 10, 5, 10]));
+        // last_value with the default frame is the last peer, not the partition's last row.
+        let last = run_framed(&ROWS, WindowFunction::LastValue(column(1)), vec![ascending(1)], None);
+        assert_eq!(last, ints(&[30, 5, 10, 10, 7, 40]));
+        let last = run_framed(&ROWS, WindowFunction::LastValue(column(1)), vec![ascending(1)], whole);
+        assert_eq!(last, ints(&[40, 7, 40, 40, 7, 40]));
+        let third = run_framed(&ROWS, WindowFunction::NthValue(column(1), 3), vec![ascending(1)], whole);
+        assert_eq!(third, [Value::Int(30), Value::Null, Value::Int(30), Value::Int(30), Value::Null, Value::Int(30)]);
+        let ntile = run(&ROWS, WindowFunction::Ntile(3), vec![ascending(1)]);
+        assert_eq!(ntile, ints(&[2, 1, 1, 1, 2, 3]));
+        let percent = run(&ROWS, WindowFunction::PercentRank, vec![ascending(1)]);
+        let cume = run(&ROWS, WindowFunction::CumeDist, vec![ascending(1)]);
+        let doubles = |v: &[f64]| v.iter().map(|&v| Value::Double(v)).collect::<Vec<_>>();
+        assert_eq!(percent, doubles(&[2.0 / 3.0, 0.0, 0.0, 0.0, 1.0, 1.0]));
+        assert_eq!(cume, doubles(&[0.75, 0.5, 0.5, 0.5, 1.0, 1.0]));
     }
 
     #[test]

@@ -10,6 +10,7 @@ use numadb_execution::{AggregateCall, AggregateFunction, BinaryOp, ExecError, Wi
 use numadb_storage::{DataType, Table, Value};
 
 mod decorrelate;
+mod frame;
 mod function;
 mod join;
 use join::JoinNames;
@@ -95,7 +96,7 @@ fn unsupported(what: &str) -> ExecError {
 
 /// Offset of aggregate placeholders among column indexes while a SELECT with aggregates is bound.
 const AGGREGATE_BASE: usize = 1 << 30;
-/// PostgreSQL's functions that exist only as window functions (numadb runs the first five).
+/// PostgreSQL's functions that exist only as window functions.
 const WINDOW_ONLY_FUNCTIONS: [&str; 11] = [
     "row_number",
     "rank",
@@ -1043,10 +1044,7 @@ impl<'a> Binder<'a> {
         if spec.window_name.is_some() {
             return Err(unsupported("named windows"));
         }
-        if spec.window_frame.is_some() {
-            return Err(unsupported("window frame clauses (ROWS, RANGE, GROUPS)")
-                .with_hint("Without one, an aggregate over a window with ORDER BY runs up to the row's last peer."));
-        }
+        let frame = spec.window_frame.as_ref().map(|frame| self.window_frame(frame)).transpose()?;
         if !function.within_group.is_empty() || function.null_treatment.is_some() {
             return Err(unsupported("WITHIN GROUP, IGNORE NULLS or RESPECT NULLS"));
         }
@@ -1123,15 +1121,56 @@ impl<'a> Binder<'a> {
                     let offset = if name == "lag" { offset } else { offset.checked_neg().unwrap_or(i64::MAX) };
                     (WindowFunction::Lag { argument, offset }, data_type)
                 }
+                "percent_rank" | "cume_dist" => {
+                    if !arguments.is_empty() {
+                        return Err(ExecError::new(
+                            sqlstate::UNDEFINED_FUNCTION,
+                            format!("function {name} takes no arguments"),
+                        ));
+                    }
+                    let function =
+                        if name == "percent_rank" { WindowFunction::PercentRank } else { WindowFunction::CumeDist };
+                    (function, DataType::Double)
+                }
+                "ntile" => {
+                    let [FunctionArgExpr::Expr(buckets)] = arguments else {
+                        return Err(ExecError::new(sqlstate::UNDEFINED_FUNCTION, "function ntile takes one argument"));
+                    };
+                    let buckets = self.window_count(buckets, "ntile", "22014", scope)?;
+                    (WindowFunction::Ntile(buckets), DataType::Integer)
+                }
+                "first_value" | "last_value" | "nth_value" => {
+                    let (argument, n) = match (name, arguments) {
+                        ("nth_value", [FunctionArgExpr::Expr(argument), FunctionArgExpr::Expr(n)]) => {
+                            (argument, self.window_count(n, "nth_value", "22016", scope)?)
+                        }
+                        ("first_value" | "last_value", [FunctionArgExpr::Expr(argument)]) => (argument, 1),
+                        _ => {
+                            return Err(ExecError::new(
+                                sqlstate::UNDEFINED_FUNCTION,
+                                format!("function {name} does not take these arguments"),
+                            ));
+                        }
+                    };
+                    let argument = self.bind_expr(argument, scope)?;
+                    if self.is_untyped(&argument) {
+                        return Err(ExecError::new(
+                            sqlstate::DATATYPE_MISMATCH,
+                            "could not determine polymorphic type because input has type unknown",
+                        ));
+                    }
+                    let data_type = argument.data_type();
+                    let function = match name {
+                        "first_value" => WindowFunction::FirstValue(argument),
+                        "last_value" => WindowFunction::LastValue(argument),
+                        _ => WindowFunction::NthValue(argument, n),
+                    };
+                    (function, data_type)
+                }
                 _ if self.aggregate_name(name) => {
                     let call = self.aggregate_call(function, name, arguments, false, true, scope)?;
                     let data_type = call.data_type;
                     (WindowFunction::Aggregate(call), data_type)
-                }
-                _ if WINDOW_ONLY_FUNCTIONS.contains(&name) => {
-                    return Err(unsupported(&format!("the window function {name}")).with_hint(
-                        "numadb's window functions are row_number, rank, dense_rank, lag, lead and the aggregates",
-                    ));
                 }
                 _ => {
                     return Err(ExecError::new(
@@ -1139,8 +1178,9 @@ impl<'a> Binder<'a> {
                         format!("window function {name} does not exist"),
                     )
                     .with_hint(
-                        "numadb's window functions are row_number, rank, dense_rank, lag, lead and the aggregates \
-                         (count, sum, min, max, avg, bool_and, bool_or, the variances and standard deviations)",
+                        "numadb's window functions are row_number, rank, dense_rank, percent_rank, cume_dist, ntile, \
+                         lag, lead, first_value, last_value, nth_value and the aggregates (count, sum, min, max, avg, \
+                         bool_and, bool_or, the variances and standard deviations)",
                     ));
                 }
             };
@@ -1150,7 +1190,7 @@ impl<'a> Binder<'a> {
                     format!("FILTER is not implemented for non-aggregate window functions ({name})"),
                 ));
             }
-            Ok(WindowCall { function: window_function, partition_by, order_by, data_type })
+            Ok(WindowCall { function: window_function, partition_by, order_by, frame, data_type })
         })();
         *self.windows.borrow_mut() = saved;
         let call = bound?;
@@ -1158,6 +1198,32 @@ impl<'a> Binder<'a> {
         let mut collected = self.windows.borrow_mut();
         let calls = collected.as_mut().ok_or_else(|| ExecError::internal("window functions set aside"))?;
         Ok(Expr::Column { index: WINDOW_BASE + position_or_push(calls, call), data_type })
+    }
+
+    /// The constant count of `ntile(n)` or `nth_value(x, n)`: an integer above zero (`code` otherwise, as in
+    /// PostgreSQL: 22014 for ntile, 22016 for nth_value).
+    fn window_count(
+        &self,
+        count: &ast::Expr,
+        name: &str,
+        code: &'static str,
+        scope: &Scope<'_>,
+    ) -> Result<u64, ExecError> {
+        let count = self.without_aggregates(|| self.bind_expr(count, scope))?;
+        let count = if self.is_untyped(&count) { self.coerce_to(count, DataType::Integer)? } else { count };
+        if !count.data_type().is_integer() {
+            return Err(ExecError::new(
+                sqlstate::UNDEFINED_FUNCTION,
+                format!("function {name}(…, {}) does not exist", count.data_type()),
+            ));
+        }
+        match count.is_constant().then(|| count.eval(&[], &[])).transpose() {
+            Ok(Some(Value::Int(n))) if n > 0 => Ok(n as u64),
+            Ok(Some(Value::Int(_))) => {
+                Err(ExecError::new(code, format!("argument of {name} must be greater than zero")))
+            }
+            _ => Err(unsupported(&format!("{name} with a count that is not a constant"))),
+        }
     }
 
     fn aggregate_name(&self, name: &str) -> bool {

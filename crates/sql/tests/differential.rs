@@ -11,7 +11,8 @@
 //! inner, left, right and full joins with a second table (ON, USING; WHERE on either side), commas and CROSS
 //! JOIN whose conditions are in WHERE (also after an outer join), correlated EXISTS/NOT EXISTS/IN and scalar
 //! aggregate subqueries (in WHERE and the select list) with equalities, subqueries in FROM and uncorrelated ones in WHERE (scalar, IN, op ANY/ALL, EXISTS), window
-//! functions (numbering, ranks, lag/lead, running aggregates) with PARTITION BY and ORDER BY. Doubles compare with a relative tolerance
+//! functions (numbering, ranks, distribution, lag/lead, first/last/nth_value, running aggregates, ROWS and RANGE
+//! frames) with PARTITION BY and ORDER BY. Doubles compare with a relative tolerance
 //! (summation order differs); everything else must be equal.
 //!
 //! `NUMADB_PYTHON` names a Python with `duckdb` installed (the project's test command sets up a virtual
@@ -369,6 +370,43 @@ fn query(rng: &mut Rng) -> (String, bool) {
 /// in the unique `k` (so every system numbers alike), ranks and running aggregates over orders with ties too.
 fn window_query(rng: &mut Rng, filter: &str) -> (String, bool) {
     let partition = rng.pick(&["", "PARTITION BY a ", "PARTITION BY s ", "PARTITION BY f, k % 3 "]);
+    if rng.chance(30) {
+        // Frames and the functions that read them, over an order made total by `k`; and the distribution
+        // functions, over orders with ties.
+        let function = rng.pick(&[
+            "sum(a)",
+            "avg(d)",
+            "count(*)",
+            "min(s)",
+            "max(b)",
+            "first_value(s)",
+            "last_value(a)",
+            "nth_value(d, 2)",
+            "var_pop(a)",
+        ]);
+        let frame = rng.pick(&[
+            "ROWS BETWEEN 1 PRECEDING AND CURRENT ROW",
+            "ROWS BETWEEN 2 PRECEDING AND 1 FOLLOWING",
+            "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING",
+            "ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING",
+            "ROWS 3 PRECEDING",
+            "ROWS BETWEEN 2 FOLLOWING AND 4 FOLLOWING",
+            "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING",
+            "RANGE BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING",
+            "RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW",
+        ]);
+        let order = rng.pick(&["ORDER BY k", "ORDER BY a NULLS FIRST, k", "ORDER BY s DESC NULLS LAST, k DESC"]);
+        if rng.chance(25) {
+            let distribution = rng.pick(&["percent_rank()", "cume_dist()", "ntile(3)"]);
+            let order = if *distribution == "ntile(3)" {
+                order
+            } else {
+                rng.pick(&["ORDER BY a", "ORDER BY s DESC NULLS LAST"])
+            };
+            return (format!("SELECT k, {distribution} OVER ({partition}{order}) FROM t{filter}"), false);
+        }
+        return (format!("SELECT k, {function} OVER ({partition}{order} {frame}) FROM t{filter}"), false);
+    }
     let (function, order) = if rng.chance(40) {
         let function = rng.pick(&["row_number()", "lag(a)", "lead(s, 2)", "lag(d, 3)", "sum(a)", "count(s)"]);
         (function, rng.pick(&["ORDER BY k", "ORDER BY a NULLS FIRST, k", "ORDER BY s DESC NULLS LAST, k DESC"]))
