@@ -387,7 +387,7 @@ impl<'a> Binder<'a> {
 
     fn bind_expr(&self, expr: &ast::Expr, scope: &Scope<'_>) -> Result<Expr, ExecError> {
         use ast::Expr as E;
-        if let Some(rewritten) = not_exists_under_is(expr) {
+        if let Some(rewritten) = not_exists_under_is(expr).or_else(|| sign_under_caret(expr)) {
             return self.bind_expr(&rewritten, scope);
         }
         match expr {
@@ -2732,6 +2732,20 @@ fn untyped_output(plan: &Plan, index: usize) -> bool {
         | Plan::Join(_)
         | Plan::Window { .. } => false,
     }
+}
+
+/// `-x ^ y` rewritten as `(-x) ^ y`: in PostgreSQL a sign binds tighter than `^` (`-2 ^ 2` is 4), while the
+/// parser takes the sign over the whole power. The sign goes to the leftmost operand of a chain (`-2 ^ 3 ^ 2` is
+/// `((-2) ^ 3) ^ 2`, `^` being left-associative); a parenthesized power (`-(2 ^ 2)`) is left alone.
+fn sign_under_caret(expr: &ast::Expr) -> Option<ast::Expr> {
+    use ast::Expr as E;
+    let E::UnaryOp { op: op @ (UnaryOperator::Minus | UnaryOperator::Plus), expr: inner } = expr else { return None };
+    fn push_down(op: UnaryOperator, expr: &ast::Expr) -> Option<ast::Expr> {
+        let E::BinaryOp { left, op: BinaryOperator::PGExp, right } = expr else { return None };
+        let left = push_down(op, left).unwrap_or_else(|| E::UnaryOp { op, expr: left.clone() });
+        Some(E::BinaryOp { left: Box::new(left), op: BinaryOperator::PGExp, right: right.clone() })
+    }
+    push_down(*op, inner)
 }
 
 /// `NOT EXISTS (…) IS …` rewritten as `NOT (EXISTS (…) IS …)`: in PostgreSQL NOT binds looser than IS, while the
