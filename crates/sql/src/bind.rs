@@ -1847,9 +1847,18 @@ impl<'a> Binder<'a> {
             *self.aggregates.borrow_mut() = Some(Vec::new());
             *self.windows.borrow_mut() = Some(Vec::new());
             let mut items: Vec<(Expr, String)> = Vec::new();
+            // Output columns whose name a CASE took from its ELSE column: shown by that name, as PostgreSQL shows
+            // them, but not what GROUP BY, ORDER BY or DISTINCT ON mean by it (they take the input column, as
+            // DuckDB and most other systems do; PostgreSQL would take the CASE).
+            let mut borrowed_names = Vec::new();
             for item in &select.projection {
                 match item {
-                    SelectItem::UnnamedExpr(expr) => items.push((self.bind_expr(expr, scope)?, column_name(expr))),
+                    SelectItem::UnnamedExpr(expr) => {
+                        if name_from_case(expr) {
+                            borrowed_names.push(items.len());
+                        }
+                        items.push((self.bind_expr(expr, scope)?, column_name(expr)))
+                    }
                     SelectItem::ExprWithAlias { expr, alias } => {
                         items.push((self.bind_expr(expr, scope)?, fold(alias)))
                     }
@@ -1885,6 +1894,14 @@ impl<'a> Binder<'a> {
                     format!("target lists can have at most {OUTPUT_COLUMNS_MAX} entries"),
                 ));
             }
+            // The names GROUP BY, ORDER BY and DISTINCT ON can mean.
+            let referable: Vec<(Expr, String)> = items
+                .iter()
+                .enumerate()
+                .map(|(i, (expr, name))| {
+                    (expr.clone(), if borrowed_names.contains(&i) { String::new() } else { name.clone() })
+                })
+                .collect();
             // `GROUP BY ()` (the empty grouping set) groups every row into one group: it names no key, but the
             // query is grouped all the same.
             let is_empty_set = |e: &ast::Expr| matches!(e, ast::Expr::Tuple(items) if items.is_empty());
@@ -1893,7 +1910,7 @@ impl<'a> Binder<'a> {
                     exprs
                         .iter()
                         .filter(|e| !is_empty_set(e))
-                        .map(|e| self.group_item(e, scope, &items))
+                        .map(|e| self.group_item(e, scope, &referable))
                         .collect::<Result<_, _>>()?,
                     !exprs.is_empty(),
                 ),
@@ -1910,7 +1927,7 @@ impl<'a> Binder<'a> {
             };
             let mut sort_exprs = Vec::new();
             for item in order_by {
-                sort_exprs.push((self.order_item(&item.expr, scope, &items)?, &item.options));
+                sort_exprs.push((self.order_item(&item.expr, scope, &referable)?, &item.options));
             }
             let aggregates = self.aggregates.borrow_mut().take().unwrap_or_default();
             let windows = self.windows.borrow_mut().take().unwrap_or_default();
@@ -1926,7 +1943,7 @@ impl<'a> Binder<'a> {
                     // The DISTINCT ON expressions are read as ORDER BY items are, and become the first sort keys:
                     // the ORDER BY must begin with them, in any order (42P10 otherwise, as in PostgreSQL), and
                     // those it leaves out follow it.
-                    let on = on.iter().map(|e| self.order_item(e, scope, &items)).collect::<Result<Vec<_>, _>>()?;
+                    let on = on.iter().map(|e| self.order_item(e, scope, &referable)).collect::<Result<Vec<_>, _>>()?;
                     let mut missing = on.clone();
                     for (expr, _) in &sort_exprs {
                         if missing.is_empty() {
@@ -2445,33 +2462,57 @@ fn post(
 
 /// A result column's name, as PostgreSQL derives it.
 fn column_name(expr: &ast::Expr) -> String {
+    named(expr).0
+}
+
+/// Whether the expression's column name is one a CASE took from its ELSE column (`CASE … ELSE k END` is "k").
+fn name_from_case(expr: &ast::Expr) -> bool {
     match expr {
-        ast::Expr::Identifier(ident) => fold(ident),
-        ast::Expr::CompoundIdentifier(parts) => parts.last().map(fold).unwrap_or_default(),
-        ast::Expr::Function(f) => object_name(&f.name).last().cloned().unwrap_or_default(),
-        ast::Expr::Nested(inner) => column_name(inner),
+        ast::Expr::Nested(inner) => name_from_case(inner),
+        ast::Expr::Case { .. } => named(expr).1 == 2,
+        ast::Expr::Cast { expr: inner, .. } => named(expr).1 == 2 && name_from_case(inner),
+        _ => false,
+    }
+}
+
+/// A result column's name and how strongly the expression gives it, as PostgreSQL's `FigureColname`: 2 for a name
+/// taken from the expression (a column, a function), 1 for a generic one (`case`, a cast's type), 0 for none
+/// (`?column?`). A cast or a CASE passes on a strong name from inside (`abs(x)::text` is "abs", `CASE … ELSE k
+/// END` is "k"), which ORDER BY then finds as an output column, as in PostgreSQL.
+fn named(expr: &ast::Expr) -> (String, u8) {
+    let strong = |name: &str| (name.to_string(), 2);
+    match expr {
+        ast::Expr::Identifier(ident) => (fold(ident), 2),
+        ast::Expr::CompoundIdentifier(parts) => (parts.last().map(fold).unwrap_or_default(), 2),
+        ast::Expr::Function(f) => (object_name(&f.name).last().cloned().unwrap_or_default(), 2),
+        ast::Expr::Nested(inner) => named(inner),
         // Functions SQL writes with keywords are named as PostgreSQL names them.
-        ast::Expr::Floor { .. } => "floor".to_string(),
-        ast::Expr::Ceil { .. } => "ceil".to_string(),
-        ast::Expr::Substring { .. } => "substring".to_string(),
-        ast::Expr::Position { .. } => "position".to_string(),
-        ast::Expr::Trim { trim_where: Some(TrimWhereField::Leading), .. } => "ltrim".to_string(),
-        ast::Expr::Trim { trim_where: Some(TrimWhereField::Trailing), .. } => "rtrim".to_string(),
-        ast::Expr::Trim { .. } => "btrim".to_string(),
+        ast::Expr::Floor { .. } => strong("floor"),
+        ast::Expr::Ceil { .. } => strong("ceil"),
+        ast::Expr::Substring { .. } => strong("substring"),
+        ast::Expr::Position { .. } => strong("position"),
+        ast::Expr::Trim { trim_where: Some(TrimWhereField::Leading), .. } => strong("ltrim"),
+        ast::Expr::Trim { trim_where: Some(TrimWhereField::Trailing), .. } => strong("rtrim"),
+        ast::Expr::Trim { .. } => strong("btrim"),
+        ast::Expr::Exists { .. } => strong("exists"),
         // A scalar subquery's column is named as its one output column is (`(SELECT max(x) …)` is "max").
         ast::Expr::Subquery(query) => match query.body.as_ref() {
             ast::SetExpr::Select(select) => match select.projection.as_slice() {
-                [SelectItem::UnnamedExpr(expr)] => column_name(expr),
-                [SelectItem::ExprWithAlias { alias, .. }] => fold(alias),
-                _ => "?column?".to_string(),
+                [SelectItem::UnnamedExpr(expr)] => named(expr),
+                [SelectItem::ExprWithAlias { alias, .. }] => (fold(alias), 2),
+                _ => ("?column?".to_string(), 0),
             },
-            _ => "?column?".to_string(),
+            _ => ("?column?".to_string(), 0),
         },
-        ast::Expr::Cast { expr, data_type, .. } => match expr.as_ref() {
-            ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_) => column_name(expr),
-            _ => data_type.to_string().to_lowercase(),
+        ast::Expr::Cast { expr, data_type, .. } => match named(expr) {
+            (name, 2) => (name, 2),
+            _ => (data_type.to_string().to_lowercase(), 1),
         },
-        _ => "?column?".to_string(),
+        ast::Expr::Case { else_result, .. } => match else_result.as_deref().map(named) {
+            Some((name, 2)) => (name, 2),
+            _ => ("case".to_string(), 1),
+        },
+        _ => ("?column?".to_string(), 0),
     }
 }
 

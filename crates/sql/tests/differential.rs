@@ -17,7 +17,8 @@
 //!
 //! `NUMADB_PYTHON` names a Python with `duckdb` installed (the project's test command sets up a virtual
 //! environment); without one the test says so and passes, unless `NUMADB_REQUIRE_TOOLS=1`.
-//! `NUMADB_DIFF_SEED` and `NUMADB_DIFF_QUERIES` change the seed and the number of queries.
+//! `NUMADB_DIFF_SEED` and `NUMADB_DIFF_QUERIES` change the seed and the number of queries; `NUMADB_DIFF_KEEP`
+//! names a file to keep the data and queries in (JSON `[setup statements, queries]`), to run them elsewhere.
 
 use std::fmt::Write as _;
 use std::process::Command;
@@ -601,6 +602,10 @@ fn random_queries_agree_with_duckdb() {
     std::fs::write(&script, DUCKDB_RUNNER).unwrap();
     let query_texts: Vec<&String> = queries.iter().map(|(q, _)| q).collect();
     std::fs::write(&input, serde_json::to_string(&(setup, query_texts)).unwrap()).unwrap();
+    // `NUMADB_DIFF_KEEP=<file>` keeps the data and queries (JSON: [setup statements, queries]) to run elsewhere.
+    if let Ok(kept) = std::env::var("NUMADB_DIFF_KEEP") {
+        std::fs::copy(&input, kept).unwrap();
+    }
     let status = Command::new(&python).arg(&script).arg(&input).arg(&output).status().unwrap();
     assert!(status.success(), "the DuckDB runner failed");
     let expected: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&output).unwrap()).unwrap();
