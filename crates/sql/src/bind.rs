@@ -649,21 +649,7 @@ impl<'a> Binder<'a> {
                 let operator = if case_insensitive { "~~*" } else { "~~" };
                 let inner = self.text_operand(inner, scope, operator)?;
                 let pattern = self.text_operand(pattern, scope, operator)?;
-                let escape = match escape_char.as_deref().map(|e| self.bind_expr(e, scope)).transpose()? {
-                    None => Some('\\'),
-                    Some(Expr::Literal { value: Value::Text(text), .. }) => {
-                        let mut chars = text.chars();
-                        match (chars.next(), chars.next()) {
-                            (None, _) => None,
-                            (Some(c), None) => Some(c),
-                            _ => {
-                                return Err(ExecError::new(sqlstate::INVALID_ESCAPE_SEQUENCE, "invalid escape string")
-                                    .with_hint("Escape string must be empty or one character."));
-                            }
-                        }
-                    }
-                    Some(_) => return Err(unsupported("an ESCAPE that is not a string constant")),
-                };
+                let escape = self.escape_character(escape_char.as_deref(), scope)?;
                 Ok(Expr::Like {
                     expr: Box::new(inner),
                     pattern: Box::new(pattern),

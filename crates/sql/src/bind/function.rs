@@ -78,6 +78,28 @@ impl Binder<'_> {
         self.call_function(function, args).map(Some)
     }
 
+    /// The character an `ESCAPE` clause of LIKE or SIMILAR TO names: `\\` without one, none for `ESCAPE ''`,
+    /// 22025 for a longer string.
+    pub(super) fn escape_character(
+        &self,
+        escape: Option<&ast::Expr>,
+        scope: &Scope<'_>,
+    ) -> Result<Option<char>, ExecError> {
+        match escape.map(|e| self.bind_expr(e, scope)).transpose()? {
+            None => Ok(Some('\\')),
+            Some(Expr::Literal { value: Value::Text(text), .. }) => {
+                let mut chars = text.chars();
+                match (chars.next(), chars.next()) {
+                    (None, _) => Ok(None),
+                    (Some(c), None) => Ok(Some(c)),
+                    _ => Err(ExecError::new(sqlstate::INVALID_ESCAPE_SEQUENCE, "invalid escape string")
+                        .with_hint("Escape string must be empty or one character.")),
+                }
+            }
+            Some(_) => Err(unsupported("an ESCAPE that is not a string constant")),
+        }
+    }
+
     /// The functions SQL writes with keywords: `FLOOR(x)`, `CEIL(x)`, `SUBSTRING(s FROM a FOR b)`,
     /// `POSITION(a IN b)`, `TRIM([BOTH|LEADING|TRAILING] [chars] FROM s)`; `None` for any other expression.
     pub(super) fn special_function(&self, expr: &ast::Expr, scope: &Scope<'_>) -> Result<Option<Expr>, ExecError> {
@@ -127,21 +149,7 @@ impl Binder<'_> {
             }
             // `s SIMILAR TO p` is a regular expression matching all of `s`, translated from the pattern.
             E::SimilarTo { negated, expr: inner, pattern, escape_char } => {
-                let escape = match escape_char.as_deref().map(bind).transpose()? {
-                    None => Some('\\'),
-                    Some(Expr::Literal { value: Value::Text(text), .. }) => {
-                        let mut chars = text.chars();
-                        match (chars.next(), chars.next()) {
-                            (None, _) => None,
-                            (Some(c), None) => Some(c),
-                            _ => {
-                                return Err(ExecError::new(sqlstate::INVALID_ESCAPE_SEQUENCE, "invalid escape string")
-                                    .with_hint("Escape string must be empty or one character."));
-                            }
-                        }
-                    }
-                    Some(_) => return Err(unsupported("an ESCAPE that is not a string constant")),
-                };
+                let escape = self.escape_character(escape_char.as_deref(), scope)?;
                 let Expr::Literal { value: Value::Text(pattern), .. } = bind(pattern)? else {
                     return Err(unsupported("SIMILAR TO a pattern that is not a string constant"));
                 };
