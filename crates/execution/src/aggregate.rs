@@ -7,7 +7,7 @@ use numadb_storage::{DataType, Value};
 use crate::error::{ExecError, sqlstate};
 use crate::expr::Expr;
 use crate::plan::SortKey;
-use crate::window::compare_directed;
+use crate::window::compare_directed_keys;
 
 /// An aggregate function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -285,6 +285,15 @@ pub struct OrderedValue {
     pub delimiter: Value,
 }
 
+/// A numeric value as a double (`None` for anything else).
+fn as_double(value: &Value) -> Option<f64> {
+    match value {
+        Value::Double(d) => Some(*d),
+        Value::Int(i) => Some(*i as f64),
+        _ => None,
+    }
+}
+
 /// `sum + v`, noting in `overflowed` when two finite doubles add up to an infinity.
 fn add_checked(sum: f64, v: f64, overflowed: &mut bool) -> f64 {
     let total = sum + v;
@@ -348,11 +357,7 @@ impl Accumulator {
                 }
             }
             Accumulator::DoubleSum { sum, overflowed } => {
-                let v = match value {
-                    Value::Double(d) => *d,
-                    Value::Int(i) => *i as f64,
-                    _ => return,
-                };
+                let Some(v) = as_double(value) else { return };
                 *sum = Some(add_checked(sum.unwrap_or(0.0), v, overflowed));
             }
             Accumulator::Min(current) => {
@@ -366,20 +371,12 @@ impl Accumulator {
                 }
             }
             Accumulator::Avg { sum, count, overflowed } => {
-                let v = match value {
-                    Value::Double(d) => *d,
-                    Value::Int(i) => *i as f64,
-                    _ => return,
-                };
+                let Some(v) = as_double(value) else { return };
                 *sum = add_checked(*sum, v, overflowed);
                 *count += 1;
             }
             Accumulator::Moments { count, mean, m2, .. } => {
-                let v = match value {
-                    Value::Double(d) => *d,
-                    Value::Int(i) => *i as f64,
-                    _ => return,
-                };
+                let Some(v) = as_double(value) else { return };
                 *count += 1;
                 let delta = v - *mean;
                 *mean += delta / *count as f64;
@@ -511,15 +508,7 @@ impl Accumulator {
             Accumulator::Ordered { items, directions } => {
                 let mut order: Vec<&OrderedValue> = items.iter().collect();
                 // Stable: values with equal keys stay in the order they came (PostgreSQL leaves it unspecified).
-                order.sort_by(|a, b| {
-                    a.keys
-                        .iter()
-                        .zip(&b.keys)
-                        .zip(directions)
-                        .map(|((x, y), &(descending, nulls_first))| compare_directed(x, y, descending, nulls_first))
-                        .find(|ordering| ordering.is_ne())
-                        .unwrap_or(std::cmp::Ordering::Equal)
-                });
+                order.sort_by(|a, b| compare_directed_keys(&a.keys, &b.keys, directions.iter().copied()));
                 let mut out = String::new();
                 for (i, item) in order.iter().enumerate() {
                     if i > 0

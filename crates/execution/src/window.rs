@@ -124,17 +124,25 @@ impl WindowCall {
 
 /// Compares two rows' sort keys as ORDER BY does (direction and NULL placement per key).
 pub fn compare_sort_keys(a: &[Value], b: &[Value], keys: &[SortKey]) -> Ordering {
-    for ((x, y), key) in a.iter().zip(b).zip(keys) {
-        let ordering = compare_directed(x, y, key.descending, key.nulls_first);
-        if ordering.is_ne() {
-            return ordering;
-        }
-    }
-    Ordering::Equal
+    compare_directed_keys(a, b, keys.iter().map(|k| (k.descending, k.nulls_first)))
+}
+
+/// Compares two rows' keys, each under its `(descending, nulls_first)`.
+pub(crate) fn compare_directed_keys(
+    a: &[Value],
+    b: &[Value],
+    directions: impl IntoIterator<Item = (bool, bool)>,
+) -> Ordering {
+    a.iter()
+        .zip(b)
+        .zip(directions)
+        .map(|((x, y), (descending, nulls_first))| compare_directed(x, y, descending, nulls_first))
+        .find(|ordering| ordering.is_ne())
+        .unwrap_or(Ordering::Equal)
 }
 
 /// How `x` and `y` order under one key's direction and NULL placement.
-pub(crate) fn compare_directed(x: &Value, y: &Value, descending: bool, nulls_first: bool) -> Ordering {
+fn compare_directed(x: &Value, y: &Value, descending: bool, nulls_first: bool) -> Ordering {
     match (x.is_null(), y.is_null()) {
         (true, true) => Ordering::Equal,
         (true, false) if nulls_first => Ordering::Less,
@@ -274,13 +282,14 @@ fn evaluate_partition(
             }
         }
         WindowFunction::Rank | WindowFunction::DenseRank => {
-            let (mut rank, mut dense) = (0, 0);
+            // A rank is the position of the row's first peer; a dense rank counts the peer groups so far.
+            let mut dense = 0;
             for (position, &row) in members.iter().enumerate() {
-                if position == 0 || !peers(members[position - 1], row) {
-                    rank = position as i64 + 1;
+                let first_peer = peer_groups[position].start;
+                if first_peer == position {
                     dense += 1;
                 }
-                let value = if call.function == WindowFunction::Rank { rank } else { dense };
+                let value = if call.function == WindowFunction::Rank { first_peer as i64 + 1 } else { dense };
                 values[row] = Value::Int(value);
             }
         }
@@ -311,7 +320,7 @@ fn evaluate_partition(
                     aggregate.feed(&mut accumulator, &rows[member], params)?;
                 }
                 fed = fed.max(end);
-                let value = if end == 0 { Accumulator::new(aggregate).finish()? } else { accumulator.finish()? };
+                let value = accumulator.finish()?;
                 values[row] = value.clone();
                 last = Some((end, value));
             }

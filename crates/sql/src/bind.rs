@@ -1880,14 +1880,14 @@ impl<'a> Binder<'a> {
                     format!("target lists can have at most {OUTPUT_COLUMNS_MAX} entries"),
                 ));
             }
-            // The names GROUP BY, ORDER BY and DISTINCT ON can mean.
-            let referable: Vec<(Expr, String)> = items
-                .iter()
-                .enumerate()
-                .map(|(i, (expr, name))| {
-                    (expr.clone(), if borrowed_names.contains(&i) { String::new() } else { name.clone() })
-                })
-                .collect();
+            // The names GROUP BY, ORDER BY and DISTINCT ON can mean (a copy only when a CASE borrowed one).
+            let referable: std::borrow::Cow<'_, [(Expr, String)]> = if borrowed_names.is_empty() {
+                std::borrow::Cow::Borrowed(&items)
+            } else {
+                let mut referable = items.clone();
+                borrowed_names.iter().for_each(|&i| referable[i].1.clear());
+                std::borrow::Cow::Owned(referable)
+            };
             // `GROUP BY ()` (the empty grouping set) groups every row into one group: it names no key, but the
             // query is grouped all the same.
             let is_empty_set = |e: &ast::Expr| matches!(e, ast::Expr::Tuple(items) if items.is_empty());
