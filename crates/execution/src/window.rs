@@ -37,6 +37,8 @@ pub enum WindowFunction {
         argument: Expr,
         /// Rows back (negative: forward).
         offset: i64,
+        /// What a row without that other row gets (evaluated on the row itself), NULL when absent.
+        default: Option<Expr>,
     },
     /// An aggregate over the frame (by default the partition's rows up to the row's last peer).
     Aggregate(AggregateCall),
@@ -101,7 +103,11 @@ impl WindowCall {
     /// Every expression the call evaluates, for renumbering.
     pub fn try_map_exprs(&self, f: &mut dyn FnMut(&Expr) -> Result<Expr, ExecError>) -> Result<Self, ExecError> {
         let function = match &self.function {
-            WindowFunction::Lag { argument, offset } => WindowFunction::Lag { argument: f(argument)?, offset: *offset },
+            WindowFunction::Lag { argument, offset, default } => WindowFunction::Lag {
+                argument: f(argument)?,
+                offset: *offset,
+                default: default.as_ref().map(&mut *f).transpose()?,
+            },
             WindowFunction::Aggregate(call) => WindowFunction::Aggregate(call.try_map_exprs(f)?),
             WindowFunction::FirstValue(argument) => WindowFunction::FirstValue(f(argument)?),
             WindowFunction::LastValue(argument) => WindowFunction::LastValue(f(argument)?),
@@ -293,12 +299,15 @@ fn evaluate_partition(
                 values[row] = Value::Int(value);
             }
         }
-        WindowFunction::Lag { argument, offset } => {
+        WindowFunction::Lag { argument, offset, default } => {
             for (position, &row) in members.iter().enumerate() {
                 let other = (position as i64).checked_sub(*offset);
                 values[row] = match other.and_then(|o| usize::try_from(o).ok()).and_then(|o| members.get(o)) {
                     Some(&other) => argument.eval(&rows[other], params)?,
-                    None => Value::Null,
+                    None => match default {
+                        Some(default) => default.eval(&rows[row], params)?,
+                        None => Value::Null,
+                    },
                 };
             }
         }
@@ -508,7 +517,7 @@ mod tests {
 
     #[test]
     fn lag_and_lead_stop_at_the_partitions_ends() {
-        let lag = |offset| WindowFunction::Lag { argument: column(1), offset };
+        let lag = |offset| WindowFunction::Lag { argument: column(1), offset, default: None };
         let order = || vec![SortKey { expr: column(1), descending: true, nulls_first: true }];
         let got = run(&[[1, 1], [1, 2], [1, 3], [2, 9]], lag(1), order());
         assert_eq!(got, [Value::Int(2), Value::Int(3), Value::Null, Value::Null]);

@@ -13,6 +13,7 @@ mod decorrelate;
 mod frame;
 mod function;
 mod join;
+mod window_names;
 use join::JoinNames;
 use sqlparser::ast::{
     self, BinaryOperator, Distinct, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, LimitClause,
@@ -1067,10 +1068,17 @@ impl<'a> Binder<'a> {
                     (function, DataType::BigInt)
                 }
                 "lag" | "lead" => {
-                    let (argument, offset) = match arguments {
-                        [FunctionArgExpr::Expr(argument)] => (argument, 1),
-                        [FunctionArgExpr::Expr(argument), FunctionArgExpr::Expr(offset)] => {
+                    let (argument, offset, default) = match arguments {
+                        [FunctionArgExpr::Expr(argument)] => (argument, 1, None),
+                        [FunctionArgExpr::Expr(argument), FunctionArgExpr::Expr(offset), default @ ..]
+                            if default.len() <= 1 =>
+                        {
                             let offset = self.without_aggregates(|| self.bind_expr(offset, scope))?;
+                            let offset = if self.is_untyped(&offset) {
+                                self.coerce_to(offset, DataType::Integer)?
+                            } else {
+                                offset
+                            };
                             // lag(anyelement, integer): a bigint or a double offset matches no function.
                             if offset.data_type() != DataType::Integer {
                                 return Err(ExecError::new(
@@ -1084,28 +1092,58 @@ impl<'a> Binder<'a> {
                                     return Err(unsupported(&format!("{name} with an offset that is not a constant")));
                                 }
                             };
-                            (argument, offset)
+                            let default = match default {
+                                [FunctionArgExpr::Expr(default)] => Some(default),
+                                [] => None,
+                                _ => {
+                                    return Err(ExecError::new(
+                                        sqlstate::UNDEFINED_FUNCTION,
+                                        format!("function {name} does not take these arguments"),
+                                    ));
+                                }
+                            };
+                            (argument, offset, default)
                         }
-                        [_, _, _] => return Err(unsupported(&format!("{name} with a default value"))),
                         _ => {
                             return Err(ExecError::new(
                                 sqlstate::UNDEFINED_FUNCTION,
-                                format!("function {name} takes one or two arguments"),
+                                format!("function {name} takes one to three arguments"),
                             ));
                         }
                     };
-                    if matches!(argument, ast::Expr::Value(v)
-                        if matches!(v.value, ast::Value::Null | ast::Value::SingleQuotedString(_)))
-                    {
-                        return Err(ExecError::new(
-                            sqlstate::DATATYPE_MISMATCH,
-                            "could not determine polymorphic type because input has type unknown",
-                        ));
-                    }
                     let argument = self.bind_expr(argument, scope)?;
-                    let data_type = argument.data_type();
                     let offset = if name == "lag" { offset } else { offset.checked_neg().unwrap_or(i64::MAX) };
-                    (WindowFunction::Lag { argument, offset }, data_type)
+                    match default {
+                        // lag(anyelement [, integer]): an argument of unknown type leaves the result's unknown.
+                        None if self.is_untyped(&argument) => {
+                            return Err(ExecError::new(
+                                sqlstate::DATATYPE_MISMATCH,
+                                "could not determine polymorphic type because input has type unknown",
+                            ));
+                        }
+                        None => {
+                            let data_type = argument.data_type();
+                            (WindowFunction::Lag { argument, offset, default: None }, data_type)
+                        }
+                        // lag(anycompatible, integer, anycompatible): the value and the default meet in one type.
+                        Some(default) => {
+                            let default = self.bind_expr(default, scope)?;
+                            let types = (argument.data_type(), default.data_type());
+                            let (mut pair, data_type) =
+                                self.unify_results(vec![argument, default], name).map_err(|error| {
+                                    if error.sqlstate != sqlstate::DATATYPE_MISMATCH {
+                                        return error;
+                                    }
+                                    ExecError::new(
+                                        sqlstate::UNDEFINED_FUNCTION,
+                                        format!("function {name}({}, integer, {}) does not exist", types.0, types.1),
+                                    )
+                                })?;
+                            let default = pair.pop().expect("two expressions");
+                            let argument = pair.pop().expect("two expressions");
+                            (WindowFunction::Lag { argument, offset, default: Some(default) }, data_type)
+                        }
+                    }
                 }
                 "percent_rank" | "cume_dist" => {
                     if !arguments.is_empty() {
@@ -1355,6 +1393,13 @@ impl<'a> Binder<'a> {
 
     /// Plans a query: a whole statement, with its subqueries in expressions run first.
     pub fn plan_query(&self, query: &Query) -> Result<BoundQuery, ExecError> {
+        let resolved;
+        let query = if window_names::any(query) {
+            resolved = window_names::resolve(query.clone())?;
+            &resolved
+        } else {
+            query
+        };
         let mut bound = self.plan_query_inner(query)?;
         let subqueries = std::mem::take(&mut *self.subqueries.borrow_mut());
         self.subquery_texts.borrow_mut().clear();
