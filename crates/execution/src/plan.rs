@@ -224,6 +224,8 @@ pub enum Plan {
         offset: Option<Expr>,
         /// `LIMIT`.
         limit: Option<Expr>,
+        /// `FETCH FIRST n ROWS WITH TIES`: the rows after the `n`-th that sort equal to it come along.
+        with_ties: bool,
     },
 }
 
@@ -314,7 +316,7 @@ impl Plan {
                 input: Box::new(input.try_map_exprs(f)?),
                 calls: calls.iter().map(|call| call.try_map_exprs(&mut *f)).collect::<Result<_, _>>()?,
             },
-            Plan::Post { input, filter, projection, distinct, order_by, offset, limit } => Plan::Post {
+            Plan::Post { input, filter, projection, distinct, order_by, offset, limit, with_ties } => Plan::Post {
                 input: Box::new(input.try_map_exprs(f)?),
                 filter: filter.as_ref().map(&mut *f).transpose()?,
                 projection: projection
@@ -328,6 +330,7 @@ impl Plan {
                     .collect::<Result<_, ExecError>>()?,
                 offset: offset.as_ref().map(&mut *f).transpose()?,
                 limit: limit.as_ref().map(&mut *f).transpose()?,
+                with_ties: *with_ties,
             },
         })
     }
@@ -428,7 +431,7 @@ impl Plan {
                 let _ = writeln!(out, "{indent}{arrow}Window ({} function{plural})", calls.len());
                 input.describe_into(out, depth + 1);
             }
-            Plan::Post { input, filter, projection, distinct, order_by, offset, limit } => {
+            Plan::Post { input, filter, projection, distinct, order_by, offset, limit, with_ties } => {
                 let mut parts = Vec::new();
                 if filter.is_some() {
                     // Above an aggregation it is HAVING; above a subquery's rows, the outer query's WHERE.
@@ -448,7 +451,7 @@ impl Plan {
                     parts.push("Offset".to_string());
                 }
                 if limit.is_some() {
-                    parts.push("Limit".to_string());
+                    parts.push(if *with_ties { "Limit With Ties" } else { "Limit" }.to_string());
                 }
                 if projection.is_some() {
                     parts.push("Project".to_string());

@@ -996,7 +996,7 @@ fn finish(
             result.operator("Window", rows.len(), started);
             Ok(rows)
         }
-        Plan::Post { input, filter, projection, distinct, order_by, offset, limit } => {
+        Plan::Post { input, filter, projection, distinct, order_by, offset, limit, with_ties } => {
             let rows = finish(input, executor, jobs, next_job, budget, result)?;
             let rows = post_process(
                 rows,
@@ -1005,7 +1005,7 @@ fn finish(
                 *distinct,
                 order_by,
                 offset.as_ref(),
-                limit.as_ref(),
+                limit.as_ref().map(|limit| (limit, *with_ties)),
                 executor.params,
                 result,
             )?;
@@ -1364,13 +1364,24 @@ fn post_process(
     distinct: Dedup,
     order_by: &[SortKey],
     offset: Option<&Expr>,
-    limit: Option<&Expr>,
+    limit: Option<(&Expr, bool)>,
     params: &[Value],
     result: &mut ExecutionResult,
 ) -> Result<Vec<Vec<Value>>, ExecError> {
     let started = Instant::now();
     let offset = offset.map(|e| row_count(e, params, "OFFSET")).transpose()?.flatten().unwrap_or(0);
-    let limit = limit.map(|e| row_count(e, params, "LIMIT")).transpose()?.flatten();
+    let with_ties = limit.is_some_and(|(_, with_ties)| with_ties);
+    let limit = match limit {
+        // PostgreSQL: a NULL count with ties is an error, not "all rows" (2201W).
+        Some((e, true)) => Some(row_count(e, params, "LIMIT")?.ok_or_else(|| {
+            ExecError::new(
+                sqlstate::INVALID_ROW_COUNT_IN_LIMIT,
+                "row count cannot be null in FETCH FIRST ... WITH TIES clause",
+            )
+        })?),
+        Some((e, false)) => row_count(e, params, "LIMIT")?,
+        None => None,
+    };
     let mut keyed: Vec<(Vec<Value>, Vec<Value>)> = Vec::with_capacity(rows.len());
     for row in rows {
         if let Some(filter) = filter
@@ -1412,8 +1423,13 @@ fn post_process(
         result.operator("Distinct On", keyed.len(), started);
     }
     let started = Instant::now();
-    let end = limit.map_or(keyed.len(), |l| offset.saturating_add(l).min(keyed.len()));
+    let mut end = limit.map_or(keyed.len(), |l| offset.saturating_add(l).min(keyed.len()));
     let start = offset.min(end);
+    if with_ties && end > start {
+        // The rows after the last one kept that sort equal to it (sorted: they follow it).
+        let last = &keyed[end - 1].0;
+        end += keyed[end..].iter().take_while(|(keys, _)| compare_sort_keys(last, keys, order_by).is_eq()).count();
+    }
     let rows: Vec<Vec<Value>> = keyed.drain(start..end).map(|(_, row)| row).collect();
     if limit.is_some() || offset > 0 {
         result.operator("Limit", rows.len(), started);

@@ -1559,7 +1559,12 @@ impl<'a> Binder<'a> {
         // `FETCH FIRST n ROWS ONLY` is the standard's LIMIT (PostgreSQL refuses both in one query).
         let fetched = match &query.fetch {
             None => None,
-            Some(fetch) if fetch.with_ties => return Err(unsupported("FETCH … WITH TIES")),
+            Some(fetch) if fetch.with_ties && query.order_by.is_none() => {
+                return Err(ExecError::new(
+                    sqlstate::SYNTAX_ERROR,
+                    "WITH TIES cannot be specified without ORDER BY clause",
+                ));
+            }
             Some(fetch) if fetch.percent => return Err(unsupported("FETCH … PERCENT")),
             Some(_) if limit.is_some() => {
                 return Err(ExecError::new(sqlstate::SYNTAX_ERROR, "LIMIT and FETCH cannot be used together"));
@@ -1591,15 +1596,34 @@ impl<'a> Binder<'a> {
             },
         };
         let order_by: Vec<&ast::OrderByExpr> = order_items.iter().collect();
+        let mut bound = self.plan_ordered_body(query, &order_by, limit, offset)?;
+        if query.fetch.as_ref().is_some_and(|fetch| fetch.with_ties) {
+            // The LIMIT just planned is the outermost one with a sort: it keeps the ties of its last row.
+            match &mut bound.plan {
+                Plan::Post { limit: Some(_), order_by, with_ties, .. } if !order_by.is_empty() => *with_ties = true,
+                _ => return Err(ExecError::internal("FETCH … WITH TIES planned without its sorted LIMIT")),
+            }
+        }
+        Ok(bound)
+    }
+
+    /// A query's body under its ORDER BY, OFFSET and LIMIT.
+    fn plan_ordered_body(
+        &self,
+        query: &Query,
+        order_by: &[&ast::OrderByExpr],
+        limit: Option<Expr>,
+        offset: Option<Expr>,
+    ) -> Result<BoundQuery, ExecError> {
         match query.body.as_ref() {
-            SetExpr::Select(select) => self.plan_select(select, &order_by, limit, offset),
+            SetExpr::Select(select) => self.plan_select(select, order_by, limit, offset),
             body => {
                 let mut bound = self.plan_set_expr(body)?;
                 if order_by.is_empty() && limit.is_none() && offset.is_none() {
                     return Ok(bound);
                 }
                 let mut keys = Vec::new();
-                for item in &order_by {
+                for item in order_by {
                     let position = self.output_position(&item.expr, &bound.columns)?;
                     keys.push(sort_key(
                         Expr::Column { index: position, data_type: bound.columns[position].data_type },
@@ -1614,6 +1638,7 @@ impl<'a> Binder<'a> {
                     order_by: keys,
                     offset,
                     limit,
+                    with_ties: false,
                 };
                 Ok(bound)
             }
@@ -2178,6 +2203,7 @@ impl<'a> Binder<'a> {
                 order_by: keys,
                 offset,
                 limit,
+                with_ties: false,
             };
             return Ok(BoundQuery { plan, columns, tables });
         }
@@ -2209,6 +2235,7 @@ impl<'a> Binder<'a> {
             order_by: keys,
             offset,
             limit,
+            with_ties: false,
         };
         Ok(BoundQuery { plan, columns, tables })
     }
@@ -2488,7 +2515,7 @@ fn post(
     {
         return input;
     }
-    Plan::Post { input: Box::new(input), filter, projection, distinct, order_by, offset, limit }
+    Plan::Post { input: Box::new(input), filter, projection, distinct, order_by, offset, limit, with_ties: false }
 }
 
 /// A result column's name, as PostgreSQL derives it.
