@@ -61,6 +61,8 @@ pub mod sqlstate {
     pub const SUBSTRING_ERROR: &str = "22011";
     /// `54000`: a result larger than a value may be (`repeat`, `lpad` asked for more than 1 GiB).
     pub const PROGRAM_LIMIT_EXCEEDED: &str = "54000";
+    /// `2201G`
+    pub const INVALID_ARGUMENT_FOR_WIDTH_BUCKET: &str = "2201G";
     /// A scalar subquery returned more than one row.
     pub const CARDINALITY_VIOLATION: &str = "21000";
     /// `22P02`

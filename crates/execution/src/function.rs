@@ -106,6 +106,29 @@ pub enum ScalarFunction {
     RegexpReplace,
     /// `regexp_count(s, pattern [, start [, flags]])`: how many times the pattern matches (without overlaps).
     RegexpCount,
+    /// `octet_length(s)`: bytes (UTF-8).
+    OctetLength,
+    /// `bit_length(s)`: bits.
+    BitLength,
+    /// `initcap(s)`: each word's first letter upper case, the rest lower case (words: runs of ASCII letters
+    /// and digits).
+    Initcap,
+    /// `translate(s, from, to)`: each character of `from` in `s` replaced by the one at its place in `to`, or
+    /// removed where `to` is shorter.
+    Translate,
+    /// `chr(n)`: the character of code point `n` (0 and code points past Unicode are 54000).
+    Chr,
+    /// `md5(s)`: the MD5 digest of the text's bytes, in hex.
+    Md5,
+    /// `to_hex(n)`: hexadecimal, negative numbers in two's complement of their type's width.
+    ToHex,
+    /// `gcd(a, b)`: the greatest common divisor (never negative).
+    Gcd,
+    /// `lcm(a, b)`: the least common multiple (never negative).
+    Lcm,
+    /// `width_bucket(x, low, high, count)`: which of `count` equal buckets between `low` and `high` holds `x`
+    /// (0 below, `count + 1` above).
+    WidthBucket,
 }
 
 /// What one argument of a function takes, and what an argument of another type becomes.
@@ -130,6 +153,8 @@ pub enum Returns {
     Type(DataType),
     /// The type of the first argument.
     FirstArgument,
+    /// The wider of the arguments' types (bigint over integer).
+    WiderArgument,
 }
 
 /// The arguments a function takes: `parameters` in order, the first `required` of them required; with
@@ -209,6 +234,16 @@ pub const FUNCTION_NAMES: &[&str] = &[
     "regexp_like",
     "regexp_replace",
     "regexp_count",
+    "octet_length",
+    "bit_length",
+    "initcap",
+    "translate",
+    "chr",
+    "md5",
+    "to_hex",
+    "gcd",
+    "lcm",
+    "width_bucket",
 ];
 
 impl ScalarFunction {
@@ -256,6 +291,16 @@ impl ScalarFunction {
             "regexp_like" => F::RegexpLike,
             "regexp_replace" => F::RegexpReplace,
             "regexp_count" => F::RegexpCount,
+            "octet_length" => F::OctetLength,
+            "bit_length" => F::BitLength,
+            "initcap" => F::Initcap,
+            "translate" => F::Translate,
+            "chr" => F::Chr,
+            "md5" => F::Md5,
+            "to_hex" => F::ToHex,
+            "gcd" => F::Gcd,
+            "lcm" => F::Lcm,
+            "width_bucket" => F::WidthBucket,
             _ => return None,
         })
     }
@@ -283,8 +328,12 @@ impl ScalarFunction {
                 Signature { parameters: &[P::Any], required: 1, variadic: true, returns: Returns::FirstArgument }
             }
             F::Abs => exactly(&[P::Numeric], Returns::FirstArgument),
-            F::Lower | F::Upper | F::Reverse => exactly(&[P::Text], Returns::Type(Text)),
-            F::Length | F::Ascii => exactly(&[P::Text], Returns::Type(Integer)),
+            F::Lower | F::Upper | F::Reverse | F::Initcap | F::Md5 => exactly(&[P::Text], Returns::Type(Text)),
+            F::Length | F::Ascii | F::OctetLength | F::BitLength => exactly(&[P::Text], Returns::Type(Integer)),
+            F::Translate => exactly(&[P::Text, P::Text, P::Text], Returns::Type(Text)),
+            F::Chr | F::ToHex => exactly(&[P::Integer], Returns::Type(Text)),
+            F::Gcd | F::Lcm => exactly(&[P::Integer, P::Integer], Returns::WiderArgument),
+            F::WidthBucket => exactly(&[P::Double, P::Double, P::Double, P::Integer], Returns::Type(Integer)),
             F::Round | F::Trunc => at_least(1, &[P::Double, P::Integer], Returns::Type(Double)),
             F::Floor | F::Ceil | F::Sign | F::Sqrt | F::Cbrt | F::Exp | F::Ln | F::Log10 => {
                 exactly(&[P::Double], Returns::Type(Double))
@@ -364,6 +413,16 @@ impl ScalarFunction {
             F::RegexpLike => "regexp_like",
             F::RegexpReplace => "regexp_replace",
             F::RegexpCount => "regexp_count",
+            F::OctetLength => "octet_length",
+            F::BitLength => "bit_length",
+            F::Initcap => "initcap",
+            F::Translate => "translate",
+            F::Chr => "chr",
+            F::Md5 => "md5",
+            F::ToHex => "to_hex",
+            F::Gcd => "gcd",
+            F::Lcm => "lcm",
+            F::WidthBucket => "width_bucket",
         }
     }
 
@@ -428,6 +487,8 @@ impl ScalarFunction {
                         return Ok(Value::Null);
                     }
                 }
+                // to_hex writes a negative number in its own type's width.
+                let data_type = if self == F::ToHex { args[0].data_type() } else { data_type };
                 self.eval_strict(&values[..args.len().min(values.len())], data_type)
             }
         }
@@ -604,11 +665,138 @@ impl ScalarFunction {
                 })?;
                 Value::Int(count as i64)
             }
+            F::OctetLength => Value::Int(text(0)?.len() as i64),
+            F::BitLength => Value::Int(text(0)?.len() as i64 * 8),
+            F::Initcap => {
+                let mut word = false;
+                text_value(
+                    text(0)?
+                        .chars()
+                        .map(|c| {
+                            let mapped = if word { c.to_ascii_lowercase() } else { c.to_ascii_uppercase() };
+                            word = c.is_ascii_alphanumeric();
+                            mapped
+                        })
+                        .collect(),
+                )
+            }
+            F::Translate => {
+                let (source, from, to) = (text(0)?, text(1)?, text(2)?);
+                let to: Vec<char> = to.chars().collect();
+                text_value(
+                    source
+                        .chars()
+                        .filter_map(|c| match from.chars().position(|f| f == c) {
+                            Some(at) => to.get(at).copied(),
+                            None => Some(c),
+                        })
+                        .collect(),
+                )
+            }
+            F::Chr => text_value(chr(int(0)?)?.to_string()),
+            F::Md5 => {
+                use md5::Digest;
+                let digest = md5::Md5::digest(text(0)?.as_bytes());
+                text_value(digest.iter().map(|byte| format!("{byte:02x}")).collect())
+            }
+            F::ToHex => {
+                let n = int(0)?;
+                // data_type is the argument's here (see `eval`).
+                text_value(if data_type == DataType::Integer { format!("{:x}", n as i32) } else { format!("{n:x}") })
+            }
+            F::Gcd | F::Lcm => {
+                let (a, b) = (int(0)?, int(1)?);
+                let (a, b) = (i128::from(a), i128::from(b));
+                let divisor = gcd(a, b);
+                let result = if self == F::Gcd {
+                    divisor
+                } else if divisor == 0 {
+                    0
+                } else {
+                    (a / divisor * b).abs()
+                };
+                checked_int(i64::try_from(result).ok(), data_type)?
+            }
+            F::WidthBucket => width_bucket(double(0)?, double(1)?, double(2)?, int(3)?)?,
             F::Coalesce | F::Greatest | F::Least | F::Concat | F::ConcatWs => {
                 return Err(ExecError::internal(format!("{} is not strict", self.name())));
             }
         })
     }
+}
+
+/// Euclid's greatest common divisor, never negative (`gcd(0, 0)` is 0).
+fn gcd(mut a: i128, mut b: i128) -> i128 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a.abs()
+}
+
+/// `chr(n)`, with PostgreSQL's errors for UTF-8.
+fn chr(n: i64) -> Result<char, ExecError> {
+    if n == 0 {
+        return Err(ExecError::new(sqlstate::PROGRAM_LIMIT_EXCEEDED, "null character not permitted"));
+    }
+    if n < 0 {
+        return Err(ExecError::new(sqlstate::INVALID_PARAMETER_VALUE, "character number must be positive"));
+    }
+    let code = u32::try_from(n).unwrap_or(u32::MAX);
+    if code > 0x10FFFF {
+        return Err(ExecError::new(
+            sqlstate::PROGRAM_LIMIT_EXCEEDED,
+            format!("requested character too large for encoding: {n}"),
+        ));
+    }
+    char::from_u32(code).ok_or_else(|| {
+        ExecError::new(sqlstate::PROGRAM_LIMIT_EXCEEDED, format!("requested character not valid for encoding: {n}"))
+    })
+}
+
+/// `width_bucket(x, low, high, count)` as PostgreSQL 15 computes it for doubles (buckets may run downwards when
+/// `low > high`).
+fn width_bucket(x: f64, low: f64, high: f64, count: i64) -> Result<Value, ExecError> {
+    let invalid = |message: &str| ExecError::new(sqlstate::INVALID_ARGUMENT_FOR_WIDTH_BUCKET, message.to_string());
+    if count <= 0 {
+        return Err(invalid("count must be greater than zero"));
+    }
+    if x.is_nan() || low.is_nan() || high.is_nan() {
+        return Err(invalid("operand, lower bound, and upper bound cannot be NaN"));
+    }
+    if !low.is_finite() || !high.is_finite() {
+        return Err(invalid("lower and upper bounds must be finite"));
+    }
+    if low == high {
+        return Err(invalid("lower bound cannot equal upper bound"));
+    }
+    let inside = |offset: f64, span: f64, half_offset: f64, half_span: f64| {
+        let fraction = if span.is_finite() { offset / span } else { half_offset / half_span };
+        let bucket = (count as f64 * fraction) as i64;
+        // The quotient could round up to the upper bound's bucket.
+        bucket.min(count - 1) + 1
+    };
+    let over = || {
+        count
+            .checked_add(1)
+            .filter(|b| i32::try_from(*b).is_ok())
+            .ok_or_else(|| ExecError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "integer out of range"))
+    };
+    let bucket = if low < high {
+        if x < low {
+            0
+        } else if x >= high {
+            over()?
+        } else {
+            inside(x - low, high - low, x / 2.0 - low / 2.0, high / 2.0 - low / 2.0)
+        }
+    } else if x > low {
+        0
+    } else if x <= high {
+        over()?
+    } else {
+        inside(low - x, low - high, low / 2.0 - x / 2.0, low / 2.0 - high / 2.0)
+    };
+    Ok(Value::Int(bucket))
 }
 
 /// How [`round_decimal`] drops digits.
@@ -874,7 +1062,7 @@ mod tests {
             .collect();
         let data_type = match function.signature().returns {
             Returns::Type(t) => t,
-            Returns::FirstArgument => exprs.first().map_or(DataType::Text, Expr::data_type),
+            Returns::FirstArgument | Returns::WiderArgument => exprs.first().map_or(DataType::Text, Expr::data_type),
         };
         function.eval(&exprs, data_type, &[], &[])
     }

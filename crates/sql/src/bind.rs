@@ -521,11 +521,15 @@ impl<'a> Binder<'a> {
                     UnaryOperator::Minus => {
                         // The negation of a constant integer is a constant, typed like a literal of its value
                         // (PostgreSQL folds `-(-2147483648)` into the bigint 2147483648).
-                        if let Expr::Literal { value: Value::Int(v), .. } = &inner
+                        if let Expr::Literal { value: Value::Int(v), data_type } = &inner
                             && let Some(negated) = v.checked_neg()
                         {
-                            let data_type =
-                                if i32::try_from(negated).is_ok() { DataType::Integer } else { DataType::BigInt };
+                            // A bigint stays one (`-1::bigint` is `-(1::bigint)`).
+                            let data_type = if *data_type == DataType::Integer && i32::try_from(negated).is_ok() {
+                                DataType::Integer
+                            } else {
+                                DataType::BigInt
+                            };
                             return Ok(Expr::literal(Value::Int(negated), data_type));
                         }
                         let inner = self.numeric_operand(inner, "-")?;
@@ -533,6 +537,10 @@ impl<'a> Binder<'a> {
                         Ok(Expr::Negate { expr: Box::new(inner), data_type })
                     }
                     UnaryOperator::Plus => self.numeric_operand(inner, "+"),
+                    // PostgreSQL's prefix operators for square root, cube root and absolute value.
+                    UnaryOperator::PGSquareRoot => self.call_function(ScalarFunction::Sqrt, vec![inner]),
+                    UnaryOperator::PGCubeRoot => self.call_function(ScalarFunction::Cbrt, vec![inner]),
+                    UnaryOperator::PGAbs => self.call_function(ScalarFunction::Abs, vec![inner]),
                     other => Err(unsupported(&format!("the operator {other}"))),
                 }
             }

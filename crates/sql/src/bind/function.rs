@@ -59,6 +59,13 @@ impl Binder<'_> {
         let data_type = match signature.returns {
             Returns::Type(data_type) => data_type,
             Returns::FirstArgument => bound.first().map_or(DataType::Text, Expr::data_type),
+            Returns::WiderArgument => {
+                if bound.iter().any(|e| e.data_type() == DataType::BigInt) {
+                    DataType::BigInt
+                } else {
+                    DataType::Integer
+                }
+            }
         };
         Ok(Expr::Function { function, args: bound, data_type })
     }
@@ -71,6 +78,12 @@ impl Binder<'_> {
         arguments: &[&ast::Expr],
         scope: &Scope<'_>,
     ) -> Result<Option<Expr>, ExecError> {
+        if let ("pg_typeof", [argument]) = (name, arguments) {
+            // The argument's type, known when the statement is bound (PostgreSQL's regtype, shown as its name).
+            let argument = self.bind_expr(argument, scope)?;
+            let type_name = if self.is_untyped(&argument) { "unknown" } else { argument.data_type().sql_name() };
+            return Ok(Some(Expr::literal(Value::Text(type_name.into()), DataType::Text)));
+        }
         let Some(function) = ScalarFunction::from_name(name, arguments.len()) else {
             return Ok(None);
         };
