@@ -39,6 +39,13 @@ pub enum AggregateFunction {
     /// `STRING_AGG(text, delimiter [ORDER BY …])`: the values joined, each after the first preceded by its row's
     /// delimiter; NULL values are skipped, NULL when there are none.
     StringAgg,
+    /// `PERCENTILE_CONT(f) WITHIN GROUP (ORDER BY x)`: the value at fraction `f` of the sorted non-NULL values,
+    /// interpolated between the two nearest (DOUBLE PRECISION).
+    PercentileCont,
+    /// `PERCENTILE_DISC(f) WITHIN GROUP (ORDER BY x)`: the first sorted value whose position reaches fraction `f`.
+    PercentileDisc,
+    /// `MODE() WITHIN GROUP (ORDER BY x)`: the most frequent non-NULL value, the first in sort order of a tie.
+    Mode,
 }
 
 impl AggregateCall {
@@ -136,6 +143,9 @@ impl AggregateFunction {
             AggregateFunction::StddevSamp => "stddev_samp",
             AggregateFunction::StddevPop => "stddev_pop",
             AggregateFunction::StringAgg => "string_agg",
+            AggregateFunction::PercentileCont => "percentile_cont",
+            AggregateFunction::PercentileDisc => "percentile_disc",
+            AggregateFunction::Mode => "mode",
         }
     }
 
@@ -152,6 +162,8 @@ impl AggregateFunction {
             AggregateFunction::Min | AggregateFunction::Max => input != DataType::Boolean,
             AggregateFunction::BoolAnd | AggregateFunction::BoolOr => input == DataType::Boolean,
             AggregateFunction::StringAgg => input == DataType::Text,
+            AggregateFunction::PercentileCont => input.is_numeric(),
+            AggregateFunction::PercentileDisc | AggregateFunction::Mode => true,
         }
     }
 
@@ -166,6 +178,9 @@ impl AggregateFunction {
                 | AggregateFunction::StddevSamp
                 | AggregateFunction::StddevPop
                 | AggregateFunction::StringAgg
+                | AggregateFunction::PercentileCont
+                | AggregateFunction::PercentileDisc
+                | AggregateFunction::Mode
         )
     }
 
@@ -191,7 +206,24 @@ impl AggregateFunction {
             AggregateFunction::Min | AggregateFunction::Max => input.unwrap_or(DataType::BigInt),
             AggregateFunction::BoolAnd | AggregateFunction::BoolOr => DataType::Boolean,
             AggregateFunction::StringAgg => DataType::Text,
+            AggregateFunction::PercentileCont => DataType::Double,
+            AggregateFunction::PercentileDisc | AggregateFunction::Mode => input.unwrap_or(DataType::Text),
         }
+    }
+
+    /// Whether the function is an ordered-set aggregate, called with `WITHIN GROUP (ORDER BY …)`.
+    pub fn is_ordered_set(self) -> bool {
+        matches!(self, AggregateFunction::PercentileCont | AggregateFunction::PercentileDisc | AggregateFunction::Mode)
+    }
+
+    /// The ordered-set aggregate a (lower-case) name calls, if it is one.
+    pub fn ordered_set_from_name(name: &str) -> Option<AggregateFunction> {
+        Some(match name {
+            "percentile_cont" => AggregateFunction::PercentileCont,
+            "percentile_disc" => AggregateFunction::PercentileDisc,
+            "mode" => AggregateFunction::Mode,
+            _ => return None,
+        })
     }
 }
 
@@ -256,13 +288,15 @@ pub enum Accumulator {
         /// Which variance the state finishes as.
         function: AggregateFunction,
     },
-    /// The values of an ordered aggregate (`string_agg`), with their sort keys, sorted when finished; partials
-    /// merge by concatenation.
+    /// The values of an ordered aggregate (`string_agg`, the ordered-set aggregates), with their sort keys,
+    /// sorted when finished; partials merge by concatenation.
     Ordered {
         /// Values so far.
         items: Vec<OrderedValue>,
         /// Each sort key's `(descending, nulls_first)`.
         directions: Vec<(bool, bool)>,
+        /// What the sorted values finish as.
+        function: AggregateFunction,
     },
     /// A DISTINCT aggregate: the distinct non-NULL values seen (partials merge by union), aggregated by `empty`
     /// (the function's empty state) when finished.
@@ -281,7 +315,8 @@ pub struct OrderedValue {
     pub keys: Vec<Value>,
     /// The value (never NULL).
     pub value: Value,
-    /// The delimiter that goes before it (`string_agg`'s second argument on its row).
+    /// The call's extra argument on its row: `string_agg`'s delimiter that goes before it, a percentile's
+    /// fraction.
     pub delimiter: Value,
 }
 
@@ -330,9 +365,13 @@ impl Accumulator {
             | AggregateFunction::VarPop
             | AggregateFunction::StddevSamp
             | AggregateFunction::StddevPop) => Accumulator::Moments { count: 0, mean: 0.0, m2: 0.0, function },
-            AggregateFunction::StringAgg => Accumulator::Ordered {
+            function @ (AggregateFunction::StringAgg
+            | AggregateFunction::PercentileCont
+            | AggregateFunction::PercentileDisc
+            | AggregateFunction::Mode) => Accumulator::Ordered {
                 items: Vec::new(),
                 directions: call.order_by.iter().map(|k| (k.descending, k.nulls_first)).collect(),
+                function,
             },
         }
     }
@@ -505,10 +544,13 @@ impl Accumulator {
                 }
             }
             Accumulator::Ordered { items, .. } if items.is_empty() => Value::Null,
-            Accumulator::Ordered { items, directions } => {
+            Accumulator::Ordered { items, directions, function } => {
                 let mut order: Vec<&OrderedValue> = items.iter().collect();
                 // Stable: values with equal keys stay in the order they came (PostgreSQL leaves it unspecified).
                 order.sort_by(|a, b| compare_directed_keys(&a.keys, &b.keys, directions.iter().copied()));
+                if function.is_ordered_set() {
+                    return ordered_set(*function, &order);
+                }
                 let mut out = String::new();
                 for (i, item) in order.iter().enumerate() {
                     if i > 0
@@ -529,6 +571,48 @@ impl Accumulator {
             }
         })
     }
+}
+
+/// An ordered-set aggregate of its sorted values (at least one; a percentile's fraction is the first value's
+/// direct argument, the same on every row).
+fn ordered_set(function: AggregateFunction, sorted: &[&OrderedValue]) -> Result<Value, ExecError> {
+    if function == AggregateFunction::Mode {
+        // The longest run of equal values, the first of equally long ones.
+        let (mut best, mut best_run, mut run) = (0, 0, 0);
+        for (i, item) in sorted.iter().enumerate() {
+            run = if i > 0 && sorted[i - 1].value == item.value { run + 1 } else { 1 };
+            if run > best_run {
+                (best, best_run) = (i, run);
+            }
+        }
+        return Ok(sorted[best].value.clone());
+    }
+    let fraction = match &sorted[0].delimiter {
+        Value::Null => return Ok(Value::Null),
+        value => as_double(value).ok_or_else(|| ExecError::internal("a percentile's fraction is not a number"))?,
+    };
+    if !(0.0..=1.0).contains(&fraction) {
+        return Err(ExecError::new(
+            sqlstate::NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("percentile value {fraction} is not between 0 and 1"),
+        ));
+    }
+    let last = sorted.len() - 1;
+    if function == AggregateFunction::PercentileDisc {
+        // The first value at or past the fraction: row ceil(f × n), counting from 1 (the first for f = 0).
+        let row = (fraction * sorted.len() as f64).ceil() as usize;
+        return Ok(sorted[row.saturating_sub(1).min(last)].value.clone());
+    }
+    let position = fraction * last as f64;
+    let (below, above) = (position.floor() as usize, position.ceil() as usize);
+    let value_at =
+        |i: usize| as_double(&sorted[i].value).ok_or_else(|| ExecError::internal("percentile_cont of a non-number"));
+    let low = value_at(below)?;
+    if below == above {
+        return Ok(Value::Double(low));
+    }
+    let high = value_at(above)?;
+    Ok(Value::Double(low + (position - below as f64) * (high - low)))
 }
 
 /// Accumulators of one group.

@@ -971,8 +971,19 @@ impl<'a> Binder<'a> {
             return self.bind_window(function, over, &name, &arguments, scope);
         }
         // Clauses that change what an aggregate sees must be refused, not ignored: ignoring them gives wrong answers.
-        if !function.within_group.is_empty() {
-            return Err(unsupported("WITHIN GROUP"));
+        let ordered_set = AggregateFunction::ordered_set_from_name(&name).is_some();
+        if !function.within_group.is_empty() && !ordered_set {
+            // PostgreSQL looks for an ordered-set aggregate of that name and finds none.
+            return Err(ExecError::new(
+                sqlstate::UNDEFINED_FUNCTION,
+                format!("{name} is not an ordered-set aggregate, so it cannot have WITHIN GROUP"),
+            ));
+        }
+        if ordered_set && function.within_group.is_empty() {
+            return Err(ExecError::new(
+                sqlstate::UNDEFINED_FUNCTION,
+                format!("WITHIN GROUP is required for ordered-set aggregate {name}"),
+            ));
         }
         if function.null_treatment.is_some() {
             return Err(unsupported("IGNORE NULLS or RESPECT NULLS"));
@@ -1259,7 +1270,7 @@ impl<'a> Binder<'a> {
     }
 
     fn aggregate_name(&self, name: &str) -> bool {
-        AggregateFunction::from_name(name).is_some()
+        AggregateFunction::from_name(name).is_some() || AggregateFunction::ordered_set_from_name(name).is_some()
     }
 
     /// An aggregate call (`count(*)`, `sum(DISTINCT x) FILTER (WHERE …)`, …), its argument and filter bound with
@@ -1273,6 +1284,12 @@ impl<'a> Binder<'a> {
         over_window: bool,
         scope: &Scope<'_>,
     ) -> Result<AggregateCall, ExecError> {
+        if let Some(aggregate) = AggregateFunction::ordered_set_from_name(name) {
+            if over_window {
+                return Err(unsupported(&format!("OVER for the ordered-set aggregate {name}")));
+            }
+            return self.ordered_set_call(function, aggregate, arguments, scope);
+        }
         let Some(mut aggregate) = AggregateFunction::from_name(name) else {
             if WINDOW_ONLY_FUNCTIONS.contains(&name) {
                 return Err(ExecError::new(
@@ -1377,6 +1394,87 @@ impl<'a> Binder<'a> {
         };
         let data_type = aggregate.result_type(argument.as_ref().map(Expr::data_type));
         Ok(AggregateCall { function: aggregate, argument, distinct, filter, extra, order_by, data_type })
+    }
+
+    /// An ordered-set aggregate call: `percentile_cont(f) WITHIN GROUP (ORDER BY x)`, `percentile_disc(f) …`,
+    /// `mode() …`. Its aggregated value is the WITHIN GROUP key, sorted by the same key; a percentile's fraction
+    /// is its direct argument, which must be the same for every row of a group (numadb takes constants and
+    /// parameters).
+    fn ordered_set_call(
+        &self,
+        function: &ast::Function,
+        aggregate: AggregateFunction,
+        arguments: &[&FunctionArgExpr],
+        scope: &Scope<'_>,
+    ) -> Result<AggregateCall, ExecError> {
+        let name = aggregate.name();
+        if matches!(&function.args, FunctionArguments::List(list)
+            if matches!(list.duplicate_treatment, Some(ast::DuplicateTreatment::Distinct)))
+        {
+            return Err(ExecError::new(
+                sqlstate::WRONG_OBJECT_TYPE,
+                format!("cannot use DISTINCT with WITHIN GROUP ({name})"),
+            ));
+        }
+        let [item] = function.within_group.as_slice() else {
+            return Err(ExecError::new(
+                sqlstate::UNDEFINED_FUNCTION,
+                format!("function {name} takes one WITHIN GROUP (ORDER BY …) key"),
+            ));
+        };
+        let item = plain_order_item(item)?;
+        let mut value = self.bind_aggregate_argument(&item.expr, false, scope)?;
+        if aggregate == AggregateFunction::PercentileCont {
+            if self.is_untyped(&value) || value.data_type().is_numeric() {
+                value = self.coerce_to(value, DataType::Double)?;
+            } else {
+                return Err(ExecError::new(
+                    sqlstate::UNDEFINED_FUNCTION,
+                    format!("function {name}(double precision ORDER BY {}) does not exist", value.data_type()),
+                ));
+            }
+        } else if self.is_untyped(&value) {
+            value = self.coerce_to(value, DataType::Text)?;
+        }
+        let fraction = match (aggregate, arguments) {
+            (AggregateFunction::Mode, []) => None,
+            (AggregateFunction::PercentileCont | AggregateFunction::PercentileDisc, [FunctionArgExpr::Expr(f)]) => {
+                let f = self.without_aggregates(|| self.bind_expr(f, scope))?;
+                let mut columns = Vec::new();
+                f.columns(&mut columns);
+                if !columns.is_empty() {
+                    return Err(unsupported(&format!("a {name} fraction that is not a constant")));
+                }
+                if !(self.is_untyped(&f) || f.data_type().is_numeric()) {
+                    return Err(ExecError::new(
+                        sqlstate::UNDEFINED_FUNCTION,
+                        format!("function {name}({}) does not exist", f.data_type()),
+                    ));
+                }
+                Some(self.coerce_to(f, DataType::Double)?)
+            }
+            _ => {
+                let takes = if aggregate == AggregateFunction::Mode { "no arguments" } else { "one fraction" };
+                return Err(ExecError::new(sqlstate::UNDEFINED_FUNCTION, format!("function {name} takes {takes}")));
+            }
+        };
+        let filter = match &function.filter {
+            None => None,
+            Some(condition) => {
+                let bound = self.without_aggregates(|| self.bind_expr(condition, scope))?;
+                Some(self.expect_boolean(bound, "FILTER")?)
+            }
+        };
+        let data_type = aggregate.result_type(Some(value.data_type()));
+        Ok(AggregateCall {
+            function: aggregate,
+            order_by: vec![sort_key(value.clone(), &item.options)],
+            argument: Some(value),
+            distinct: false,
+            filter,
+            extra: fraction.into_iter().collect(),
+            data_type,
+        })
     }
 
     /// An aggregate's argument (or ORDER BY key), bound without aggregates allowed (they do not nest); a window
