@@ -33,6 +33,8 @@ pub mod sqlstate {
     pub const GROUPING_ERROR: &str = "42803";
     /// A window function where none is allowed (WHERE, GROUP BY, HAVING, inside another window function).
     pub const WINDOWING_ERROR: &str = "42P20";
+    /// `42P19`: a `WITH RECURSIVE` query not of the form non-recursive term UNION [ALL] recursive term.
+    pub const INVALID_RECURSION: &str = "42P19";
     /// `42P02`
     pub const UNDEFINED_PARAMETER: &str = "42P02";
     /// `42P18`

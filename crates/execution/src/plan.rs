@@ -227,6 +227,28 @@ pub enum Plan {
         /// `FETCH FIRST n ROWS WITH TIES`: the rows after the `n`-th that sort equal to it come along.
         with_ties: bool,
     },
+    /// `WITH RECURSIVE`'s query: `base`'s rows, then `step`'s over the rows the previous round added (its
+    /// [`Plan::WorkingTable`] `id`), round after round until one adds none. Each round runs as a statement of
+    /// its own (its scans in their own task graph), counted against `numadb.max_result_mb` and checked for
+    /// cancel, so a recursion without end fails rather than runs forever.
+    Recursive {
+        /// The working table the step reads.
+        id: usize,
+        /// The non-recursive term.
+        base: Box<Plan>,
+        /// The recursive term.
+        step: Box<Plan>,
+        /// `UNION` rather than `UNION ALL`: rows already produced are dropped (and the recursion ends when a
+        /// round finds nothing new).
+        distinct: bool,
+    },
+    /// The rows of the recursion `id`'s previous round, inside its step (replaced by them as each round runs).
+    WorkingTable {
+        /// The recursion.
+        id: usize,
+        /// The rows' column types.
+        types: Vec<DataType>,
+    },
 }
 
 impl Plan {
@@ -234,13 +256,51 @@ impl Plan {
     pub fn scans(&self) -> bool {
         match self {
             Plan::Scan(_) => true,
-            Plan::Lookup(_) | Plan::Values(_) | Plan::Series(_) => false,
+            Plan::Lookup(_) | Plan::Values(_) | Plan::Series(_) | Plan::WorkingTable { .. } => false,
+            Plan::Recursive { base, step, .. } => base.scans() || step.scans(),
             Plan::UnionAll(inputs) => inputs.iter().any(Plan::scans),
             Plan::Post { input, .. } | Plan::Aggregate { input, .. } | Plan::Window { input, .. } => input.scans(),
             Plan::Subqueries { subqueries, main } => main.scans() || subqueries.iter().any(Plan::scans),
             Plan::SetOperation { left, right, .. } => left.scans() || right.scans(),
             Plan::Join(join) => join.left.scans() || join.right.scans(),
         }
+    }
+
+    /// The plans this one reads (its inputs, a statement's subqueries, a recursion's terms).
+    pub fn children_mut(&mut self) -> Vec<&mut Plan> {
+        match self {
+            Plan::Scan(_) | Plan::Lookup(_) | Plan::Values(_) | Plan::Series(_) | Plan::WorkingTable { .. } => {
+                Vec::new()
+            }
+            Plan::UnionAll(inputs) => inputs.iter_mut().collect(),
+            Plan::Post { input, .. } | Plan::Aggregate { input, .. } | Plan::Window { input, .. } => vec![input],
+            Plan::Subqueries { subqueries, main } => {
+                subqueries.iter_mut().chain(std::iter::once(&mut **main)).collect()
+            }
+            Plan::SetOperation { left, right, .. } => vec![left, right],
+            Plan::Join(join) => vec![&mut join.left, &mut join.right],
+            Plan::Recursive { base, step, .. } => vec![base, step],
+        }
+    }
+
+    /// The plan with recursion `id`'s working table replaced by `rows` (of its column types).
+    pub fn with_working_table(&self, id: usize, rows: &[Vec<Value>]) -> Plan {
+        let mut plan = self.clone();
+        let mut pending = vec![&mut plan];
+        while let Some(node) = pending.pop() {
+            if let Plan::WorkingTable { id: found, types } = node
+                && *found == id
+            {
+                let literals = rows
+                    .iter()
+                    .map(|row| row.iter().zip(types.iter()).map(|(v, &t)| Expr::literal(v.clone(), t)).collect())
+                    .collect();
+                *node = Plan::Values(literals);
+                continue;
+            }
+            pending.extend(node.children_mut());
+        }
+        plan
     }
 
     /// Whether the plan's rows are an aggregation's (group keys, then aggregates).
@@ -253,6 +313,8 @@ impl Plan {
             Plan::Subqueries { main, .. } => main.aggregates(),
             Plan::Values(_)
             | Plan::Series(_)
+            | Plan::Recursive { .. }
+            | Plan::WorkingTable { .. }
             | Plan::UnionAll(_)
             | Plan::Post { .. }
             | Plan::SetOperation { .. }
@@ -269,6 +331,13 @@ impl Plan {
                 filter: scan.filter.as_ref().map(&mut *f).transpose()?,
                 output: map_output(&scan.output, f)?,
             }),
+            Plan::Recursive { id, base, step, distinct } => Plan::Recursive {
+                id: *id,
+                base: Box::new(base.try_map_exprs(f)?),
+                step: Box::new(step.try_map_exprs(f)?),
+                distinct: *distinct,
+            },
+            Plan::WorkingTable { id, types } => Plan::WorkingTable { id: *id, types: types.clone() },
             Plan::Series(series) => Plan::Series(SeriesPlan {
                 start: f(&series.start)?,
                 stop: f(&series.stop)?,
@@ -348,6 +417,15 @@ impl Plan {
         match self {
             Plan::Series(_) => {
                 let _ = writeln!(out, "{indent}{arrow}Function Scan on generate_series");
+            }
+            Plan::Recursive { base, step, distinct, .. } => {
+                let all = if *distinct { "" } else { " All" };
+                let _ = writeln!(out, "{indent}{arrow}Recursive Union{all}");
+                base.describe_into(out, depth + 1);
+                step.describe_into(out, depth + 1);
+            }
+            Plan::WorkingTable { .. } => {
+                let _ = writeln!(out, "{indent}{arrow}WorkTable Scan");
             }
             Plan::Scan(scan) => {
                 let _ = writeln!(

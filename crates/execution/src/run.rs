@@ -363,7 +363,8 @@ fn scan_table_names(plan: &Plan, out: &mut Vec<String>) {
             scan_table_names(left, out);
             scan_table_names(right, out);
         }
-        Plan::Lookup(_) | Plan::Values(_) | Plan::Series(_) => {}
+        // A recursion's scans run in their own statements, round by round.
+        Plan::Lookup(_) | Plan::Values(_) | Plan::Series(_) | Plan::Recursive { .. } | Plan::WorkingTable { .. } => {}
     }
 }
 
@@ -404,7 +405,9 @@ fn collect_scans(
             collect_scans(left, executor, params, budget, graph, jobs)?;
             collect_scans(right, executor, params, budget, graph, jobs)
         }
-        Plan::Lookup(_) | Plan::Values(_) | Plan::Series(_) => Ok(()),
+        Plan::Lookup(_) | Plan::Values(_) | Plan::Series(_) | Plan::Recursive { .. } | Plan::WorkingTable { .. } => {
+            Ok(())
+        }
         Plan::Subqueries { .. } => Err(ExecError::internal("subqueries are only planned around a whole statement")),
     }
 }
@@ -957,6 +960,13 @@ fn finish(
             Ok(rows)
         }
         Plan::Subqueries { .. } => Err(ExecError::internal("subqueries are only planned around a whole statement")),
+        Plan::WorkingTable { .. } => Err(ExecError::internal("a working table outside its recursion")),
+        Plan::Recursive { id, base, step, distinct } => {
+            let started = Instant::now();
+            let rows = recursive_union(*id, base, step, *distinct, executor, budget)?;
+            result.operator(if *distinct { "Recursive Union" } else { "Recursive Union All" }, rows.len(), started);
+            Ok(rows)
+        }
         Plan::SetOperation { op, all, left, right } => {
             let left = finish(left, executor, jobs, next_job, budget, result)?;
             let right = finish(right, executor, jobs, next_job, budget, result)?;
@@ -1221,6 +1231,35 @@ fn padded(row: Vec<Value>, is_left: bool, left_width: usize, width: usize) -> Ve
 
 /// `INTERSECT [ALL]` or `EXCEPT [ALL]`: the right input's rows are counted in a hash table, then the left
 /// input's rows are kept or dropped in their order. Rows compare as `DISTINCT` compares them (NULLs equal).
+/// `WITH RECURSIVE`: the base term's rows, then round after round the step's over the previous round's new rows,
+/// until a round adds none; with `distinct` (UNION), rows seen before are not new. Every round is a statement
+/// of its own (scans, operators) whose rows count against the budget, so a recursion that never ends stops at
+/// `numadb.max_result_mb`, the statement timeout or a cancel.
+fn recursive_union(
+    id: usize,
+    base: &Plan,
+    step: &Plan,
+    distinct: bool,
+    executor: &Executor<'_>,
+    budget: &ResultBudget,
+) -> Result<Vec<Vec<Value>>, ExecError> {
+    let mut seen: HashSet<Vec<Value>> = HashSet::new();
+    let mut keep_new = |rows: Vec<Vec<Value>>| -> Vec<Vec<Value>> {
+        if distinct { rows.into_iter().filter(|row| seen.insert(row.clone())).collect() } else { rows }
+    };
+    let mut working = keep_new(execute(base, executor)?.rows);
+    budget.charge(&working)?;
+    let mut all = working.clone();
+    while !working.is_empty() {
+        check_interrupts(executor)?;
+        let round = step.with_working_table(id, &working);
+        working = keep_new(execute(&round, executor)?.rows);
+        budget.charge(&working)?;
+        all.extend(working.iter().cloned());
+    }
+    Ok(all)
+}
+
 fn set_operation(
     op: SetOp,
     all: bool,

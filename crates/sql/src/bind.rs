@@ -13,6 +13,7 @@ mod decorrelate;
 mod frame;
 mod function;
 mod join;
+mod recursive;
 mod window_names;
 use join::JoinNames;
 use sqlparser::ast::{
@@ -1569,9 +1570,6 @@ impl<'a> Binder<'a> {
 
     /// Plans the queries of a `WITH` clause, in order (each sees the ones before it), and puts them in scope.
     fn define_ctes(&self, with: &ast::With) -> Result<(), ExecError> {
-        if with.recursive {
-            return Err(unsupported("WITH RECURSIVE"));
-        }
         let first = self.ctes.borrow().len();
         for cte in &with.cte_tables {
             let name = fold(&cte.alias.name);
@@ -1584,9 +1582,14 @@ impl<'a> Binder<'a> {
             if cte.from.is_some() {
                 return Err(unsupported("WITH … FROM"));
             }
-            let mut query = self.without_aggregates(|| self.plan_query_inner(&cte.query))?;
-            settle_untyped(&mut query);
-            rename_columns(&mut query.columns, &cte.alias.columns, &format!("WITH query \"{name}\""))?;
+            let query = if with.recursive && recursive::refers_to(&cte.query, &name) {
+                self.without_aggregates(|| self.plan_recursive_cte(&name, cte))?
+            } else {
+                let mut query = self.without_aggregates(|| self.plan_query_inner(&cte.query))?;
+                settle_untyped(&mut query);
+                rename_columns(&mut query.columns, &cte.alias.columns, &format!("WITH query \"{name}\""))?;
+                query
+            };
             let id = self.ctes_defined.get();
             self.ctes_defined.set(id + 1);
             self.ctes.borrow_mut().push(Cte { name, id, query });
@@ -1968,6 +1971,8 @@ impl<'a> Binder<'a> {
             | Plan::Scan(_)
             | Plan::Lookup(_)
             | Plan::Series(_)
+            | Plan::Recursive { .. }
+            | Plan::WorkingTable { .. }
             | Plan::SetOperation { .. }
             | Plan::Join(_)
             | Plan::Window { .. } => Ok(()),
@@ -2933,6 +2938,8 @@ fn untyped_output(plan: &Plan, index: usize) -> bool {
         | Plan::Scan(_)
         | Plan::Lookup(_)
         | Plan::Series(_)
+        | Plan::Recursive { .. }
+        | Plan::WorkingTable { .. }
         | Plan::SetOperation { .. }
         | Plan::Join(_)
         | Plan::Window { .. } => false,
