@@ -33,6 +33,8 @@ pub mod sqlstate {
     pub const GROUPING_ERROR: &str = "42803";
     /// A window function where none is allowed (WHERE, GROUP BY, HAVING, inside another window function).
     pub const WINDOWING_ERROR: &str = "42P20";
+    /// `2BP01`: dropping a table or view that views read, without CASCADE.
+    pub const DEPENDENT_OBJECTS_STILL_EXIST: &str = "2BP01";
     /// `42P19`: a `WITH RECURSIVE` query not of the form non-recursive term UNION [ALL] recursive term.
     pub const INVALID_RECURSION: &str = "42P19";
     /// `42P02`

@@ -46,6 +46,11 @@ pub struct BoundQuery {
 pub trait TableSource {
     /// The table a (case-folded) name refers to, or a materialised system view.
     fn resolve(&self, name: &ObjectName) -> Result<Arc<Table>, ExecError>;
+
+    /// The view a (case-folded, one-part) name refers to, if it is one.
+    fn view(&self, _name: &str) -> Option<Arc<crate::view::View>> {
+        None
+    }
 }
 
 /// Folds an identifier as PostgreSQL does: unquoted names are lower-cased.
@@ -212,7 +217,12 @@ pub struct Binder<'a> {
     ctes: RefCell<Vec<Cte>>,
     /// How many `WITH` queries the statement has defined so far (each gets the next number as its id).
     ctes_defined: std::cell::Cell<usize>,
+    /// Views being planned, one inside another.
+    view_depth: std::cell::Cell<usize>,
 }
+
+/// How deep views may nest (one reading another).
+const VIEW_DEPTH_MAX: usize = 32;
 
 /// The two sides of a set operation, with the result's columns (their types are the sides' now).
 struct SetSides {
@@ -246,6 +256,7 @@ impl<'a> Binder<'a> {
             scopes: RefCell::new(Vec::new()),
             ctes: RefCell::new(Vec::new()),
             ctes_defined: std::cell::Cell::new(0),
+            view_depth: std::cell::Cell::new(0),
         }
     }
 
@@ -1654,6 +1665,42 @@ impl<'a> Binder<'a> {
         self.ctes.borrow().iter().rev().find(|c| c.name == name).map(|c| c.query.clone())
     }
 
+    /// The rows a name in FROM stands for when it is not a table: a `WITH` query in scope, or else a view
+    /// (planned here, in a scope of its own).
+    pub(crate) fn cte_or_view(&self, name: &ObjectName) -> Result<Option<BoundQuery>, ExecError> {
+        if let Some(query) = self.cte(name) {
+            return Ok(Some(query));
+        }
+        let folded: Vec<String> = name.0.iter().filter_map(|p| p.as_ident().map(fold)).collect();
+        let view_name = match folded.as_slice() {
+            [name] => name,
+            [schema, name] if schema == "public" => name,
+            _ => return Ok(None),
+        };
+        let Some(view) = self.source.view(view_name) else { return Ok(None) };
+        // Views may read views, never themselves (a view is checked before it exists), but a chain can be long.
+        if self.view_depth.get() >= VIEW_DEPTH_MAX {
+            return Err(ExecError::new(
+                sqlstate::PROGRAM_LIMIT_EXCEEDED,
+                format!("views nest more than {VIEW_DEPTH_MAX} deep (reading view \"{view_name}\")"),
+            ));
+        }
+        // The view sees the catalog only: not the reading statement's WITH queries or columns.
+        let ctes = std::mem::take(&mut *self.ctes.borrow_mut());
+        let scopes = std::mem::take(&mut *self.scopes.borrow_mut());
+        self.view_depth.set(self.view_depth.get() + 1);
+        let planned = self.without_aggregates(|| self.plan_query_inner(&view.query));
+        self.view_depth.set(self.view_depth.get() - 1);
+        *self.ctes.borrow_mut() = ctes;
+        *self.scopes.borrow_mut() = scopes;
+        let mut bound = planned?;
+        settle_untyped(&mut bound);
+        for (column, name) in bound.columns.iter_mut().zip(&view.columns) {
+            column.name = name.clone();
+        }
+        Ok(Some(bound))
+    }
+
     fn plan_query_body(&self, query: &Query) -> Result<BoundQuery, ExecError> {
         let (limit, offset) = match &query.limit_clause {
             None => (None, None),
@@ -2226,7 +2273,11 @@ impl<'a> Binder<'a> {
             None => (None, None),
             Some(factor @ TableFactor::Table { name, alias, .. }) => {
                 check_table_factor(factor)?;
-                if let Some(mut inner) = self.table_function(factor)?.or_else(|| self.cte(name)) {
+                let inner = match self.table_function(factor)? {
+                    Some(inner) => Some(inner),
+                    None => self.cte_or_view(name)?,
+                };
+                if let Some(mut inner) = inner {
                     let qualifier = match alias {
                         Some(alias) => {
                             rename_columns(
@@ -2562,6 +2613,11 @@ fn check_table_factor(factor: &TableFactor) -> Result<(), ExecError> {
 
 /// Makes a subquery's untyped output columns (`SELECT NULL AS v`, `SELECT 'a'`) text, as PostgreSQL resolves them
 /// when the subquery is a relation in FROM or a `WITH` query: an enclosing UNION then no longer types them.
+/// `query` with its named windows written out into the calls that use them (a copy only when it has some).
+pub(crate) fn resolve_window_names(query: &Query) -> Result<Query, ExecError> {
+    if window_names::any(query) { window_names::resolve(query.clone()) } else { Ok(query.clone()) }
+}
+
 pub(crate) fn settle_untyped(query: &mut BoundQuery) {
     let untyped: Vec<bool> = (0..query.columns.len()).map(|index| untyped_output(&query.plan, index)).collect();
     if !untyped.contains(&true) {

@@ -47,6 +47,7 @@ pub struct QueryLogEntry {
 /// A database: the catalog, the machine, and the schedulers statements run on.
 pub struct Database {
     catalog: Catalog,
+    views: crate::view::Views,
     topology: Arc<Topology>,
     schedulers: Mutex<Vec<(SchedulerConfig, Arc<Scheduler>)>>,
     query_log: Mutex<VecDeque<QueryLogEntry>>,
@@ -116,6 +117,7 @@ impl Database {
     pub fn with_topology(topology: Topology) -> Arc<Database> {
         Arc::new(Database {
             catalog: Catalog::new(),
+            views: crate::view::Views::default(),
             topology: Arc::new(topology),
             schedulers: Mutex::new(Vec::new()),
             query_log: Mutex::new(VecDeque::new()),
@@ -288,6 +290,10 @@ impl TableSource for Database {
             return system::view(self, schema, table);
         }
         self.catalog.table(table).ok_or_else(|| undefined_table(table))
+    }
+
+    fn view(&self, name: &str) -> Option<Arc<crate::view::View>> {
+        self.views.get(name)
     }
 }
 
@@ -630,6 +636,7 @@ impl Session {
                 self.run_change(change, subqueries, params, sql)
             }
             Statement::CreateTable(create) => self.create_table(create, sql),
+            Statement::CreateView(create) => self.create_view(create),
             Statement::Truncate(truncate) => {
                 if truncate.partitions.is_some() || truncate.on_cluster.is_some() {
                     return Err(unsupported("this TRUNCATE form"));
@@ -649,13 +656,55 @@ impl Session {
                 }
                 Ok(QueryOutput::command("TRUNCATE TABLE"))
             }
-            Statement::Drop { object_type, if_exists, names, .. } => {
+            Statement::Drop { object_type, if_exists, names, cascade, .. } => {
                 for name in names {
                     let name = table_name(name)?;
                     match object_type {
-                        ObjectType::Table => {
-                            if self.db.catalog.remove(&name).is_none() && !if_exists {
-                                return Err(undefined_table(&name));
+                        ObjectType::Table if self.db.views.contains(&name) => {
+                            return Err(ExecError::new(
+                                sqlstate::WRONG_OBJECT_TYPE,
+                                format!("\"{name}\" is not a table"),
+                            )
+                            .with_hint("Use DROP VIEW to remove a view."));
+                        }
+                        ObjectType::View if self.db.catalog.table(&name).is_some() => {
+                            return Err(ExecError::new(
+                                sqlstate::WRONG_OBJECT_TYPE,
+                                format!("\"{name}\" is not a view"),
+                            )
+                            .with_hint("Use DROP TABLE to remove a table."));
+                        }
+                        ObjectType::Table | ObjectType::View => {
+                            let exists = match object_type {
+                                ObjectType::View => self.db.views.contains(&name),
+                                _ => self.db.catalog.table(&name).is_some(),
+                            };
+                            if !exists {
+                                if *if_exists {
+                                    continue;
+                                }
+                                return Err(match object_type {
+                                    ObjectType::View => ExecError::new(
+                                        sqlstate::UNDEFINED_TABLE,
+                                        format!("view \"{name}\" does not exist"),
+                                    ),
+                                    _ => undefined_table(&name),
+                                });
+                            }
+                            // Views that read it go first with CASCADE; without, they forbid the drop.
+                            let what = if *object_type == ObjectType::View { "view" } else { "table" };
+                            let dependents = self.db.views.dependents_closure(&name);
+                            if !dependents.is_empty() && !*cascade {
+                                let direct = self.db.views.dependents(&name);
+                                return Err(crate::view::Views::dependents_error(what, &name, &direct));
+                            }
+                            for dependent in dependents {
+                                self.db.views.remove(&dependent);
+                            }
+                            if *object_type == ObjectType::View {
+                                self.db.views.remove(&name);
+                            } else {
+                                self.db.catalog.remove(&name);
                             }
                         }
                         ObjectType::Index => {
@@ -672,6 +721,7 @@ impl Session {
                 }
                 Ok(QueryOutput::command(match object_type {
                     ObjectType::Index => "DROP INDEX",
+                    ObjectType::View => "DROP VIEW",
                     _ => "DROP TABLE",
                 }))
             }
@@ -998,8 +1048,72 @@ impl Session {
         Ok((table, InsertSource::Rows(rows)))
     }
 
+    /// `CREATE [OR REPLACE] VIEW name [(columns)] AS query`: the query is planned now (so a view that cannot run
+    /// is not made) and kept to be planned again wherever the view is read.
+    fn create_view(&mut self, create: &ast::CreateView) -> Result<QueryOutput, ExecError> {
+        if create.materialized || create.temporary || create.or_alter || create.secure || create.to.is_some() {
+            return Err(unsupported("materialized, temporary or secure views"));
+        }
+        if create.params.is_some() || !create.cluster_by.is_empty() || create.with_no_schema_binding {
+            return Err(unsupported("this CREATE VIEW option"));
+        }
+        if !matches!(&create.options, ast::CreateTableOptions::None) {
+            return Err(unsupported("view options (WITH …)"));
+        }
+        let name = table_name(&create.name)?;
+        if self.db.catalog.table(&name).is_some() {
+            return Err(ExecError::new(sqlstate::DUPLICATE_TABLE, format!("relation \"{name}\" already exists")));
+        }
+        if create.if_not_exists {
+            // Not PostgreSQL's syntax (CREATE OR REPLACE is).
+            return Err(ExecError::new(
+                sqlstate::SYNTAX_ERROR,
+                "syntax error at or near \"NOT\" (CREATE VIEW IF NOT EXISTS)",
+            ));
+        }
+        if self.db.views.contains(&name) && !create.or_replace {
+            return Err(ExecError::new(sqlstate::DUPLICATE_TABLE, format!("relation \"{name}\" already exists")));
+        }
+        let query = crate::bind::resolve_window_names(&create.query)?;
+        let reads = crate::view::relations_read(&query);
+        let cycle = self.db.views.contains(&name) && {
+            let readers = self.db.views.dependents_closure(&name);
+            reads.iter().any(|r| *r == name || readers.contains(r))
+        };
+        if cycle {
+            // Only CREATE OR REPLACE can name the view itself (the old one), directly or through views that read
+            // it: PostgreSQL refuses that too.
+            return Err(ExecError::new(
+                sqlstate::INVALID_RECURSION,
+                format!("infinite recursion detected in rules for relation \"{name}\""),
+            ));
+        }
+        let binder = Binder::without_params(self.db.as_ref());
+        let bound = binder.plan_query(&query)?;
+        let mut names: Vec<String> = bound.columns.iter().map(|c| c.name.clone()).collect();
+        if create.columns.len() > names.len() {
+            return Err(ExecError::new(sqlstate::SYNTAX_ERROR, "CREATE VIEW specifies more column names than columns"));
+        }
+        let columns: Vec<String> = create.columns.iter().map(|c| fold(&c.name)).collect();
+        if create.columns.iter().any(|c| c.data_type.is_some()) {
+            return Err(unsupported("column types in CREATE VIEW"));
+        }
+        names.iter_mut().zip(&columns).for_each(|(n, c)| *n = c.clone());
+        if let Some(duplicate) = names.iter().enumerate().find(|(i, n)| names[..*i].contains(n)).map(|(_, n)| n) {
+            return Err(ExecError::new(
+                sqlstate::DUPLICATE_COLUMN,
+                format!("column \"{duplicate}\" specified more than once"),
+            ));
+        }
+        self.db.views.insert(name, crate::view::View { query, columns, reads });
+        Ok(QueryOutput::command("CREATE VIEW"))
+    }
+
     fn create_table(&mut self, create: &ast::CreateTable, sql: &str) -> Result<QueryOutput, ExecError> {
         let name = table_name(&create.name)?;
+        if self.db.views.contains(&name) {
+            return Err(ExecError::new(sqlstate::DUPLICATE_TABLE, format!("relation \"{name}\" already exists")));
+        }
         if self.db.catalog.table(&name).is_some() {
             if create.if_not_exists {
                 return Ok(QueryOutput::command(if create.query.is_some() {

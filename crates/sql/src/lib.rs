@@ -11,6 +11,7 @@
 //! - [`system`]: `numadb.nodes`, `numadb.domains`, `numadb.tables`, `numadb.placement`, `numadb.scheduler`,
 //!   `numadb.traffic`, `numadb.node_traffic`, `numadb.queries`.
 //! - [`thesis`]: the thesis's tables.
+//! - [`view`]: views, kept as queries and planned where they are read.
 
 pub mod bind;
 pub mod copy;
@@ -21,6 +22,7 @@ pub mod settings;
 pub mod system;
 pub mod text;
 pub mod thesis;
+pub mod view;
 
 pub use bind::OutputColumn;
 pub use database::{Database, Prepared, Progress, QueryLogEntry, QueryOutput, Session};

@@ -135,7 +135,7 @@ impl Binder<'_> {
         for item in from {
             for factor in std::iter::once(&item.relation).chain(item.joins.iter().map(|j| &j.relation)) {
                 let TableFactor::Table { name, alias, args: None, .. } = factor else { return None };
-                let mut columns: Vec<String> = match self.cte(name) {
+                let mut columns: Vec<String> = match self.cte_or_view(name).ok()? {
                     Some(query) => query.columns.iter().map(|c| c.name.clone()).collect(),
                     None => self.source.resolve(name).ok()?.columns().iter().map(|c| c.name.clone()).collect(),
                 };

@@ -422,7 +422,11 @@ impl Binder<'_> {
                     Some(alias) => rename_columns(columns, &alias.columns, &format!("table \"{}\"", fold(&alias.name))),
                     None => Ok(()),
                 };
-                match self.table_function(factor)?.or_else(|| self.cte(name)) {
+                let query = match self.table_function(factor)? {
+                    Some(query) => Some(query),
+                    None => self.cte_or_view(name)?,
+                };
+                match query {
                     Some(mut query) => {
                         rename(&mut query.columns)?;
                         tables.extend(query.tables);
