@@ -289,11 +289,23 @@ impl TableSource for Database {
         {
             return system::view(self, schema, table);
         }
-        self.catalog.table(table).ok_or_else(|| undefined_table(table))
+        self.catalog.table(table).ok_or_else(|| self.missing_table(table))
     }
 
     fn view(&self, name: &str) -> Option<Arc<crate::view::View>> {
         self.views.get(name)
+    }
+}
+
+impl Database {
+    /// The error for a table that is not in the catalog: a view's rows are not stored, so they cannot be
+    /// changed, copied into or indexed (PostgreSQL would change simple views' tables; numadb does not).
+    fn missing_table(&self, name: &str) -> ExecError {
+        if self.views.contains(name) {
+            return ExecError::new(sqlstate::FEATURE_NOT_SUPPORTED, format!("\"{name}\" is a view, not a table"))
+                .with_hint("numadb's views can be read; change the rows of the tables they read.");
+        }
+        undefined_table(name)
     }
 }
 
@@ -648,7 +660,7 @@ impl Session {
                     match self.db.catalog.table(&name) {
                         Some(table) => tables.push(table),
                         None if truncate.if_exists => {}
-                        None => return Err(undefined_table(&target.name.to_string())),
+                        None => return Err(self.db.missing_table(&name)),
                     }
                 }
                 for table in tables {
@@ -842,7 +854,7 @@ impl Session {
             return Err(ExecError::new(sqlstate::SYNTAX_ERROR, "syntax error at or near \"(\""));
         }
         let table_name = table_name(name)?;
-        let table = self.db.catalog.table(&table_name).ok_or_else(|| undefined_table(&name.to_string()))?;
+        let table = self.db.catalog.table(&table_name).ok_or_else(|| self.db.missing_table(&table_name))?;
         let qualifier = alias.as_ref().map_or(table_name, |a| fold(&a.name));
         Ok((table, qualifier))
     }
@@ -977,7 +989,8 @@ impl Session {
         if insert.returning.is_some() {
             return Err(unsupported("INSERT … RETURNING"));
         }
-        let table = self.db.catalog.table(&table_name(name)?).ok_or_else(|| undefined_table(&name.to_string()))?;
+        let wanted = table_name(name)?;
+        let table = self.db.catalog.table(&wanted).ok_or_else(|| self.db.missing_table(&wanted))?;
         let columns: Vec<usize> = if insert.columns.is_empty() {
             (0..table.columns().len()).collect()
         } else {
@@ -1232,7 +1245,7 @@ impl Session {
     }
     fn create_index(&mut self, create: &ast::CreateIndex) -> Result<QueryOutput, ExecError> {
         let table_name = table_name(&create.table_name)?;
-        let table = self.db.catalog.table(&table_name).ok_or_else(|| undefined_table(&table_name))?;
+        let table = self.db.catalog.table(&table_name).ok_or_else(|| self.db.missing_table(&table_name))?;
         let [column] = create.columns.as_slice() else { return Err(unsupported("indexes on several columns")) };
         let column_name = match &column.column.expr {
             ast::Expr::Identifier(ident) => fold(ident),
@@ -1271,7 +1284,7 @@ impl Session {
         spec: &PlacementSpec,
     ) -> Result<QueryOutput, ExecError> {
         let name = table_name(table)?;
-        let table = self.db.catalog.table(&name).ok_or_else(|| undefined_table(&name))?;
+        let table = self.db.catalog.table(&name).ok_or_else(|| self.db.missing_table(&name))?;
         let column = match column {
             Some(ident) => {
                 let column_name = fold(ident);
