@@ -11,33 +11,18 @@ use std::ops::ControlFlow;
 
 use numadb_execution::plan::Plan;
 use numadb_execution::{ExecError, sqlstate};
-use sqlparser::ast::{self, Query, SetExpr, SetOperator, SetQuantifier};
+use sqlparser::ast::{self, SetExpr, SetOperator, SetQuantifier, Visit};
 
 use super::{Binder, BoundQuery, Cte, SetSides, fold, rename_columns, settle_untyped, unsupported};
 
-/// Whether `query` names the table `name` anywhere (in FROM, its subqueries, its `WITH` queries).
-pub(super) fn refers_to(query: &Query, name: &str) -> bool {
-    ast::visit_relations(query, |relation| {
+/// Whether `node` (a query or part of one) names the table `name` anywhere (in FROM, its subqueries, its `WITH`
+/// queries).
+pub(super) fn refers_to(node: &impl Visit, name: &str) -> bool {
+    ast::visit_relations(node, |relation| {
         let named = matches!(relation.0.as_slice(), [part] if part.as_ident().is_some_and(|i| fold(i) == name));
         if named { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
     })
     .is_break()
-}
-
-fn set_refers_to(body: &SetExpr, name: &str) -> bool {
-    let query = Query {
-        with: None,
-        body: Box::new(body.clone()),
-        order_by: None,
-        limit_clause: None,
-        fetch: None,
-        locks: Vec::new(),
-        for_clause: None,
-        settings: None,
-        format_clause: None,
-        pipe_operators: Vec::new(),
-    };
-    refers_to(&query, name)
 }
 
 impl Binder<'_> {
@@ -63,7 +48,7 @@ impl Binder<'_> {
             SetQuantifier::Distinct | SetQuantifier::None => true,
             other => return Err(unsupported(&format!("UNION {other} in a recursive query"))),
         };
-        if set_refers_to(left, name) {
+        if refers_to(left.as_ref(), name) {
             return Err(ExecError::new(
                 sqlstate::INVALID_RECURSION,
                 format!("recursive reference to query \"{name}\" must not appear within its non-recursive term"),
@@ -84,10 +69,10 @@ impl Binder<'_> {
         self.ctes.borrow_mut().pop();
         let step = step?;
 
-        let base_types: Vec<_> = base.columns.iter().map(|c| (c.name.clone(), c.data_type)).collect();
+        let base_types: Vec<_> = base.columns.iter().map(|c| c.data_type).collect();
         let SetSides { columns, left: base_plan, right: step_plan, tables } =
             self.set_operation_sides(base, step, "UNION")?;
-        for (position, ((_, before), after)) in base_types.iter().zip(&columns).enumerate() {
+        for (position, (before, after)) in base_types.iter().zip(&columns).enumerate() {
             if *before != after.data_type {
                 return Err(ExecError::new(
                     sqlstate::DATATYPE_MISMATCH,
