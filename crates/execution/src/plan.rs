@@ -195,6 +195,11 @@ pub enum Plan {
         group_by: Vec<Expr>,
         /// Aggregates (over input rows).
         aggregates: Vec<AggregateCall>,
+        /// Grouping sets (`GROUPING SETS`, `ROLLUP`, `CUBE`): the positions in `group_by` of each set's keys. The
+        /// input is grouped once per set; a key outside the row's set is NULL, and one more column after the
+        /// aggregates holds the set's position in this list (what `GROUPING()` reads). `None`: one grouping by
+        /// every key, and no such column.
+        sets: Option<Vec<Vec<usize>>>,
     },
     /// Window functions: each input row with one more column per call, the call's value for that row.
     Window {
@@ -377,9 +382,9 @@ impl Plan {
                 left_width: join.left_width,
                 right_width: join.right_width,
             }),
-            Plan::Aggregate { input, group_by, aggregates } => {
+            Plan::Aggregate { input, group_by, aggregates, sets } => {
                 let (group_by, aggregates) = map_aggregation(group_by, aggregates, f)?;
-                Plan::Aggregate { input: Box::new(input.try_map_exprs(f)?), group_by, aggregates }
+                Plan::Aggregate { input: Box::new(input.try_map_exprs(f)?), group_by, aggregates, sets: sets.clone() }
             }
             Plan::Window { input, calls } => Plan::Window {
                 input: Box::new(input.try_map_exprs(f)?),
@@ -498,10 +503,14 @@ impl Plan {
                 }
                 main.describe_into(out, depth);
             }
-            Plan::Aggregate { input, group_by, aggregates } => {
+            Plan::Aggregate { input, group_by, aggregates, sets } => {
                 let kind = if group_by.is_empty() { "Aggregate" } else { "Hash Aggregate" };
                 let plural = if aggregates.len() == 1 { "" } else { "s" };
-                let _ = writeln!(out, "{indent}{arrow}{kind} ({} aggregate{plural})", aggregates.len());
+                let sets = match sets {
+                    Some(sets) => format!(", {} grouping sets", sets.len()),
+                    None => String::new(),
+                };
+                let _ = writeln!(out, "{indent}{arrow}{kind} ({} aggregate{plural}{sets})", aggregates.len());
                 input.describe_into(out, depth + 1);
             }
             Plan::Window { input, calls } => {

@@ -733,6 +733,19 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
     Ok(output)
 }
 
+/// A row grouped by grouping set `set` (its keys, then the aggregates) laid out as every set's rows are: all
+/// `keys` key columns, NULL where the key is not in the set, then the aggregates, then the set's `position`.
+fn spread_grouping_set(row: Vec<Value>, set: &[usize], keys: usize, position: usize) -> Vec<Value> {
+    let mut spread = vec![Value::Null; keys];
+    let mut values = row.into_iter();
+    for (&key, value) in set.iter().zip(values.by_ref()) {
+        spread[key] = value;
+    }
+    spread.extend(values);
+    spread.push(Value::Int(position as i64));
+    spread
+}
+
 fn group_row(
     group_by: &[Expr],
     aggregates: &[AggregateCall],
@@ -740,8 +753,22 @@ fn group_row(
     row: &[Value],
     params: &[Value],
 ) -> Result<(), ExecError> {
-    let key = group_by.iter().map(|e| e.eval(row, params)).collect::<Result<Vec<_>, _>>()?;
-    let state = partial.groups.entry(key).or_insert_with(|| aggregates.iter().map(Accumulator::new).collect());
+    // The key is built on the stack and copied to the heap only for a new group: most rows find theirs.
+    const STACK_KEYS: usize = 4;
+    let state = if group_by.len() <= STACK_KEYS {
+        let mut key: [Value; STACK_KEYS] = std::array::from_fn(|_| Value::Null);
+        for (slot, expr) in key.iter_mut().zip(group_by) {
+            *slot = expr.eval(row, params)?;
+        }
+        let key = &key[..group_by.len()];
+        if !partial.groups.contains_key(key) {
+            partial.groups.insert(key.to_vec(), aggregates.iter().map(Accumulator::new).collect());
+        }
+        partial.groups.get_mut(key).expect("inserted above")
+    } else {
+        let key = group_by.iter().map(|e| e.eval(row, params)).collect::<Result<Vec<_>, _>>()?;
+        partial.groups.entry(key).or_insert_with(|| aggregates.iter().map(Accumulator::new).collect())
+    };
     for (call, accumulator) in aggregates.iter().zip(state.iter_mut()) {
         call.feed(accumulator, row, params)?;
     }
@@ -985,7 +1012,7 @@ fn finish(
             result.operator(format!("{method} ({})", join.kind.keyword()), rows.len(), started);
             Ok(rows)
         }
-        Plan::Aggregate { input, group_by, aggregates } => {
+        Plan::Aggregate { input, group_by, aggregates, sets } => {
             let rows = finish(input, executor, jobs, next_job, budget, result)?;
             let started = Instant::now();
             let mut partial = PartialAggregate::default();
@@ -995,9 +1022,28 @@ fn finish(
                 }
                 group_row(group_by, aggregates, &mut partial, row, executor.params)?;
             }
-            let rows = partial.finish(aggregates, !group_by.is_empty())?;
-            result.operator("Aggregate", rows.len(), started);
-            Ok(rows)
+            let output = match sets {
+                None => partial.finish(aggregates, !group_by.is_empty())?,
+                Some(sets) => {
+                    // The rows were grouped by every key, the finest grouping; each set's groups merge those.
+                    let mut output = Vec::new();
+                    for (position, set) in sets.iter().enumerate() {
+                        check_interrupts(executor)?;
+                        let grouped: Vec<Vec<Value>> = partial
+                            .roll_up(set)
+                            .finish(aggregates, !set.is_empty())?
+                            .into_iter()
+                            .map(|row| spread_grouping_set(row, set, group_by.len(), position))
+                            .collect();
+                        // Every set's groups are new rows: many sets over many groups can outgrow the budget.
+                        budget.charge(&grouped)?;
+                        output.extend(grouped);
+                    }
+                    output
+                }
+            };
+            result.operator("Aggregate", output.len(), started);
+            Ok(output)
         }
         Plan::Window { input, calls } => {
             let mut rows = finish(input, executor, jobs, next_job, budget, result)?;

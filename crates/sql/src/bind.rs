@@ -119,6 +119,12 @@ const WINDOW_ONLY_FUNCTIONS: [&str; 11] = [
 ];
 /// Offset of window function placeholders (below the aggregates': a window's value is not an aggregate's).
 const WINDOW_BASE: usize = 1 << 29;
+/// Offset of `GROUPING(…)` placeholders (below the windows'): each becomes a value of the grouping set.
+const GROUPING_BASE: usize = 1 << 28;
+/// PostgreSQL's limits: grouping sets per query, elements of a CUBE, arguments of GROUPING.
+const GROUPING_SETS_MAX: usize = 4096;
+const CUBE_ELEMENTS_MAX: usize = 12;
+const GROUPING_ARGUMENTS_MAX: usize = 31;
 
 /// What names resolve to while an expression is bound.
 struct Scope<'a> {
@@ -199,6 +205,8 @@ pub struct Binder<'a> {
     aggregates: RefCell<Option<Vec<AggregateCall>>>,
     /// Window function calls found while binding the current SELECT's list and ORDER BY (where they are allowed).
     windows: RefCell<Option<Vec<WindowCall>>>,
+    /// `GROUPING(…)` calls found while binding the current SELECT's list, HAVING and ORDER BY: their arguments.
+    groupings: RefCell<Option<Vec<Vec<Expr>>>>,
     /// Binding a plain aggregate's argument (a window function there is 42803, as in PostgreSQL).
     in_aggregate_argument: std::cell::Cell<bool>,
     /// Whether `$n` may appear (prepared statements), or is an error (a plain statement has no parameters).
@@ -248,6 +256,7 @@ impl<'a> Binder<'a> {
             params: RefCell::new(declared.to_vec()),
             aggregates: RefCell::new(None),
             windows: RefCell::new(None),
+            groupings: RefCell::new(None),
             in_aggregate_argument: std::cell::Cell::new(false),
             params_allowed: true,
             subqueries: RefCell::new(Vec::new()),
@@ -982,6 +991,9 @@ impl<'a> Binder<'a> {
         if let Some(over) = &function.over {
             return self.bind_window(function, over, &name, &arguments, scope);
         }
+        if name == "grouping" {
+            return self.bind_grouping(&arguments, scope);
+        }
         // Clauses that change what an aggregate sees must be refused, not ignored: ignoring them gives wrong answers.
         let ordered_set = AggregateFunction::ordered_set_from_name(&name).is_some();
         if !function.within_group.is_empty() && !ordered_set {
@@ -1038,6 +1050,34 @@ impl<'a> Binder<'a> {
         let mut collected = self.aggregates.borrow_mut();
         let calls = collected.as_mut().expect("checked above");
         Ok(Expr::Column { index: AGGREGATE_BASE + position_or_push(calls, call), data_type })
+    }
+
+    /// `GROUPING(a, …)`: a placeholder column that becomes, over the groups, an integer with one bit per argument
+    /// (the first argument's the highest), set when that key is not in the row's grouping set. The arguments must
+    /// be grouping keys; that is checked once the keys are known (`GroupedRow::rewrite`).
+    fn bind_grouping(&self, arguments: &[&FunctionArgExpr], scope: &Scope<'_>) -> Result<Expr, ExecError> {
+        if self.in_aggregate_argument.get() {
+            return Err(ExecError::new(sqlstate::GROUPING_ERROR, "aggregate function calls cannot be nested"));
+        }
+        if self.groupings.borrow().is_none() {
+            return Err(ExecError::new(sqlstate::GROUPING_ERROR, "grouping operations are not allowed here"));
+        }
+        if arguments.is_empty() {
+            return Err(ExecError::new(sqlstate::SYNTAX_ERROR, "GROUPING needs at least one argument"));
+        }
+        if arguments.len() > GROUPING_ARGUMENTS_MAX {
+            return Err(ExecError::new(sqlstate::TOO_MANY_ARGUMENTS, "GROUPING must have fewer than 32 arguments"));
+        }
+        let mut bound = Vec::with_capacity(arguments.len());
+        for argument in arguments {
+            let FunctionArgExpr::Expr(argument) = argument else {
+                return Err(ExecError::new(sqlstate::SYNTAX_ERROR, "GROUPING takes expressions"));
+            };
+            bound.push(self.without_aggregates(|| self.bind_expr(argument, scope))?);
+        }
+        let mut collected = self.groupings.borrow_mut();
+        let calls = collected.as_mut().expect("checked above");
+        Ok(Expr::Column { index: GROUPING_BASE + position_or_push(calls, bound), data_type: DataType::Integer })
     }
 
     /// A window function call: its placeholder column (the [`Plan::Window`] column it becomes).
@@ -2060,6 +2100,7 @@ impl<'a> Binder<'a> {
             // The select list, expanded, with aggregates collected.
             *self.aggregates.borrow_mut() = Some(Vec::new());
             *self.windows.borrow_mut() = Some(Vec::new());
+            *self.groupings.borrow_mut() = Some(Vec::new());
             let mut items: Vec<(Expr, String)> = Vec::new();
             // Output columns whose name a CASE took from its ELSE column: shown by that name, as PostgreSQL shows
             // them, but not what GROUP BY, ORDER BY or DISTINCT ON mean by it (they take the input column, as
@@ -2116,18 +2157,11 @@ impl<'a> Binder<'a> {
                 borrowed_names.iter().for_each(|&i| referable[i].1.clear());
                 std::borrow::Cow::Owned(referable)
             };
-            // `GROUP BY ()` (the empty grouping set) groups every row into one group: it names no key, but the
-            // query is grouped all the same.
-            let is_empty_set = |e: &ast::Expr| matches!(e, ast::Expr::Tuple(items) if items.is_empty());
-            let (group_by, grouped): (Vec<Expr>, bool) = match &select.group_by {
-                GroupByExpr::Expressions(exprs, modifiers) if modifiers.is_empty() => (
-                    exprs
-                        .iter()
-                        .filter(|e| !is_empty_set(e))
-                        .map(|e| self.group_item(e, scope, &referable))
-                        .collect::<Result<_, _>>()?,
-                    !exprs.is_empty(),
-                ),
+            let (group_by, sets, grouped) = match &select.group_by {
+                GroupByExpr::Expressions(exprs, modifiers) if modifiers.is_empty() => {
+                    let (keys, sets) = self.grouping_sets(exprs, scope, &referable)?;
+                    (keys, sets, !exprs.is_empty())
+                }
                 GroupByExpr::Expressions(..) | GroupByExpr::All(_) => return Err(unsupported("this GROUP BY form")),
             };
             let having = match &select.having {
@@ -2145,6 +2179,10 @@ impl<'a> Binder<'a> {
             }
             let aggregates = self.aggregates.borrow_mut().take().unwrap_or_default();
             let windows = self.windows.borrow_mut().take().unwrap_or_default();
+            let groupings = self.groupings.borrow_mut().take().unwrap_or_default();
+            if !groupings.is_empty() && !grouped && aggregates.is_empty() && having.is_none() {
+                return Err(grouping_argument_error());
+            }
             if let Some(filter) = &filter
                 && uses_aggregates(filter)
             {
@@ -2175,10 +2213,23 @@ impl<'a> Binder<'a> {
                     Dedup::OnSortKeys(on.len())
                 }
             };
-            Ok(SelectClauses { filter, items, group_by, grouped, having, sort_exprs, aggregates, windows, distinct })
+            Ok(SelectClauses {
+                filter,
+                items,
+                group_by,
+                sets,
+                groupings,
+                grouped,
+                having,
+                sort_exprs,
+                aggregates,
+                windows,
+                distinct,
+            })
         })();
         // After an error the calls collected so far belong to no SELECT.
         *self.windows.borrow_mut() = None;
+        *self.groupings.borrow_mut() = None;
         self.scopes.borrow_mut().pop();
         clauses
     }
@@ -2264,7 +2315,7 @@ impl<'a> Binder<'a> {
         // Window functions run over rows: a table's are produced as the join planner produces a relation's
         // (WHERE in the scan, only the named columns read).
         if matches!(select.from.first().map(|f| &f.relation), Some(TableFactor::Table { .. }))
-            && join::mentions_over(select, order_by)
+            && (join::mentions_over(select, order_by) || has_grouping_sets(select))
         {
             return self.plan_select_join(select, order_by, limit, offset);
         }
@@ -2334,10 +2385,23 @@ impl<'a> Binder<'a> {
         });
         let scope = Scope { joined: None, table: table.as_deref(), renamed, derived: None, qualifier };
 
-        let SelectClauses { filter, items, group_by, grouped, having, sort_exprs, aggregates, windows, distinct } =
-            self.bind_select_clauses(select, &scope, order_by, wildcard)?;
-        if !windows.is_empty() {
-            return Err(ExecError::internal("window functions over a table are planned over its rows"));
+        let SelectClauses {
+            filter,
+            items,
+            group_by,
+            sets,
+            groupings,
+            grouped,
+            having,
+            sort_exprs,
+            aggregates,
+            windows,
+            distinct,
+        } = self.bind_select_clauses(select, &scope, order_by, wildcard)?;
+        if !windows.is_empty() || sets.is_some() {
+            return Err(ExecError::internal(
+                "window functions and grouping sets over a table are planned over its rows",
+            ));
         }
         let columns: Vec<OutputColumn> =
             items.iter().map(|(e, name)| OutputColumn { name: name.clone(), data_type: e.data_type() }).collect();
@@ -2354,7 +2418,14 @@ impl<'a> Binder<'a> {
                 Some(names) => names,
                 None => table.columns().iter().map(|c| c.name.clone()).collect(),
             };
-            let (projection, having, keys) = over_groups(&items, having.as_ref(), &sort_exprs, &group_by, &names)?;
+            let grouped_row = GroupedRow {
+                keys: &group_by,
+                aggregates: aggregates.len(),
+                sets: None,
+                groupings: &groupings,
+                names: &names,
+            };
+            let (projection, having, keys) = over_groups(&items, having.as_ref(), &sort_exprs, &grouped_row)?;
             let output = ScanOutput::Aggregate { group_by, aggregates };
             let input = self.scan_or_lookup(&table, filter, output);
             let plan = Plan::Post {
@@ -2402,6 +2473,72 @@ impl<'a> Binder<'a> {
         Ok(BoundQuery { plan, columns, tables })
     }
 
+    /// A GROUP BY list: its keys (each distinct expression once) and, when it has `GROUPING SETS`, `ROLLUP` or
+    /// `CUBE`, its grouping sets as positions in the keys. Items combine as PostgreSQL combines them: every set
+    /// of one item with every set of the others (`GROUP BY a, ROLLUP(b)` is `(a, b), (a)`), duplicates kept. A
+    /// list that makes a single set is a plain grouping by its keys (`None`). `()` is the empty set: it names no
+    /// key, and groups every row into one group.
+    #[allow(clippy::type_complexity)]
+    fn grouping_sets(
+        &self,
+        items: &[ast::Expr],
+        scope: &Scope<'_>,
+        referable: &[(Expr, String)],
+    ) -> Result<(Vec<Expr>, Option<Vec<Vec<usize>>>), ExecError> {
+        let mut keys: Vec<Expr> = Vec::new();
+        let mut key = |expr: &ast::Expr| -> Result<usize, ExecError> {
+            let bound = self.group_item(expr, scope, referable)?;
+            Ok(position_or_push(&mut keys, bound))
+        };
+        let mut sets: Vec<Vec<usize>> = vec![Vec::new()];
+        let too_many =
+            || ExecError::new(sqlstate::STATEMENT_TOO_COMPLEX, "too many grouping sets present (maximum 4096)");
+        for item in items {
+            let item_sets: Vec<Vec<usize>> = match item {
+                ast::Expr::Tuple(exprs) if exprs.is_empty() => vec![Vec::new()],
+                ast::Expr::GroupingSets(lists) => {
+                    lists.iter().map(|list| list.iter().map(&mut key).collect()).collect::<Result<_, _>>()?
+                }
+                ast::Expr::Rollup(lists) => {
+                    let elements: Vec<Vec<usize>> =
+                        lists.iter().map(|list| list.iter().map(&mut key).collect()).collect::<Result<_, _>>()?;
+                    (0..=elements.len()).rev().map(|length| elements[..length].concat()).collect()
+                }
+                ast::Expr::Cube(lists) => {
+                    if lists.len() > CUBE_ELEMENTS_MAX {
+                        return Err(ExecError::new(sqlstate::TOO_MANY_COLUMNS, "CUBE is limited to 12 elements"));
+                    }
+                    let elements: Vec<Vec<usize>> =
+                        lists.iter().map(|list| list.iter().map(&mut key).collect()).collect::<Result<_, _>>()?;
+                    // Every subset, the whole first and the empty one last (subset `mask` leaves out the elements
+                    // whose bits are set).
+                    (0..1usize << elements.len())
+                        .map(|mask| {
+                            let kept = elements.iter().enumerate().filter(|(i, _)| mask & (1 << i) == 0);
+                            kept.flat_map(|(_, keys)| keys.iter().copied()).collect()
+                        })
+                        .collect()
+                }
+                expr => vec![vec![key(expr)?]],
+            };
+            if sets.len().saturating_mul(item_sets.len()) > GROUPING_SETS_MAX {
+                return Err(too_many());
+            }
+            sets =
+                sets.iter().flat_map(|set| item_sets.iter().map(move |more| [set.as_slice(), more].concat())).collect();
+        }
+        for set in &mut sets {
+            let mut seen = Vec::with_capacity(set.len());
+            set.retain(|&key| {
+                let new = !seen.contains(&key);
+                seen.push(key);
+                new
+            });
+        }
+        let sets = (sets.len() > 1).then_some(sets);
+        Ok((keys, sets))
+    }
+
     /// A GROUP BY item: an ordinal or alias of the select list, or an expression.
     fn group_item(&self, expr: &ast::Expr, scope: &Scope<'_>, items: &[(Expr, String)]) -> Result<Expr, ExecError> {
         if let Some(item) = self.select_list_reference(expr, scope, items, false)? {
@@ -2424,9 +2561,11 @@ impl<'a> Binder<'a> {
     fn without_aggregates<T>(&self, bind: impl FnOnce() -> T) -> T {
         let saved = self.aggregates.borrow_mut().take();
         let saved_windows = self.windows.borrow_mut().take();
+        let saved_groupings = self.groupings.borrow_mut().take();
         let bound = bind();
         *self.aggregates.borrow_mut() = saved;
         *self.windows.borrow_mut() = saved_windows;
+        *self.groupings.borrow_mut() = saved_groupings;
         bound
     }
 
@@ -2785,7 +2924,19 @@ fn plan_over_rows(
     limit: Option<Expr>,
     offset: Option<Expr>,
 ) -> Result<(Plan, Vec<OutputColumn>), ExecError> {
-    let SelectClauses { filter, items, group_by, grouped, having, sort_exprs, aggregates, windows, distinct } = clauses;
+    let SelectClauses {
+        filter,
+        items,
+        group_by,
+        sets,
+        groupings,
+        grouped,
+        having,
+        sort_exprs,
+        aggregates,
+        windows,
+        distinct,
+    } = clauses;
     let columns: Vec<OutputColumn> =
         items.iter().map(|(e, name)| OutputColumn { name: name.clone(), data_type: e.data_type() }).collect();
     let plan = post(input, filter, None, Dedup::No, Vec::new(), None, None);
@@ -2803,13 +2954,20 @@ fn plan_over_rows(
     };
     // HAVING alone also makes the query grouped: one group of every row, as in PostgreSQL.
     let plan = if grouped || !aggregates.is_empty() || having.is_some() {
-        let (projection, having, keys) = over_groups(&items, having.as_ref(), &sort_exprs, &group_by, names)?;
-        let width = group_by.len() + aggregates.len();
+        let grouped_row = GroupedRow {
+            keys: &group_by,
+            aggregates: aggregates.len(),
+            sets: sets.as_deref(),
+            groupings: &groupings,
+            names,
+        };
+        let (projection, having, keys) = over_groups(&items, having.as_ref(), &sort_exprs, &grouped_row)?;
+        let width = grouped_row.width();
         let windows = windows
             .iter()
-            .map(|call| call.try_map_exprs(&mut |e| rewrite_over_groups(e, &group_by, group_by.len(), names)))
+            .map(|call| call.try_map_exprs(&mut |e| grouped_row.rewrite(e)))
             .collect::<Result<Vec<_>, _>>()?;
-        let input = Plan::Aggregate { input: Box::new(plan), group_by, aggregates };
+        let input = Plan::Aggregate { input: Box::new(plan), group_by, aggregates, sets };
         if windows.is_empty() {
             post(input, having, Some(projection), distinct, keys, offset, limit)
         } else {
@@ -2835,7 +2993,12 @@ fn plan_over_rows(
 struct SelectClauses<'q> {
     filter: Option<Expr>,
     items: Vec<(Expr, String)>,
+    /// Every grouping key, once.
     group_by: Vec<Expr>,
+    /// Grouping sets (positions in `group_by`), when there are several.
+    sets: Option<Vec<Vec<usize>>>,
+    /// The arguments of each `GROUPING(…)` call; [`GROUPING_BASE`] + i in the other clauses is call i's value.
+    groupings: Vec<Vec<Expr>>,
     /// Whether there is a GROUP BY clause (`group_by` is empty for `GROUP BY ()`).
     grouped: bool,
     having: Option<Expr>,
@@ -2853,6 +3016,7 @@ impl SelectClauses<'_> {
         self.filter.iter_mut().for_each(over);
         self.items.iter_mut().for_each(|(expr, _)| over(expr));
         self.group_by.iter_mut().for_each(over);
+        self.groupings.iter_mut().flatten().for_each(over);
         self.having.iter_mut().for_each(over);
         self.sort_exprs.iter_mut().for_each(|(expr, _)| over(expr));
         for aggregate in &mut self.aggregates {
@@ -2883,15 +3047,22 @@ fn over_groups(
     items: &[(Expr, String)],
     having: Option<&Expr>,
     sort_exprs: &[(Expr, &ast::OrderByOptions)],
-    group_by: &[Expr],
-    names: &[String],
+    grouped: &GroupedRow<'_>,
 ) -> Result<(Vec<Expr>, Option<Expr>, Vec<SortKey>), ExecError> {
-    let rewrite = |expr: &Expr| rewrite_over_groups(expr, group_by, group_by.len(), names);
-    let projection = items.iter().map(|(e, _)| rewrite(e)).collect::<Result<Vec<_>, _>>()?;
-    let having = having.map(rewrite).transpose()?;
-    let keys =
-        sort_exprs.iter().map(|(e, options)| Ok(sort_key(rewrite(e)?, options))).collect::<Result<_, ExecError>>()?;
+    let projection = items.iter().map(|(e, _)| grouped.rewrite(e)).collect::<Result<Vec<_>, _>>()?;
+    let having = having.map(|e| grouped.rewrite(e)).transpose()?;
+    let keys = sort_exprs
+        .iter()
+        .map(|(e, options)| Ok(sort_key(grouped.rewrite(e)?, options)))
+        .collect::<Result<_, ExecError>>()?;
     Ok((projection, having, keys))
+}
+
+/// Whether a SELECT's GROUP BY has `GROUPING SETS`, `ROLLUP` or `CUBE`: grouped several ways, it runs over the
+/// table's rows rather than inside the scan's tasks.
+fn has_grouping_sets(select: &Select) -> bool {
+    matches!(&select.group_by, GroupByExpr::Expressions(exprs, _)
+        if exprs.iter().any(|e| matches!(e, ast::Expr::GroupingSets(_) | ast::Expr::Rollup(_) | ast::Expr::Cube(_))))
 }
 
 /// `e1 op e2 op …` for AND or OR (`exprs` is not empty).
@@ -2906,27 +3077,85 @@ fn fold_boolean(exprs: Vec<Expr>, op: BinaryOp) -> Expr {
     })
 }
 
-/// Rewrites an expression over table columns (and aggregate placeholders) into one over the aggregation's output
-/// row: group keys first, aggregates after.
-fn rewrite_over_groups(expr: &Expr, group_by: &[Expr], keys: usize, names: &[String]) -> Result<Expr, ExecError> {
-    if let Some(position) = group_by.iter().position(|g| g == expr) {
-        return Ok(Expr::Column { index: position, data_type: expr.data_type() });
+/// An aggregation's output row, as the clauses above it read it: the group keys, then the aggregates, then (with
+/// grouping sets) the position of the row's set.
+struct GroupedRow<'a> {
+    keys: &'a [Expr],
+    aggregates: usize,
+    sets: Option<&'a [Vec<usize>]>,
+    /// The arguments of the `GROUPING(…)` calls.
+    groupings: &'a [Vec<Expr>],
+    /// The input's column names, for errors.
+    names: &'a [String],
+}
+
+impl GroupedRow<'_> {
+    /// The columns of the row.
+    fn width(&self) -> usize {
+        self.keys.len() + self.aggregates + usize::from(self.sets.is_some())
     }
-    match expr {
-        Expr::Column { index, data_type } if *index >= AGGREGATE_BASE => {
-            Ok(Expr::Column { index: keys + index - AGGREGATE_BASE, data_type: *data_type })
+
+    /// Rewrites an expression over input columns (and aggregate and GROUPING placeholders) into one over the
+    /// row: a group key becomes its column, an aggregate its column after the keys.
+    fn rewrite(&self, expr: &Expr) -> Result<Expr, ExecError> {
+        if let Some(position) = self.keys.iter().position(|g| g == expr) {
+            return Ok(Expr::Column { index: position, data_type: expr.data_type() });
         }
-        // A window function's value: placed after the aggregation's columns later.
-        Expr::Column { index, .. } if *index >= WINDOW_BASE => Ok(expr.clone()),
-        Expr::Column { index, .. } => {
-            let name = names.get(*index).map_or("?", String::as_str);
-            Err(ExecError::new(
-                sqlstate::GROUPING_ERROR,
-                format!("column \"{name}\" must appear in the GROUP BY clause or be used in an aggregate function"),
-            ))
+        match expr {
+            Expr::Column { index, data_type } if *index >= AGGREGATE_BASE => {
+                Ok(Expr::Column { index: self.keys.len() + index - AGGREGATE_BASE, data_type: *data_type })
+            }
+            // A window function's value: placed after the aggregation's columns later.
+            Expr::Column { index, .. } if *index >= WINDOW_BASE => Ok(expr.clone()),
+            Expr::Column { index, .. } if *index >= GROUPING_BASE => self.grouping(*index - GROUPING_BASE),
+            Expr::Column { index, .. } => {
+                let name = self.names.get(*index).map_or("?", String::as_str);
+                Err(ExecError::new(
+                    sqlstate::GROUPING_ERROR,
+                    format!("column \"{name}\" must appear in the GROUP BY clause or be used in an aggregate function"),
+                ))
+            }
+            _ => expr.try_map_children(&mut |e| self.rewrite(e)),
         }
-        _ => expr.try_map_children(&mut |e| rewrite_over_groups(e, group_by, keys, names)),
     }
+
+    /// The value of `GROUPING(…)` call `call`: per grouping set, a bit per argument (the first the highest) set
+    /// where that key is not in the set. Known per set when the query is planned, so it is a CASE over the
+    /// row's set column; 0 without grouping sets.
+    fn grouping(&self, call: usize) -> Result<Expr, ExecError> {
+        let positions = self.groupings[call]
+            .iter()
+            .map(|argument| self.keys.iter().position(|key| key == argument).ok_or_else(grouping_argument_error))
+            .collect::<Result<Vec<usize>, _>>()?;
+        let integer = |value: i64| Expr::literal(Value::Int(value), DataType::Integer);
+        let Some(sets) = self.sets else { return Ok(integer(0)) };
+        let set_column = Expr::Column { index: self.keys.len() + self.aggregates, data_type: DataType::Integer };
+        let branches = sets
+            .iter()
+            .enumerate()
+            .filter_map(|(position, set)| {
+                let value = positions.iter().fold(0i64, |bits, key| (bits << 1) | i64::from(!set.contains(key)));
+                let condition = Expr::Binary {
+                    op: BinaryOp::Eq,
+                    left: Box::new(set_column.clone()),
+                    right: Box::new(integer(position as i64)),
+                    data_type: DataType::Boolean,
+                };
+                (value != 0).then(|| (condition, integer(value)))
+            })
+            .collect::<Vec<_>>();
+        if branches.is_empty() {
+            return Ok(integer(0));
+        }
+        Ok(Expr::Case { branches, otherwise: Box::new(integer(0)), data_type: DataType::Integer })
+    }
+}
+
+fn grouping_argument_error() -> ExecError {
+    ExecError::new(
+        sqlstate::GROUPING_ERROR,
+        "arguments to GROUPING must be grouping expressions of the associated query level",
+    )
 }
 
 /// Renumbers column references to positions in `columns` (the scan's output).

@@ -4,7 +4,7 @@
 //! The data has NULLs in every column, text and doubles, several partitions (1024 rows each) and unsealed rows,
 //! so every storage path is exercised. Queries are filters (comparisons with constants and between expressions,
 //! BETWEEN, IN, IS NULL, IS [NOT] DISTINCT FROM, LIKE, boolean columns, AND/OR/NOT) feeding aggregates (bool_and and
-//! bool_or, variances and standard deviations, string_agg with ORDER BY too; also of expressions, DISTINCT ones and ones with FILTER), GROUP BY with one or two keys and HAVING, DISTINCT and DISTINCT ON,
+//! bool_or, variances and standard deviations, string_agg with ORDER BY too; also of expressions, DISTINCT ones and ones with FILTER), GROUP BY with one or two keys and HAVING, grouping sets (ROLLUP, CUBE, GROUPING SETS) with GROUPING(), DISTINCT and DISTINCT ON,
 //! projections of arithmetic, CASE, COALESCE, NULLIF, GREATEST/LEAST, numeric functions (round, floor, ceil, trunc,
 //! sign, sqrt, power, mod) and text ones (substring, replace, left/right, lpad/rpad, trim, concat, strpos, …), ORDER BY several
 //! keys with NULLS FIRST/LAST, LIMIT and OFFSET, UNION ALL, INTERSECT/EXCEPT [ALL] (also over a WITH query),
@@ -282,10 +282,26 @@ fn query(rng: &mut Rng) -> (String, bool) {
             }
         }
         5 => {
-            // Two grouping keys, HAVING.
+            // Two grouping keys, HAVING; or grouping sets of them, with GROUPING() telling the sets apart.
             let keys = rng.pick(&["a, f", "s, f", "k % 5, s", "a, k % 3"]);
             let having = if rng.chance(50) { format!(" HAVING count(*) > {}", rng.below(40)) } else { String::new() };
-            (format!("SELECT {keys}, {} FROM t{filter} GROUP BY {keys}{having}", aggregate(rng)), false)
+            let aggregate = aggregate(rng);
+            if rng.chance(60) {
+                (format!("SELECT {keys}, {aggregate} FROM t{filter} GROUP BY {keys}{having}"), false)
+            } else {
+                let (first, second) = keys.split_once(", ").expect("two keys");
+                let grouping = match rng.below(4) {
+                    0 => format!("ROLLUP ({keys})"),
+                    1 => format!("CUBE ({keys})"),
+                    2 => format!("GROUPING SETS (({first}), ({second}), ())"),
+                    _ => format!("{first}, ROLLUP ({second})"),
+                };
+                let which = *rng.pick(&[keys, first, second]);
+                (
+                    format!("SELECT {keys}, grouping({which}), {aggregate} FROM t{filter} GROUP BY {grouping}{having}"),
+                    false,
+                )
+            }
         }
         6 => {
             // Several sort keys with NULLs placed explicitly (the systems' defaults differ), `k` last so the
