@@ -698,6 +698,38 @@ mod tests {
     }
 
     #[test]
+    fn rolling_up_merges_the_groups_that_agree_on_the_kept_keys() {
+        let sum = call(AggregateFunction::Sum, DataType::Integer);
+        let mut distinct = call(AggregateFunction::Count, DataType::Integer);
+        distinct.distinct = true;
+        let calls = [sum, distinct];
+        let mut fine = PartialAggregate::default();
+        // Groups (a, b) with values: (1, x) 10 and 20, (1, y) 20, (2, x) 5.
+        for (a, b, value) in [(1, "x", 10), (1, "x", 20), (1, "y", 20), (2, "x", 5)] {
+            let state = fine
+                .groups
+                .entry(vec![Value::Int(a), Value::text(b)])
+                .or_insert_with(|| calls.iter().map(Accumulator::new).collect());
+            state.iter_mut().for_each(|accumulator| accumulator.add(&Value::Int(value), false));
+        }
+        let mut by_a = fine.roll_up(&[0]).finish(&calls, true).unwrap();
+        by_a.sort_by_key(|row| if let Value::Int(a) = row[0] { a } else { i64::MAX });
+        // The DISTINCT count merges value sets: (1, x) and (1, y) both hold 20.
+        assert_eq!(
+            by_a,
+            vec![vec![Value::Int(1), Value::Int(50), Value::Int(2)], vec![Value::Int(2), Value::Int(5), Value::Int(1)],]
+        );
+        let by_b_then_a = fine.roll_up(&[1, 0]);
+        assert_eq!(by_b_then_a.groups.len(), 3);
+        assert!(by_b_then_a.groups.contains_key(&[Value::text("y"), Value::Int(1)][..]));
+        let all = fine.roll_up(&[]).finish(&calls, false).unwrap();
+        assert_eq!(all, vec![vec![Value::Int(55), Value::Int(3)]]);
+        // The empty grouping of no rows is one row, as a plain aggregate's.
+        let none = PartialAggregate::default().roll_up(&[]).finish(&calls, false).unwrap();
+        assert_eq!(none, vec![vec![Value::Null, Value::Int(0)]]);
+    }
+
+    #[test]
     fn sums_of_integers_are_bigint_and_overflow_is_an_error() {
         let sum = call(AggregateFunction::Sum, DataType::Integer);
         assert_eq!(sum.data_type, DataType::BigInt);

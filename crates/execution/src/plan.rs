@@ -21,6 +21,9 @@ pub enum ScanOutput {
         group_by: Vec<Expr>,
         /// Aggregates over the table's columns.
         aggregates: Vec<AggregateCall>,
+        /// Grouping sets, as in [`Plan::Aggregate`]: the tasks group by every key, and each set's groups are
+        /// rolled up from those when the partials are merged.
+        sets: Option<Vec<Vec<usize>>>,
     },
 }
 
@@ -561,9 +564,9 @@ fn map_output(
 ) -> Result<ScanOutput, ExecError> {
     Ok(match output {
         ScanOutput::Rows(exprs) => ScanOutput::Rows(exprs.iter().map(&mut *f).collect::<Result<_, _>>()?),
-        ScanOutput::Aggregate { group_by, aggregates } => {
+        ScanOutput::Aggregate { group_by, aggregates, sets } => {
             let (group_by, aggregates) = map_aggregation(group_by, aggregates, f)?;
-            ScanOutput::Aggregate { group_by, aggregates }
+            ScanOutput::Aggregate { group_by, aggregates, sets: sets.clone() }
         }
     })
 }
@@ -582,6 +585,7 @@ fn map_aggregation(
 fn output_kind(output: &ScanOutput) -> &'static str {
     match output {
         ScanOutput::Rows(_) => "rows",
+        ScanOutput::Aggregate { sets: Some(_), .. } => "hash aggregate by grouping sets, partial per domain",
         ScanOutput::Aggregate { group_by, .. } if group_by.is_empty() => "aggregate",
         ScanOutput::Aggregate { .. } => "hash aggregate, partial per domain",
     }
@@ -593,10 +597,19 @@ fn describe_output(out: &mut String, indent: &str, output: &ScanOutput, names: &
             let list: Vec<String> = projections.iter().map(|e| show_expr(e, names)).collect();
             let _ = writeln!(out, "{indent}      Output: {}", list.join(", "));
         }
-        ScanOutput::Aggregate { group_by, aggregates } => {
-            if !group_by.is_empty() {
-                let keys: Vec<String> = group_by.iter().map(|e| show_expr(e, names)).collect();
-                let _ = writeln!(out, "{indent}      Group Key: {}", keys.join(", "));
+        ScanOutput::Aggregate { group_by, aggregates, sets } => {
+            let keys: Vec<String> = group_by.iter().map(|e| show_expr(e, names)).collect();
+            match sets {
+                Some(sets) => {
+                    for set in sets {
+                        let set: Vec<&str> = set.iter().map(|&key| keys[key].as_str()).collect();
+                        let _ = writeln!(out, "{indent}      Grouping Set: ({})", set.join(", "));
+                    }
+                }
+                None if !keys.is_empty() => {
+                    let _ = writeln!(out, "{indent}      Group Key: {}", keys.join(", "));
+                }
+                None => {}
             }
             let calls: Vec<String> = aggregates
                 .iter()

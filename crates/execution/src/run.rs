@@ -431,7 +431,7 @@ fn add_scan(
     let mut output_columns = Vec::new();
     match &scan.output {
         ScanOutput::Rows(projections) => projections.iter().for_each(|e| e.columns(&mut output_columns)),
-        ScanOutput::Aggregate { group_by, aggregates } => {
+        ScanOutput::Aggregate { group_by, aggregates, .. } => {
             group_by.iter().for_each(|e| e.columns(&mut output_columns));
             aggregates.iter().for_each(|a| a.columns(&mut output_columns));
         }
@@ -628,7 +628,7 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
     let mut plain_state: Option<Vec<Accumulator>> = None;
     // `COUNT(*)`s alone (the thesis query) need only the number of selected rows: counted per block, added once.
     let counts_only = job.output_columns.is_empty()
-        && matches!(&job.output, ScanOutput::Aggregate { group_by, aggregates }
+        && matches!(&job.output, ScanOutput::Aggregate { group_by, aggregates, .. }
             if group_by.is_empty()
                 && aggregates.iter().all(|a| a.function == AggregateFunction::CountStar && a.filter.is_none()));
     for (position, block) in blocks.enumerate() {
@@ -657,7 +657,7 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
         }
         let first_row = block * BLOCK_ROWS;
         match (&job.output, &mut output) {
-            (ScanOutput::Aggregate { group_by, aggregates }, TaskOutput::Aggregate(_)) if group_by.is_empty() => {
+            (ScanOutput::Aggregate { group_by, aggregates, .. }, TaskOutput::Aggregate(_)) if group_by.is_empty() => {
                 let state = plain_state.get_or_insert_with(|| aggregates.iter().map(Accumulator::new).collect());
                 for (call, accumulator) in aggregates.iter().zip(state.iter_mut()) {
                     aggregate_block(
@@ -673,7 +673,7 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
                     )?;
                 }
             }
-            (ScanOutput::Aggregate { group_by, aggregates }, TaskOutput::Aggregate(partial)) => {
+            (ScanOutput::Aggregate { group_by, aggregates, .. }, TaskOutput::Aggregate(partial)) => {
                 let mut error = None;
                 for_each_set(&mask, |i| {
                     if error.is_some() {
@@ -729,6 +729,33 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
     }
     if let (Some(state), TaskOutput::Aggregate(partial)) = (plain_state, &mut output) {
         partial.groups.insert(Vec::new(), state);
+    }
+    Ok(output)
+}
+
+/// The rows of a finished aggregation over `keys` group keys: its groups', or with grouping sets each set's,
+/// rolled up from them (the partial grouped by every key), laid out by [`spread_grouping_set`]. Each set's rows are
+/// charged to `budget`: many sets over many groups can outgrow it.
+fn finish_groups(
+    partial: PartialAggregate,
+    keys: usize,
+    aggregates: &[AggregateCall],
+    sets: Option<&[Vec<usize>]>,
+    budget: Option<&ResultBudget>,
+) -> Result<Vec<Vec<Value>>, ExecError> {
+    let Some(sets) = sets else { return partial.finish(aggregates, keys > 0) };
+    let mut output = Vec::new();
+    for (position, set) in sets.iter().enumerate() {
+        let grouped: Vec<Vec<Value>> = partial
+            .roll_up(set)
+            .finish(aggregates, !set.is_empty())?
+            .into_iter()
+            .map(|row| spread_grouping_set(row, set, keys, position))
+            .collect();
+        if let Some(budget) = budget {
+            budget.charge(&grouped)?;
+        }
+        output.extend(grouped);
     }
     Ok(output)
 }
@@ -855,7 +882,7 @@ fn run_delta(job: &ScanJob, width: usize) -> Result<TaskOutput, ExecError> {
             ScanOutput::Rows(projections) => {
                 rows_out.push(projections.iter().map(|e| e.eval(&row, params)).collect::<Result<Vec<_>, _>>()?)
             }
-            ScanOutput::Aggregate { group_by, aggregates } => {
+            ScanOutput::Aggregate { group_by, aggregates, .. } => {
                 group_row(group_by, aggregates, &mut partial, &row, params)?
             }
         }
@@ -952,7 +979,7 @@ fn finish(
         Plan::Scan(scan) => {
             let job = &jobs[*next_job];
             *next_job += 1;
-            finish_scan(scan, job)
+            finish_scan(scan, job, budget)
         }
         Plan::Lookup(lookup) => {
             let started = Instant::now();
@@ -1022,26 +1049,7 @@ fn finish(
                 }
                 group_row(group_by, aggregates, &mut partial, row, executor.params)?;
             }
-            let output = match sets {
-                None => partial.finish(aggregates, !group_by.is_empty())?,
-                Some(sets) => {
-                    // The rows were grouped by every key, the finest grouping; each set's groups merge those.
-                    let mut output = Vec::new();
-                    for (position, set) in sets.iter().enumerate() {
-                        check_interrupts(executor)?;
-                        let grouped: Vec<Vec<Value>> = partial
-                            .roll_up(set)
-                            .finish(aggregates, !set.is_empty())?
-                            .into_iter()
-                            .map(|row| spread_grouping_set(row, set, group_by.len(), position))
-                            .collect();
-                        // Every set's groups are new rows: many sets over many groups can outgrow the budget.
-                        budget.charge(&grouped)?;
-                        output.extend(grouped);
-                    }
-                    output
-                }
-            };
+            let output = finish_groups(partial, group_by.len(), aggregates, sets.as_deref(), Some(budget))?;
             result.operator("Aggregate", output.len(), started);
             Ok(output)
         }
@@ -1347,7 +1355,7 @@ fn set_operation(
     Ok(rows)
 }
 
-fn finish_scan(scan: &ScanPlan, job: &ScanJob) -> Result<Vec<Vec<Value>>, ExecError> {
+fn finish_scan(scan: &ScanPlan, job: &ScanJob, budget: &ResultBudget) -> Result<Vec<Vec<Value>>, ExecError> {
     match &scan.output {
         ScanOutput::Rows(_) => {
             let mut rows = Vec::new();
@@ -1358,13 +1366,13 @@ fn finish_scan(scan: &ScanPlan, job: &ScanJob) -> Result<Vec<Vec<Value>>, ExecEr
             }
             Ok(rows)
         }
-        ScanOutput::Aggregate { group_by, aggregates } => {
+        ScanOutput::Aggregate { group_by, aggregates, sets } => {
             let started = Instant::now();
             let mut total = PartialAggregate::default();
             for partial in job.merged.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
                 total.merge(partial);
             }
-            let rows = total.finish(aggregates, !group_by.is_empty())?;
+            let rows = finish_groups(total, group_by.len(), aggregates, sets.as_deref(), Some(budget))?;
             job.merge_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
             Ok(rows)
         }
@@ -1376,11 +1384,12 @@ pub fn run_lookup(lookup: &LookupPlan, params: &[Value]) -> Result<(Vec<Vec<Valu
     let key = lookup.key.eval(&[], params)?;
     let mut out = Vec::new();
     let mut partial = PartialAggregate::default();
-    let grouped = matches!(&lookup.output, ScanOutput::Aggregate { group_by, .. } if !group_by.is_empty());
     if key.is_null() {
         return match &lookup.output {
             ScanOutput::Rows(_) => Ok((out, 0)),
-            ScanOutput::Aggregate { aggregates, .. } => Ok((partial.finish(aggregates, grouped)?, 0)),
+            ScanOutput::Aggregate { group_by, aggregates, sets } => {
+                Ok((finish_groups(partial, group_by.len(), aggregates, sets.as_deref(), None)?, 0))
+            }
         };
     }
     let snapshot = lookup.table.snapshot();
@@ -1394,7 +1403,7 @@ pub fn run_lookup(lookup: &LookupPlan, params: &[Value]) -> Result<(Vec<Vec<Valu
     }
     match &lookup.output {
         ScanOutput::Rows(projections) => projections.iter().for_each(|e| e.columns(&mut columns)),
-        ScanOutput::Aggregate { group_by, aggregates } => {
+        ScanOutput::Aggregate { group_by, aggregates, .. } => {
             group_by.iter().for_each(|e| e.columns(&mut columns));
             aggregates.iter().for_each(|a| a.columns(&mut columns));
         }
@@ -1414,13 +1423,13 @@ pub fn run_lookup(lookup: &LookupPlan, params: &[Value]) -> Result<(Vec<Vec<Valu
             ScanOutput::Rows(projections) => {
                 out.push(projections.iter().map(|e| e.eval(&row, params)).collect::<Result<Vec<_>, _>>()?)
             }
-            ScanOutput::Aggregate { group_by, aggregates } => {
+            ScanOutput::Aggregate { group_by, aggregates, .. } => {
                 group_row(group_by, aggregates, &mut partial, &row, params)?
             }
         }
     }
-    if let ScanOutput::Aggregate { aggregates, .. } = &lookup.output {
-        out = partial.finish(aggregates, grouped)?;
+    if let ScanOutput::Aggregate { group_by, aggregates, sets } = &lookup.output {
+        out = finish_groups(partial, group_by.len(), aggregates, sets.as_deref(), None)?;
     }
     Ok((out, found_rows.len() as u64))
 }

@@ -2315,7 +2315,7 @@ impl<'a> Binder<'a> {
         // Window functions run over rows: a table's are produced as the join planner produces a relation's
         // (WHERE in the scan, only the named columns read).
         if matches!(select.from.first().map(|f| &f.relation), Some(TableFactor::Table { .. }))
-            && (join::mentions_over(select, order_by) || has_grouping_sets(select))
+            && join::mentions_over(select, order_by)
         {
             return self.plan_select_join(select, order_by, limit, offset);
         }
@@ -2398,10 +2398,8 @@ impl<'a> Binder<'a> {
             windows,
             distinct,
         } = self.bind_select_clauses(select, &scope, order_by, wildcard)?;
-        if !windows.is_empty() || sets.is_some() {
-            return Err(ExecError::internal(
-                "window functions and grouping sets over a table are planned over its rows",
-            ));
+        if !windows.is_empty() {
+            return Err(ExecError::internal("window functions over a table are planned over its rows"));
         }
         let columns: Vec<OutputColumn> =
             items.iter().map(|(e, name)| OutputColumn { name: name.clone(), data_type: e.data_type() }).collect();
@@ -2421,12 +2419,12 @@ impl<'a> Binder<'a> {
             let grouped_row = GroupedRow {
                 keys: &group_by,
                 aggregates: aggregates.len(),
-                sets: None,
+                sets: sets.as_deref(),
                 groupings: &groupings,
                 names: &names,
             };
             let (projection, having, keys) = over_groups(&items, having.as_ref(), &sort_exprs, &grouped_row)?;
-            let output = ScanOutput::Aggregate { group_by, aggregates };
+            let output = ScanOutput::Aggregate { group_by, aggregates, sets };
             let input = self.scan_or_lookup(&table, filter, output);
             let plan = Plan::Post {
                 input: Box::new(input),
@@ -3056,13 +3054,6 @@ fn over_groups(
         .map(|(e, options)| Ok(sort_key(grouped.rewrite(e)?, options)))
         .collect::<Result<_, ExecError>>()?;
     Ok((projection, having, keys))
-}
-
-/// Whether a SELECT's GROUP BY has `GROUPING SETS`, `ROLLUP` or `CUBE`: grouped several ways, it runs over the
-/// table's rows rather than inside the scan's tasks.
-fn has_grouping_sets(select: &Select) -> bool {
-    matches!(&select.group_by, GroupByExpr::Expressions(exprs, _)
-        if exprs.iter().any(|e| matches!(e, ast::Expr::GroupingSets(_) | ast::Expr::Rollup(_) | ast::Expr::Cube(_))))
 }
 
 /// `e1 op e2 op …` for AND or OR (`exprs` is not empty).
