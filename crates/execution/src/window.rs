@@ -7,8 +7,8 @@
 //! them, so peers see the same running total. Without ORDER BY every row of a partition is a peer of every other:
 //! the aggregate is the partition's. Rows keep their input order; only the appended columns depend on the sort.
 //!
-//! A frame clause (`ROWS BETWEEN 2 PRECEDING AND CURRENT ROW`, `RANGE BETWEEN CURRENT ROW AND UNBOUNDED
-//! FOLLOWING`, …) replaces that default for aggregates and `first_value`/`last_value`/`nth_value`. A frame that
+//! A frame clause (`ROWS BETWEEN 2 PRECEDING AND CURRENT ROW`, `GROUPS 1 PRECEDING`, `RANGE BETWEEN 5 PRECEDING
+//! AND 5 FOLLOWING`, …) replaces that default for aggregates and `first_value`/`last_value`/`nth_value`. A frame that
 //! starts at the partition's first row grows as the rows advance, so its aggregate is accumulated once; any other
 //! is aggregated afresh for each row (`ROWS` frames of a few rows, the usual moving averages, stay cheap).
 
@@ -58,26 +58,56 @@ pub enum WindowFunction {
 }
 
 /// Where a frame starts or ends, relative to the current row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum FrameBound {
     /// The partition's first row.
     UnboundedPreceding,
-    /// `n` rows before (ROWS only).
-    Preceding(u64),
-    /// The current row (ROWS) or its first/last peer (RANGE).
+    /// `n` rows (ROWS) or peer groups (GROUPS) before; for RANGE, the rows whose order key is within the offset
+    /// before the current row's.
+    Preceding(FrameOffset),
+    /// The current row (ROWS) or its first/last peer (RANGE, GROUPS).
     CurrentRow,
-    /// `n` rows after (ROWS only).
-    Following(u64),
+    /// `n` rows or peer groups after; for RANGE, the rows whose order key is within the offset after.
+    Following(FrameOffset),
     /// The partition's last row.
     UnboundedFollowing,
 }
 
-/// A frame clause: `ROWS` counts rows, `RANGE` moves by peer groups (numadb takes RANGE only with UNBOUNDED
-/// and CURRENT ROW bounds).
+/// A frame bound's offset: a count of rows or peer groups, or for RANGE a distance between order keys (an
+/// integer for an integer key, a double for a double key).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FrameOffset {
+    /// Rows, peer groups, or an integer distance.
+    Count(u64),
+    /// A distance between double keys.
+    Distance(f64),
+}
+
+impl FrameOffset {
+    fn count(self) -> usize {
+        match self {
+            FrameOffset::Count(n) => usize::try_from(n).unwrap_or(usize::MAX),
+            FrameOffset::Distance(_) => 0,
+        }
+    }
+}
+
+/// What a frame's offsets count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameUnits {
+    /// Rows.
+    Rows,
+    /// Distances between the (single) order key's values; CURRENT ROW is the row's peers.
+    Range,
+    /// Peer groups.
+    Groups,
+}
+
+/// A frame clause.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Frame {
-    /// `ROWS` (else `RANGE`).
-    pub rows: bool,
+    /// What the offsets count.
+    pub units: FrameUnits,
     /// Where it starts.
     pub start: FrameBound,
     /// Where it ends.
@@ -225,32 +255,110 @@ fn same(a: &[Value], b: &[Value]) -> bool {
     a.iter().zip(b).all(|(x, y)| x.sort_cmp(y).is_eq())
 }
 
-/// The rows of a partition's frame for the row at `position`, as a range of positions in the partition;
-/// `peer_group` is the range of the row's peers.
-fn frame_range(
-    frame: &Frame,
-    position: usize,
-    peer_group: std::ops::Range<usize>,
-    length: usize,
-) -> std::ops::Range<usize> {
-    let offset = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
-    let start = match frame.start {
-        FrameBound::UnboundedPreceding => 0,
-        FrameBound::Preceding(n) => position.saturating_sub(offset(n)),
-        FrameBound::CurrentRow if frame.rows => position,
-        FrameBound::CurrentRow => peer_group.start,
-        FrameBound::Following(n) => position.saturating_add(offset(n)).min(length),
-        FrameBound::UnboundedFollowing => length,
-    };
-    let end = match frame.end {
-        FrameBound::UnboundedPreceding => 0,
-        FrameBound::Preceding(n) => (position + 1).saturating_sub(offset(n)),
-        FrameBound::CurrentRow if frame.rows => position + 1,
-        FrameBound::CurrentRow => peer_group.end,
-        FrameBound::Following(n) => position.saturating_add(offset(n)).saturating_add(1).min(length),
-        FrameBound::UnboundedFollowing => length,
-    };
-    start..end.max(start)
+/// A partition laid out for its frames: each position's peer group (a range of positions), the peer groups'
+/// starts, and for RANGE offsets the order key of every position.
+struct PartitionFrames<'a> {
+    peer_groups: &'a [std::ops::Range<usize>],
+    /// The position each peer group starts at, and the partition's length last.
+    group_starts: &'a [usize],
+    /// Each position's peer group number.
+    group_of: &'a [usize],
+    /// Each position's (single) order key, with its direction, for RANGE offsets.
+    range_keys: Option<(&'a [&'a Value], bool)>,
+}
+
+impl PartitionFrames<'_> {
+    fn length(&self) -> usize {
+        self.peer_groups.len()
+    }
+
+    /// The rows of the frame of the row at `position`, as a range of positions in the partition.
+    fn range(&self, frame: &Frame, position: usize) -> std::ops::Range<usize> {
+        let length = self.length();
+        let peers = &self.peer_groups[position];
+        let group = self.group_of[position];
+        let groups = self.group_starts.len() - 1;
+        let start = match (frame.start, frame.units) {
+            (FrameBound::UnboundedPreceding, _) => 0,
+            (FrameBound::UnboundedFollowing, _) => length,
+            (FrameBound::CurrentRow, FrameUnits::Rows) => position,
+            (FrameBound::CurrentRow, _) => peers.start,
+            (FrameBound::Preceding(n), FrameUnits::Rows) => position.saturating_sub(n.count()),
+            (FrameBound::Following(n), FrameUnits::Rows) => position.saturating_add(n.count()).min(length),
+            (FrameBound::Preceding(n), FrameUnits::Groups) => self.group_starts[group.saturating_sub(n.count())],
+            (FrameBound::Following(n), FrameUnits::Groups) => {
+                self.group_starts[group.saturating_add(n.count()).min(groups)]
+            }
+            (FrameBound::Preceding(n), FrameUnits::Range) => self.range_bound(position, n, true, true),
+            (FrameBound::Following(n), FrameUnits::Range) => self.range_bound(position, n, false, true),
+        };
+        let end = match (frame.end, frame.units) {
+            (FrameBound::UnboundedPreceding, _) => 0,
+            (FrameBound::UnboundedFollowing, _) => length,
+            (FrameBound::CurrentRow, FrameUnits::Rows) => position + 1,
+            (FrameBound::CurrentRow, _) => peers.end,
+            (FrameBound::Preceding(n), FrameUnits::Rows) => (position + 1).saturating_sub(n.count()),
+            (FrameBound::Following(n), FrameUnits::Rows) => {
+                position.saturating_add(n.count()).saturating_add(1).min(length)
+            }
+            (FrameBound::Preceding(n), FrameUnits::Groups) => match group.checked_sub(n.count()) {
+                Some(last) => self.group_starts[last + 1],
+                None => 0,
+            },
+            (FrameBound::Following(n), FrameUnits::Groups) => {
+                self.group_starts[group.saturating_add(n.count()).saturating_add(1).min(groups)]
+            }
+            (FrameBound::Preceding(n), FrameUnits::Range) => self.range_bound(position, n, true, false),
+            (FrameBound::Following(n), FrameUnits::Range) => self.range_bound(position, n, false, false),
+        };
+        start..end.max(start)
+    }
+
+    /// A RANGE offset bound of the row at `position`: where the rows whose key lies `offset` before
+    /// (`preceding`) or after it in the window's order begin (`start`) or end. A row whose key is NULL has its
+    /// peers (the other NULLs) as the rows within any offset, and NULLs are within no offset of a value, as in
+    /// PostgreSQL. The distance is computed without overflow (i128, or f64 for doubles).
+    fn range_bound(&self, position: usize, offset: FrameOffset, preceding: bool, start: bool) -> usize {
+        let Some((keys, descending)) = self.range_keys else { return position };
+        let peers = &self.peer_groups[position];
+        let current = keys[position];
+        if current.is_null() {
+            return if start { peers.start } else { peers.end };
+        }
+        // The non-NULL keys lie together, sorted in the window's direction.
+        let first = keys.iter().position(|k| !k.is_null()).unwrap_or(0);
+        let last = keys.iter().rposition(|k| !k.is_null()).map_or(0, |p| p + 1);
+        // Moving back in the window's order is moving down in value for ascending keys, up for descending ones.
+        let down = preceding != descending;
+        let key = |value: &Value| -> f64 {
+            match value {
+                Value::Int(v) => *v as f64,
+                Value::Double(v) => *v,
+                _ => f64::NAN,
+            }
+        };
+        // `before(k)`: k comes before the bound's value in the window's order (for a start bound), or at or
+        // before it (for an end bound).
+        let before = |k: &Value| -> bool {
+            let ordering = match (current, k, offset) {
+                (Value::Int(c), Value::Int(k), FrameOffset::Count(n)) => {
+                    let target = if down { i128::from(*c) - i128::from(n) } else { i128::from(*c) + i128::from(n) };
+                    i128::from(*k).cmp(&target)
+                }
+                (c, k, offset) => {
+                    let distance = match offset {
+                        FrameOffset::Count(n) => n as f64,
+                        FrameOffset::Distance(d) => d,
+                    };
+                    let target = if down { key(c) - distance } else { key(c) + distance };
+                    numadb_storage::compare_doubles(key(k), target)
+                }
+            };
+            let ordering = if descending { ordering.reverse() } else { ordering };
+            if start { ordering.is_lt() } else { ordering.is_le() }
+        };
+        first + keys[first..last].partition_point(|k| before(k))
+    }
 }
 
 /// Fills `values` for the rows of one partition (`members`: row numbers in window order).
@@ -277,9 +385,33 @@ fn evaluate_partition(
     }
     // The default frame: up to the last peer (with ORDER BY every row's peers are the rows equal on it, without
     // one the whole partition).
-    let default_frame = Frame { rows: false, start: FrameBound::UnboundedPreceding, end: FrameBound::CurrentRow };
+    let default_frame =
+        Frame { units: FrameUnits::Range, start: FrameBound::UnboundedPreceding, end: FrameBound::CurrentRow };
     let frame = call.frame.unwrap_or(default_frame);
-    let frame_of = |position: usize| frame_range(&frame, position, peer_groups[position].clone(), members.len());
+    let mut group_starts: Vec<usize> = Vec::new();
+    let mut group_of: Vec<usize> = Vec::with_capacity(members.len());
+    for (position, peers) in peer_groups.iter().enumerate() {
+        if peers.start == position {
+            group_starts.push(position);
+        }
+        group_of.push(group_starts.len() - 1);
+    }
+    group_starts.push(members.len());
+    let has_offset = |bound: FrameBound| matches!(bound, FrameBound::Preceding(_) | FrameBound::Following(_));
+    let range_keys: Vec<&Value> =
+        if frame.units == FrameUnits::Range && (has_offset(frame.start) || has_offset(frame.end)) {
+            members.iter().map(|&row| keys[row].1.first().unwrap_or(&Value::Null)).collect()
+        } else {
+            Vec::new()
+        };
+    let descending = call.order_by.first().is_some_and(|key| key.descending);
+    let frames = PartitionFrames {
+        peer_groups: &peer_groups,
+        group_starts: &group_starts,
+        group_of: &group_of,
+        range_keys: (!range_keys.is_empty()).then_some((range_keys.as_slice(), descending)),
+    };
+    let frame_of = |position: usize| frames.range(&frame, position);
     let length = members.len();
     match &call.function {
         WindowFunction::RowNumber => {
@@ -472,10 +604,14 @@ mod tests {
     fn frames_bound_the_rows_an_aggregate_sees() {
         // Partition 1 in order: 10, 10, 30, 40 (rows 2, 3, 0, 5); partition 2: 5, 7 (rows 1, 4).
         let ints = |v: &[i64]| v.iter().map(|&v| Value::Int(v)).collect::<Vec<_>>();
-        let frame = |rows, start, end| Some(Frame { rows, start, end });
-        use FrameBound::{CurrentRow, Following, Preceding, UnboundedFollowing, UnboundedPreceding};
+        let frame = |rows: bool, start, end| {
+            Some(Frame { units: if rows { FrameUnits::Rows } else { FrameUnits::Range }, start, end })
+        };
+        use FrameBound::{CurrentRow, UnboundedFollowing, UnboundedPreceding};
+        let preceding = |n| FrameBound::Preceding(FrameOffset::Count(n));
+        let following = |n| FrameBound::Following(FrameOffset::Count(n));
         // A moving sum of the row and the one before.
-        let moving = run_framed(&ROWS, sum(), vec![ascending(1)], frame(true, Preceding(1), CurrentRow));
+        let moving = run_framed(&ROWS, sum(), vec![ascending(1)], frame(true, preceding(1), CurrentRow));
         assert_eq!(moving, ints(&[40, 5, 10, 20, 12, 70]));
         // ROWS up to the current row splits peers; RANGE keeps them together.
         let rows = run_framed(&ROWS, sum(), vec![ascending(1)], frame(true, UnboundedPreceding, CurrentRow));
@@ -486,16 +622,32 @@ mod tests {
         let rest = run_framed(&ROWS, sum(), vec![ascending(1)], frame(false, CurrentRow, UnboundedFollowing));
         assert_eq!(rest, ints(&[70, 12, 90, 90, 7, 40]));
         // A frame that is empty for some rows aggregates to NULL.
-        let before = run_framed(&ROWS, sum(), vec![ascending(1)], frame(true, UnboundedPreceding, Preceding(1)));
+        let before = run_framed(&ROWS, sum(), vec![ascending(1)], frame(true, UnboundedPreceding, preceding(1)));
         assert_eq!(before, [Value::Int(20), Value::Null, Value::Null, Value::Int(10), Value::Int(5), Value::Int(50)]);
-        let after = run_framed(&ROWS, sum(), vec![ascending(1)], frame(true, Following(1), Following(2)));
+        let after = run_framed(&ROWS, sum(), vec![ascending(1)], frame(true, following(1), following(2)));
         assert_eq!(after, [Value::Int(40), Value::Int(7), Value::Int(40), Value::Int(70), Value::Null, Value::Null]);
+        // GROUPS counts peer groups: the two 10s are one.
+        let groups = Some(Frame { units: FrameUnits::Groups, start: preceding(1), end: CurrentRow });
+        assert_eq!(run_framed(&ROWS, sum(), vec![ascending(1)], groups), ints(&[50, 5, 20, 20, 12, 70]));
+        let next = Some(Frame { units: FrameUnits::Groups, start: following(1), end: following(1) });
+        let next = run_framed(&ROWS, sum(), vec![ascending(1)], next);
+        assert_eq!(next, [Value::Int(40), Value::Int(7), Value::Int(30), Value::Int(30), Value::Null, Value::Null]);
+        // RANGE offsets are distances between order keys: 10 before 30 reaches 20 (nothing), before 10 reaches 0.
+        let range = Some(Frame { units: FrameUnits::Range, start: preceding(10), end: CurrentRow });
+        assert_eq!(run_framed(&ROWS, sum(), vec![ascending(1)], range), ints(&[30, 5, 20, 20, 12, 70]));
+        // Descending, PRECEDING means larger keys.
+        let descending = SortKey { descending: true, ..ascending(1) };
+        let range = Some(Frame { units: FrameUnits::Range, start: preceding(10), end: CurrentRow });
+        assert_eq!(run_framed(&ROWS, sum(), vec![descending], range), ints(&[70, 12, 20, 20, 7, 40]));
     }
 
     #[test]
     fn value_and_distribution_functions_follow_postgresql() {
-        let whole =
-            Some(Frame { rows: true, start: FrameBound::UnboundedPreceding, end: FrameBound::UnboundedFollowing });
+        let whole = Some(Frame {
+            units: FrameUnits::Rows,
+            start: FrameBound::UnboundedPreceding,
+            end: FrameBound::UnboundedFollowing,
+        });
         let ints = |v: &[i64]| v.iter().map(|&v| Value::Int(v)).collect::<Vec<_>>();
         let first = run_framed(&ROWS, WindowFunction::FirstValue(column(1)), vec![ascending(1)], None);
         assert_eq!(first, ints(&[10, 5, 10, 10, 5, 10]));

@@ -1102,7 +1102,6 @@ impl<'a> Binder<'a> {
         if spec.window_name.is_some() {
             return Err(unsupported("named windows"));
         }
-        let frame = spec.window_frame.as_ref().map(|frame| self.window_frame(frame)).transpose()?;
         if !function.within_group.is_empty() || function.null_treatment.is_some() {
             return Err(unsupported("WITHIN GROUP, IGNORE NULLS or RESPECT NULLS"));
         }
@@ -1122,7 +1121,8 @@ impl<'a> Binder<'a> {
                 .order_by
                 .iter()
                 .map(|item| Ok(sort_key(self.bind_expr(&item.expr, scope)?, &item.options)))
-                .collect::<Result<_, ExecError>>()?;
+                .collect::<Result<Vec<_>, ExecError>>()?;
+            let frame = spec.window_frame.as_ref().map(|frame| self.window_frame(frame, &order_by)).transpose()?;
             let (window_function, data_type) = match name {
                 "row_number" | "rank" | "dense_rank" => {
                     if !arguments.is_empty() {

@@ -11,7 +11,7 @@
 //! inner, left, right and full joins with a second table (ON, USING; WHERE on either side), commas and CROSS
 //! JOIN whose conditions are in WHERE (also after an outer join), correlated EXISTS/NOT EXISTS/IN and scalar
 //! aggregate subqueries (in WHERE and the select list) with equalities, subqueries in FROM and uncorrelated ones in WHERE (scalar, IN, op ANY/ALL, EXISTS), window
-//! functions (numbering, ranks, distribution, lag/lead, first/last/nth_value, running aggregates, ROWS and RANGE
+//! functions (numbering, ranks, distribution, lag/lead, first/last/nth_value, running aggregates, ROWS, RANGE (also with offsets) and GROUPS
 //! frames) with PARTITION BY and ORDER BY. Doubles compare with a relative tolerance
 //! (summation order differs); everything else must be equal.
 //!
@@ -412,6 +412,29 @@ fn window_query(rng: &mut Rng, filter: &str) -> (String, bool) {
             "RANGE BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING",
             "RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW",
         ]);
+        if rng.chance(20) {
+            // Frames over peers (GROUPS) and over key distances (RANGE with offsets), with aggregates that do not
+            // depend on the order of peers.
+            let function = rng.pick(&["sum(a)", "count(*)", "min(d)", "max(a)", "count(s)", "avg(a)"]);
+            let order = rng.pick(&[
+                "ORDER BY a",
+                "ORDER BY a DESC NULLS FIRST",
+                "ORDER BY d NULLS FIRST",
+                "ORDER BY d DESC NULLS LAST",
+            ]);
+            let frame = rng.pick(&[
+                "GROUPS BETWEEN 1 PRECEDING AND CURRENT ROW",
+                "GROUPS BETWEEN CURRENT ROW AND 2 FOLLOWING",
+                "GROUPS BETWEEN 2 PRECEDING AND 1 PRECEDING",
+                "GROUPS 3 PRECEDING",
+                "RANGE BETWEEN 5 PRECEDING AND 5 FOLLOWING",
+                "RANGE BETWEEN 10 PRECEDING AND CURRENT ROW",
+                "RANGE BETWEEN CURRENT ROW AND 3 FOLLOWING",
+                "RANGE BETWEEN 2 FOLLOWING AND UNBOUNDED FOLLOWING",
+                "RANGE BETWEEN UNBOUNDED PRECEDING AND 4 PRECEDING",
+            ]);
+            return (format!("SELECT k, {function} OVER ({partition}{order} {frame}) FROM t{filter}"), false);
+        }
         let order = rng.pick(&["ORDER BY k", "ORDER BY a NULLS FIRST, k", "ORDER BY s DESC NULLS LAST, k DESC"]);
         if rng.chance(25) {
             let distribution = rng.pick(&["percent_rank()", "cume_dist()", "ntile(3)"]);
