@@ -339,7 +339,21 @@ impl Expr {
     pub fn is_constant(&self) -> bool {
         let mut columns = Vec::new();
         self.columns(&mut columns);
-        columns.is_empty()
+        columns.is_empty() && !self.is_volatile()
+    }
+
+    /// Whether the expression calls `random()`: its value changes from row to row though it reads no column, so
+    /// it is never evaluated once for all rows (as a constant, an index key, a filter's bound).
+    pub fn is_volatile(&self) -> bool {
+        if let Expr::Function { function: crate::function::ScalarFunction::Random, .. } = self {
+            return true;
+        }
+        let mut volatile = false;
+        let _: Result<Expr, ExecError> = self.try_map_children(&mut |child| {
+            volatile |= child.is_volatile();
+            Ok(child.clone())
+        });
+        volatile
     }
 
     /// Evaluates on a row of values.

@@ -64,6 +64,8 @@ pub enum ScalarFunction {
     Power,
     /// `pi()`.
     Pi,
+    /// `random()`: a uniform double in [0, 1), a new one per call: the one volatile function.
+    Random,
     /// `substring(s FROM start [FOR count])`, `substr(s, start [, count])`.
     Substring,
     /// `strpos(s, sub)`, `position(sub IN s)`: 1-based character position, 0 when absent.
@@ -206,6 +208,7 @@ pub const FUNCTION_NAMES: &[&str] = &[
     "power",
     "pow",
     "pi",
+    "random",
     "mod",
     "lower",
     "upper",
@@ -271,6 +274,7 @@ impl ScalarFunction {
             "log" => F::Log,
             "power" | "pow" => F::Power,
             "pi" => F::Pi,
+            "random" => F::Random,
             "substring" | "substr" => F::Substring,
             "strpos" => F::Strpos,
             "replace" => F::Replace,
@@ -339,7 +343,7 @@ impl ScalarFunction {
                 exactly(&[P::Double], Returns::Type(Double))
             }
             F::Log | F::Power => exactly(&[P::Double, P::Double], Returns::Type(Double)),
-            F::Pi => exactly(&[], Returns::Type(Double)),
+            F::Pi | F::Random => exactly(&[], Returns::Type(Double)),
             F::Substring => at_least(2, &[P::Text, P::Integer, P::Integer], Returns::Type(Text)),
             F::Strpos => exactly(&[P::Text, P::Text], Returns::Type(Integer)),
             F::Replace => exactly(&[P::Text, P::Text, P::Text], Returns::Type(Text)),
@@ -393,6 +397,7 @@ impl ScalarFunction {
             F::Log => "log",
             F::Power => "power",
             F::Pi => "pi",
+            F::Random => "random",
             F::Substring => "substr",
             F::Strpos => "strpos",
             F::Replace => "replace",
@@ -572,6 +577,10 @@ impl ScalarFunction {
             }
             F::Power => power(double(0)?, double(1)?)?,
             F::Pi => Value::Double(std::f64::consts::PI),
+            // Each thread's own generator, seeded from the operating system's entropy: calls on the scan's worker
+            // threads need no lock, and a statement's values are not reproducible (PostgreSQL's are only after
+            // setseed, which numadb does not have).
+            F::Random => Value::Double(fastrand::f64()),
             F::Substring => {
                 let count = match values.len() {
                     3 => Some(int(2)?),
