@@ -2177,12 +2177,6 @@ impl<'a> Binder<'a> {
             for item in order_by {
                 sort_exprs.push((self.order_item(&item.expr, scope, &referable)?, &item.options));
             }
-            let aggregates = self.aggregates.borrow_mut().take().unwrap_or_default();
-            let windows = self.windows.borrow_mut().take().unwrap_or_default();
-            let groupings = self.groupings.borrow_mut().take().unwrap_or_default();
-            if !groupings.is_empty() && !grouped && aggregates.is_empty() && having.is_none() {
-                return Err(grouping_argument_error());
-            }
             if let Some(filter) = &filter
                 && uses_aggregates(filter)
             {
@@ -2213,6 +2207,13 @@ impl<'a> Binder<'a> {
                     Dedup::OnSortKeys(on.len())
                 }
             };
+            // Taken after DISTINCT ON, which may name them too.
+            let aggregates = self.aggregates.borrow_mut().take().unwrap_or_default();
+            let windows = self.windows.borrow_mut().take().unwrap_or_default();
+            let groupings = self.groupings.borrow_mut().take().unwrap_or_default();
+            if !groupings.is_empty() && !grouped && aggregates.is_empty() && having.is_none() {
+                return Err(grouping_argument_error());
+            }
             Ok(SelectClauses {
                 filter,
                 items,
@@ -2488,43 +2489,7 @@ impl<'a> Binder<'a> {
             let bound = self.group_item(expr, scope, referable)?;
             Ok(position_or_push(&mut keys, bound))
         };
-        let mut sets: Vec<Vec<usize>> = vec![Vec::new()];
-        let too_many =
-            || ExecError::new(sqlstate::STATEMENT_TOO_COMPLEX, "too many grouping sets present (maximum 4096)");
-        for item in items {
-            let item_sets: Vec<Vec<usize>> = match item {
-                ast::Expr::Tuple(exprs) if exprs.is_empty() => vec![Vec::new()],
-                ast::Expr::GroupingSets(lists) => {
-                    lists.iter().map(|list| list.iter().map(&mut key).collect()).collect::<Result<_, _>>()?
-                }
-                ast::Expr::Rollup(lists) => {
-                    let elements: Vec<Vec<usize>> =
-                        lists.iter().map(|list| list.iter().map(&mut key).collect()).collect::<Result<_, _>>()?;
-                    (0..=elements.len()).rev().map(|length| elements[..length].concat()).collect()
-                }
-                ast::Expr::Cube(lists) => {
-                    if lists.len() > CUBE_ELEMENTS_MAX {
-                        return Err(ExecError::new(sqlstate::TOO_MANY_COLUMNS, "CUBE is limited to 12 elements"));
-                    }
-                    let elements: Vec<Vec<usize>> =
-                        lists.iter().map(|list| list.iter().map(&mut key).collect()).collect::<Result<_, _>>()?;
-                    // Every subset, the whole first and the empty one last (subset `mask` leaves out the elements
-                    // whose bits are set).
-                    (0..1usize << elements.len())
-                        .map(|mask| {
-                            let kept = elements.iter().enumerate().filter(|(i, _)| mask & (1 << i) == 0);
-                            kept.flat_map(|(_, keys)| keys.iter().copied()).collect()
-                        })
-                        .collect()
-                }
-                expr => vec![vec![key(expr)?]],
-            };
-            if sets.len().saturating_mul(item_sets.len()) > GROUPING_SETS_MAX {
-                return Err(too_many());
-            }
-            sets =
-                sets.iter().flat_map(|set| item_sets.iter().map(move |more| [set.as_slice(), more].concat())).collect();
-        }
+        let mut sets = cross_sets(items, &mut key)?;
         for set in &mut sets {
             let mut seen = Vec::with_capacity(set.len());
             set.retain(|&key| {
@@ -3139,6 +3104,109 @@ impl GroupedRow<'_> {
             return Ok(integer(0));
         }
         Ok(Expr::Case { branches, otherwise: Box::new(integer(0)), data_type: DataType::Integer })
+    }
+}
+
+/// The grouping sets of a list of GROUP BY items: every set of one item with every set of the others (a plain
+/// expression is one set of itself), keys numbered by `key`.
+fn cross_sets(
+    items: &[ast::Expr],
+    key: &mut dyn FnMut(&ast::Expr) -> Result<usize, ExecError>,
+) -> Result<Vec<Vec<usize>>, ExecError> {
+    let mut sets: Vec<Vec<usize>> = vec![Vec::new()];
+    for item in items {
+        let item_sets = item_sets(item, key)?;
+        if sets.len().saturating_mul(item_sets.len()) > GROUPING_SETS_MAX {
+            return Err(ExecError::new(
+                sqlstate::STATEMENT_TOO_COMPLEX,
+                "too many grouping sets present (maximum 4096)",
+            ));
+        }
+        sets = sets.iter().flat_map(|set| item_sets.iter().map(move |more| [set.as_slice(), more].concat())).collect();
+    }
+    Ok(sets)
+}
+
+/// The grouping sets of one GROUP BY item. Inside `GROUPING SETS (…)` sqlparser reads a nested `ROLLUP (…)` or
+/// `CUBE (…)` as a call of a function of that name; it is taken as PostgreSQL takes it.
+fn item_sets(
+    item: &ast::Expr,
+    key: &mut dyn FnMut(&ast::Expr) -> Result<usize, ExecError>,
+) -> Result<Vec<Vec<usize>>, ExecError> {
+    // A ROLLUP's or CUBE's elements: each a list of keys that stay together.
+    let mut elements = |lists: &[Vec<ast::Expr>]| -> Result<Vec<Vec<usize>>, ExecError> {
+        lists.iter().map(|list| list.iter().map(&mut *key).collect()).collect()
+    };
+    Ok(match item {
+        ast::Expr::Tuple(exprs) if exprs.is_empty() => vec![Vec::new()],
+        ast::Expr::GroupingSets(lists) => {
+            let mut sets = Vec::new();
+            for list in lists {
+                sets.extend(cross_sets(list, key)?);
+                if sets.len() > GROUPING_SETS_MAX {
+                    return Err(ExecError::new(
+                        sqlstate::STATEMENT_TOO_COMPLEX,
+                        "too many grouping sets present (maximum 4096)",
+                    ));
+                }
+            }
+            sets
+        }
+        ast::Expr::Rollup(lists) => {
+            let elements = elements(lists)?;
+            (0..=elements.len()).rev().map(|length| elements[..length].concat()).collect()
+        }
+        ast::Expr::Cube(lists) => {
+            if lists.len() > CUBE_ELEMENTS_MAX {
+                return Err(ExecError::new(sqlstate::TOO_MANY_COLUMNS, "CUBE is limited to 12 elements"));
+            }
+            let elements = elements(lists)?;
+            // Every subset, the whole first and the empty one last (subset `mask` leaves out the elements whose
+            // bits are set).
+            (0..1usize << elements.len())
+                .map(|mask| {
+                    let kept = elements.iter().enumerate().filter(|(i, _)| mask & (1 << i) == 0);
+                    kept.flat_map(|(_, keys)| keys.iter().copied()).collect()
+                })
+                .collect()
+        }
+        ast::Expr::Function(function) if nested_grouping_construct(function).is_some() => {
+            let lists: Vec<Vec<ast::Expr>> = match &function.args {
+                ast::FunctionArguments::List(list) => list
+                    .args
+                    .iter()
+                    .map(|arg| match arg {
+                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(ast::Expr::Tuple(items))) => items.clone(),
+                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(ast::Expr::Nested(inner))) => {
+                            vec![(**inner).clone()]
+                        }
+                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(expr)) => vec![expr.clone()],
+                        _ => Vec::new(),
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let construct = match nested_grouping_construct(function) {
+                Some(true) => ast::Expr::Rollup(lists),
+                _ => ast::Expr::Cube(lists),
+            };
+            item_sets(&construct, key)?
+        }
+        expr => vec![vec![key(expr)?]],
+    })
+}
+
+/// Whether a call is a `ROLLUP (…)` (`Some(true)`) or `CUBE (…)` (`Some(false)`) that sqlparser read as a function
+/// call inside `GROUPING SETS`.
+fn nested_grouping_construct(function: &ast::Function) -> Option<bool> {
+    let [ast::ObjectNamePart::Identifier(name)] = function.name.0.as_slice() else { return None };
+    if name.quote_style.is_some() || function.over.is_some() || function.filter.is_some() {
+        return None;
+    }
+    match name.value.to_ascii_lowercase().as_str() {
+        "rollup" => Some(true),
+        "cube" => Some(false),
+        _ => None,
     }
 }
 
