@@ -564,8 +564,22 @@ fn same(a: &serde_json::Value, b: &serde_json::Value) -> bool {
     }
 }
 
+/// Rows in a canonical order for comparing results without ORDER BY. Numbers are ordered by their value rounded
+/// to 1e-6, so that two doubles [`same`] takes as equal (sums in another order: 7e-15 and 3.5e-14 for a sum
+/// that cancels to 0) do not sort apart and pair rows wrongly.
 fn sorted(mut rows: Vec<Vec<serde_json::Value>>) -> Vec<Vec<serde_json::Value>> {
-    rows.sort_by_key(|row| serde_json::to_string(row).unwrap_or_default());
+    let key = |row: &Vec<serde_json::Value>| -> String {
+        let rounded: Vec<serde_json::Value> = row
+            .iter()
+            .map(|value| match value.as_f64() {
+                // `+ 0.0` makes -0 (a tiny negative rounded) the same key as 0.
+                Some(x) => serde_json::json!((x * 1e6).round() / 1e6 + 0.0),
+                None => value.clone(),
+            })
+            .collect();
+        serde_json::to_string(&rounded).unwrap_or_default()
+    };
+    rows.sort_by_cached_key(key);
     rows
 }
 
