@@ -17,7 +17,7 @@ use numadb_scheduler::{NodeId, QueryReport, Scheduler, TaskContext, TaskGraph, T
 use numadb_storage::bitpack::{self, BLOCK_ROWS, BlockMask, MASK_WORDS};
 use numadb_storage::{ColumnData, Partition, TableSnapshot, Value};
 
-use crate::aggregate::{Accumulator, AggregateCall, AggregateFunction, PartialAggregate};
+use crate::aggregate::{Accumulator, AggregateCall, AggregateFunction, GroupState, PartialAggregate};
 use crate::error::{ExecError, sqlstate};
 use crate::expr::Expr;
 use crate::filter::{Filter, compile, tail_mask};
@@ -780,25 +780,30 @@ fn group_row(
     row: &[Value],
     params: &[Value],
 ) -> Result<(), ExecError> {
-    // The key is built on the stack and copied to the heap only for a new group: most rows find theirs.
-    const STACK_KEYS: usize = 4;
-    let state = if group_by.len() <= STACK_KEYS {
-        let mut key: [Value; STACK_KEYS] = std::array::from_fn(|_| Value::Null);
-        for (slot, expr) in key.iter_mut().zip(group_by) {
-            *slot = expr.eval(row, params)?;
+    let feed = |state: &mut [Accumulator]| -> Result<(), ExecError> {
+        for (call, accumulator) in aggregates.iter().zip(state.iter_mut()) {
+            call.feed(accumulator, row, params)?;
         }
-        let key = &key[..group_by.len()];
-        if !partial.groups.contains_key(key) {
-            partial.groups.insert(key.to_vec(), aggregates.iter().map(Accumulator::new).collect());
-        }
-        partial.groups.get_mut(key).expect("inserted above")
-    } else {
-        let key = group_by.iter().map(|e| e.eval(row, params)).collect::<Result<Vec<_>, _>>()?;
-        partial.groups.entry(key).or_insert_with(|| aggregates.iter().map(Accumulator::new).collect())
+        Ok(())
     };
-    for (call, accumulator) in aggregates.iter().zip(state.iter_mut()) {
-        call.feed(accumulator, row, params)?;
+    // The key is built on the stack and copied to the heap only for a new group: most rows find theirs with one
+    // hash lookup.
+    const STACK_KEYS: usize = 4;
+    if group_by.len() > STACK_KEYS {
+        let key = group_by.iter().map(|e| e.eval(row, params)).collect::<Result<Vec<_>, _>>()?;
+        return feed(partial.groups.entry(key).or_insert_with(|| aggregates.iter().map(Accumulator::new).collect()));
     }
+    let mut key: [Value; STACK_KEYS] = std::array::from_fn(|_| Value::Null);
+    for (slot, expr) in key.iter_mut().zip(group_by) {
+        *slot = expr.eval(row, params)?;
+    }
+    let key = &key[..group_by.len()];
+    if let Some(state) = partial.groups.get_mut(key) {
+        return feed(state);
+    }
+    let mut state: GroupState = aggregates.iter().map(Accumulator::new).collect();
+    feed(&mut state)?;
+    partial.groups.insert(key.to_vec(), state);
     Ok(())
 }
 

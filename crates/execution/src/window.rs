@@ -263,8 +263,16 @@ struct PartitionFrames<'a> {
     group_starts: &'a [usize],
     /// Each position's peer group number.
     group_of: &'a [usize],
-    /// Each position's (single) order key, with its direction, for RANGE offsets.
-    range_keys: Option<(&'a [&'a Value], bool)>,
+    /// For RANGE offsets: each position's (single) order key, the positions of the non-NULL ones (which lie
+    /// together, sorted in the window's direction), and whether that direction is descending.
+    range_keys: Option<RangeKeys<'a>>,
+}
+
+/// The order keys a RANGE offset measures from (see [`PartitionFrames::range_keys`]).
+struct RangeKeys<'a> {
+    keys: &'a [&'a Value],
+    non_null: std::ops::Range<usize>,
+    descending: bool,
 }
 
 impl PartitionFrames<'_> {
@@ -319,15 +327,13 @@ impl PartitionFrames<'_> {
     /// peers (the other NULLs) as the rows within any offset, and NULLs are within no offset of a value, as in
     /// PostgreSQL. The distance is computed without overflow (i128, or f64 for doubles).
     fn range_bound(&self, position: usize, offset: FrameOffset, preceding: bool, start: bool) -> usize {
-        let Some((keys, descending)) = self.range_keys else { return position };
+        let Some(RangeKeys { keys, non_null, descending }) = &self.range_keys else { return position };
+        let descending = *descending;
         let peers = &self.peer_groups[position];
         let current = keys[position];
         if current.is_null() {
             return if start { peers.start } else { peers.end };
         }
-        // The non-NULL keys lie together, sorted in the window's direction.
-        let first = keys.iter().position(|k| !k.is_null()).unwrap_or(0);
-        let last = keys.iter().rposition(|k| !k.is_null()).map_or(0, |p| p + 1);
         // Moving back in the window's order is moving down in value for ascending keys, up for descending ones.
         let down = preceding != descending;
         let key = |value: &Value| -> f64 {
@@ -357,7 +363,7 @@ impl PartitionFrames<'_> {
             let ordering = if descending { ordering.reverse() } else { ordering };
             if start { ordering.is_lt() } else { ordering.is_le() }
         };
-        first + keys[first..last].partition_point(|k| before(k))
+        non_null.start + keys[non_null.clone()].partition_point(|k| before(k))
     }
 }
 
@@ -404,13 +410,17 @@ fn evaluate_partition(
         } else {
             Vec::new()
         };
-    let descending = call.order_by.first().is_some_and(|key| key.descending);
-    let frames = PartitionFrames {
-        peer_groups: &peer_groups,
-        group_starts: &group_starts,
-        group_of: &group_of,
-        range_keys: (!range_keys.is_empty()).then_some((range_keys.as_slice(), descending)),
-    };
+    let range_keys = (!range_keys.is_empty()).then(|| {
+        let first = range_keys.iter().position(|k| !k.is_null()).unwrap_or(0);
+        let end = range_keys.iter().rposition(|k| !k.is_null()).map_or(first, |last| last + 1);
+        RangeKeys {
+            keys: &range_keys,
+            non_null: first..end,
+            descending: call.order_by.first().is_some_and(|key| key.descending),
+        }
+    });
+    let frames =
+        PartitionFrames { peer_groups: &peer_groups, group_starts: &group_starts, group_of: &group_of, range_keys };
     let frame_of = |position: usize| frames.range(&frame, position);
     let length = members.len();
     match &call.function {
