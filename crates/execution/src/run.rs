@@ -138,6 +138,8 @@ struct ScanJob {
     slots: Vec<Mutex<Option<TaskOutput>>>,
     /// A LIMIT's row count (with its OFFSET): the rows of the first morsels, in order, are all it needs.
     rows_wanted: Option<u64>,
+    /// An ORDER BY with a LIMIT right over the scan: each task need only hand on its best rows.
+    top_n: Option<TopN>,
     /// Rows each morsel produced, [`MORSEL_RUNNING`] until it finished.
     morsel_rows: Vec<AtomicU64>,
     /// The statement's memory for result rows.
@@ -379,7 +381,32 @@ fn collect_scans(
 ) -> Result<(), ExecError> {
     match plan {
         Plan::Scan(scan) => {
-            jobs.push(add_scan(scan, executor, params, budget, graph, None)?);
+            jobs.push(add_scan(scan, executor, params, budget, graph, None, None)?);
+            Ok(())
+        }
+        // `ORDER BY … LIMIT` right over a scan's rows: each task keeps only the rows that can be among the first
+        // `OFFSET + LIMIT`, so a top-10 of millions of rows hands on tens, not millions, to the sort.
+        Plan::Post {
+            input,
+            filter: None,
+            distinct: Dedup::No,
+            order_by,
+            offset,
+            limit: Some(limit),
+            with_ties: false,
+            ..
+        } if !order_by.is_empty()
+            && !order_by.iter().any(|key| key.expr.is_volatile())
+            && matches!(input.as_ref(), Plan::Scan(ScanPlan { output: ScanOutput::Rows(_), .. })) =>
+        {
+            let Plan::Scan(scan) = input.as_ref() else { unreachable!("matched above") };
+            let limit = row_count(limit, params, "LIMIT")?;
+            let offset = offset.as_ref().map(|e| row_count(e, params, "OFFSET")).transpose()?.flatten().unwrap_or(0);
+            let top_n = limit
+                .map(|limit| limit.saturating_add(offset))
+                .filter(|&count| count <= TOP_N_MAX_ROWS)
+                .map(|count| TopN { keys: order_by.clone(), count });
+            jobs.push(add_scan(scan, executor, params, budget, graph, None, top_n)?);
             Ok(())
         }
         // `LIMIT` right over a scan's rows (no filter, sort or DISTINCT between): the scan needs only its first
@@ -392,7 +419,7 @@ fn collect_scans(
             let limit = row_count(limit, params, "LIMIT")?;
             let offset = offset.as_ref().map(|e| row_count(e, params, "OFFSET")).transpose()?.flatten().unwrap_or(0);
             let wanted = limit.map(|limit| (limit as u64).saturating_add(offset as u64));
-            jobs.push(add_scan(scan, executor, params, budget, graph, wanted)?);
+            jobs.push(add_scan(scan, executor, params, budget, graph, wanted, None)?);
             Ok(())
         }
         Plan::UnionAll(inputs) => {
@@ -421,6 +448,7 @@ fn add_scan(
     budget: &Arc<ResultBudget>,
     graph: &mut TaskGraph,
     rows_wanted: Option<u64>,
+    top_n: Option<TopN>,
 ) -> Result<Arc<ScanJob>, ExecError> {
     let snapshot = scan.table.snapshot();
     let filter = scan.filter.as_ref().map(|f| compile(f, params)).transpose()?;
@@ -472,6 +500,7 @@ fn add_scan(
     let job = Arc::new(ScanJob {
         slots: (0..morsels.len()).map(|_| Mutex::new(None)).collect(),
         rows_wanted,
+        top_n,
         morsel_rows: (0..morsels.len()).map(|_| AtomicU64::new(MORSEL_RUNNING)).collect(),
         budget: Arc::clone(budget),
         merged: Mutex::new(Vec::new()),
@@ -626,6 +655,7 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
         ScanOutput::Aggregate { .. } => TaskOutput::Aggregate(PartialAggregate::default()),
     };
     let mut plain_state: Option<Vec<Accumulator>> = None;
+    let mut top = job.top_n.as_ref().map(TopRows::new);
     // `COUNT(*)`s alone (the thesis query) need only the number of selected rows: counted per block, added once.
     let counts_only = job.output_columns.is_empty()
         && matches!(&job.output, ScanOutput::Aggregate { group_by, aggregates, .. }
@@ -688,6 +718,21 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
                     return Err(error);
                 }
             }
+            (ScanOutput::Rows(projections), TaskOutput::Rows(_)) if let Some(top) = &mut top => {
+                let mut error = None;
+                for_each_set(&mask, |i| {
+                    if error.is_some() {
+                        return;
+                    }
+                    cache.fill_row(partition, &job.columns_read, first_row + i, &mut row);
+                    if let Err(e) = top.offer(projections, &row, first_row + i, params) {
+                        error = Some(e);
+                    }
+                });
+                if let Some(error) = error {
+                    return Err(error);
+                }
+            }
             (ScanOutput::Rows(projections), TaskOutput::Rows(rows)) => {
                 let before = rows.len();
                 let mut error = None;
@@ -730,7 +775,97 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
     if let (Some(state), TaskOutput::Aggregate(partial)) = (plain_state, &mut output) {
         partial.groups.insert(Vec::new(), state);
     }
+    if let (Some(top), TaskOutput::Rows(rows)) = (top, &mut output) {
+        *rows = top.finish();
+        job.budget.charge(rows)?;
+    }
     Ok(output)
+}
+
+/// Above this many rows (`OFFSET + LIMIT`) an ORDER BY's tasks hand on all their rows rather than their best.
+const TOP_N_MAX_ROWS: usize = 1 << 16;
+
+/// The sort keys and row count of an `ORDER BY … LIMIT` right over a scan (see [`TopRows`]).
+#[derive(Debug, Clone)]
+struct TopN {
+    /// The ORDER BY keys, over the scan's output rows.
+    keys: Vec<SortKey>,
+    /// `OFFSET + LIMIT`.
+    count: usize,
+}
+
+/// The best `count` rows one task has seen by the sort keys, ties going to the earlier row: exactly the rows of
+/// its morsel that can be among the statement's first `count`, since the final sort is stable over the rows in
+/// scan order. Rows are kept as candidates and cut down to `count` (a selection, not a sort) whenever twice as
+/// many have gathered; after the first cut, the `count`-th row's keys are a bound that a row must sort strictly
+/// before to be kept at all, so most rows of a large morsel cost a key evaluation and one comparison.
+struct TopRows<'k> {
+    keys: &'k [SortKey],
+    count: usize,
+    /// (keys, row number, row).
+    candidates: Vec<(Vec<Value>, usize, Vec<Value>)>,
+    bound: Option<Vec<Value>>,
+    /// Reused buffers for the projected row being offered and its keys.
+    values: Vec<Value>,
+    row_keys: Vec<Value>,
+}
+
+impl<'k> TopRows<'k> {
+    fn new(top: &'k TopN) -> TopRows<'k> {
+        TopRows {
+            keys: &top.keys,
+            count: top.count,
+            candidates: Vec::new(),
+            bound: None,
+            values: Vec::new(),
+            row_keys: Vec::new(),
+        }
+    }
+
+    /// Projects `row` (row number `number` in scan order) and keeps it if it may be among the best.
+    fn offer(&mut self, projections: &[Expr], row: &[Value], number: usize, params: &[Value]) -> Result<(), ExecError> {
+        if self.count == 0 {
+            return Ok(());
+        }
+        self.values.clear();
+        for expr in projections {
+            self.values.push(expr.eval(row, params)?);
+        }
+        self.row_keys.clear();
+        for key in self.keys {
+            self.row_keys.push(key.expr.eval(&self.values, params)?);
+        }
+        if let Some(bound) = &self.bound
+            && compare_sort_keys(&self.row_keys, bound, self.keys).is_ge()
+        {
+            return Ok(());
+        }
+        self.candidates.push((self.row_keys.clone(), number, self.values.clone()));
+        if self.candidates.len() >= 2 * self.count + 64 {
+            self.cut();
+        }
+        Ok(())
+    }
+
+    /// Keeps the best `count` candidates, and their worst's keys as the bound.
+    fn cut(&mut self) {
+        if self.candidates.len() <= self.count {
+            return;
+        }
+        let keys = self.keys;
+        self.candidates.select_nth_unstable_by(self.count - 1, |(a, a_number, _), (b, b_number, _)| {
+            compare_sort_keys(a, b, keys).then(a_number.cmp(b_number))
+        });
+        self.candidates.truncate(self.count);
+        self.bound = Some(self.candidates[self.count - 1].0.clone());
+    }
+
+    /// The rows kept, in scan order.
+    fn finish(mut self) -> Vec<Vec<Value>> {
+        self.cut();
+        self.candidates.sort_unstable_by_key(|(_, number, _)| *number);
+        self.candidates.into_iter().map(|(_, _, row)| row).collect()
+    }
 }
 
 /// The rows of a finished aggregation over `keys` group keys: its groups', or with grouping sets each set's,
@@ -1511,7 +1646,27 @@ fn post_process(
     }
     let started = Instant::now();
     if !order_by.is_empty() {
-        keyed.sort_by(|(a, _), (b, _)| compare_sort_keys(a, b, order_by));
+        // With a LIMIT (and no ties or DISTINCT ON to look past it), only the first `OFFSET + LIMIT` rows need
+        // sorting: they are selected first, ties going to the earlier row as in the stable sort of them all.
+        let wanted = match (limit, with_ties, distinct) {
+            (Some(limit), false, Dedup::No | Dedup::Rows) => Some(offset.saturating_add(limit)),
+            _ => None,
+        };
+        if let Some(wanted) = wanted.filter(|&wanted| wanted < keyed.len()) {
+            let mut numbered: Vec<(usize, (Vec<Value>, Vec<Value>))> = keyed.into_iter().enumerate().collect();
+            let order = |(a_number, (a, _)): &(usize, (Vec<Value>, Vec<Value>)),
+                         (b_number, (b, _)): &(usize, (Vec<Value>, Vec<Value>))| {
+                compare_sort_keys(a, b, order_by).then(a_number.cmp(b_number))
+            };
+            if wanted > 0 {
+                numbered.select_nth_unstable_by(wanted - 1, order);
+            }
+            numbered.truncate(wanted);
+            numbered.sort_unstable_by(order);
+            keyed = numbered.into_iter().map(|(_, pair)| pair).collect();
+        } else {
+            keyed.sort_by(|(a, _), (b, _)| compare_sort_keys(a, b, order_by));
+        }
         result.operator("Sort", keyed.len(), started);
     }
     if let Dedup::OnSortKeys(n) = distinct {
