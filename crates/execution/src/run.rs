@@ -1590,6 +1590,9 @@ fn row_count(expr: &Expr, params: &[Value], what: &str) -> Result<Option<usize>,
     }
 }
 
+/// A row's ORDER BY keys and the row (projected).
+type KeyedRow = (Vec<Value>, Vec<Value>);
+
 #[allow(clippy::too_many_arguments)]
 fn post_process(
     rows: Vec<Vec<Value>>,
@@ -1616,7 +1619,7 @@ fn post_process(
         Some((e, false)) => row_count(e, params, "LIMIT")?,
         None => None,
     };
-    let mut keyed: Vec<(Vec<Value>, Vec<Value>)> = Vec::with_capacity(rows.len());
+    let mut keyed: Vec<KeyedRow> = Vec::with_capacity(rows.len());
     for row in rows {
         if let Some(filter) = filter
             && !matches!(filter.eval(&row, params)?, Value::Bool(true))
@@ -1653,9 +1656,8 @@ fn post_process(
             _ => None,
         };
         if let Some(wanted) = wanted.filter(|&wanted| wanted < keyed.len()) {
-            let mut numbered: Vec<(usize, (Vec<Value>, Vec<Value>))> = keyed.into_iter().enumerate().collect();
-            let order = |(a_number, (a, _)): &(usize, (Vec<Value>, Vec<Value>)),
-                         (b_number, (b, _)): &(usize, (Vec<Value>, Vec<Value>))| {
+            let mut numbered: Vec<(usize, KeyedRow)> = keyed.into_iter().enumerate().collect();
+            let order = |(a_number, (a, _)): &(usize, KeyedRow), (b_number, (b, _)): &(usize, KeyedRow)| {
                 compare_sort_keys(a, b, order_by).then(a_number.cmp(b_number))
             };
             if wanted > 0 {
