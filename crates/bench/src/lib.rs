@@ -2,6 +2,8 @@
 //!
 //! - [`engine`]: the thesis aggregation query against DuckDB, scan rate against a streaming read, point lookups
 //!   beside memory latency, bytes per row.
+//! - [`queries`]: everyday analytical queries (top-N, GROUP BY over an expression, COUNT DISTINCT, a join)
+//!   against DuckDB.
 //! - [`duckdb`]: DuckDB (its Python package) as a peer on identical data.
 //! - [`peers`]: DuckDB and PostgreSQL running the workload driver's workloads with the same clients, on identical
 //!   data.
@@ -21,6 +23,7 @@ pub mod experiment;
 pub mod findings;
 pub mod peers;
 pub mod postgres;
+pub mod queries;
 pub mod reference;
 pub mod report;
 pub mod soak;

@@ -405,7 +405,7 @@ fn collect_scans(
             let top_n = limit
                 .map(|limit| limit.saturating_add(offset))
                 .filter(|&count| count <= TOP_N_MAX_ROWS)
-                .map(|count| TopN { keys: order_by.clone(), count });
+                .map(|count| TopN::new(order_by, count, scan));
             jobs.push(add_scan(scan, executor, params, budget, graph, None, top_n)?);
             Ok(())
         }
@@ -790,8 +790,36 @@ const TOP_N_MAX_ROWS: usize = 1 << 16;
 struct TopN {
     /// The ORDER BY keys, over the scan's output rows.
     keys: Vec<SortKey>,
+    /// The same keys over the rows the scan reads, when its output columns are plain columns of them (they cannot
+    /// fail): a row is then judged before it is projected, and only rows kept are.
+    read_keys: Option<Vec<SortKey>>,
     /// `OFFSET + LIMIT`.
     count: usize,
+}
+
+impl TopN {
+    fn new(keys: &[SortKey], count: usize, scan: &ScanPlan) -> TopN {
+        let read_keys = match &scan.output {
+            ScanOutput::Rows(projections) if projections.iter().all(|p| matches!(p, Expr::Column { .. })) => keys
+                .iter()
+                .map(|key| Ok(SortKey { expr: over_read_rows(&key.expr, projections)?, ..key.clone() }))
+                .collect::<Result<Vec<_>, ExecError>>()
+                .ok(),
+            _ => None,
+        };
+        TopN { keys: keys.to_vec(), read_keys, count }
+    }
+}
+
+/// `expr` over a scan's output rows, rewritten over the rows the scan reads: each output column becomes the
+/// expression that projects it.
+fn over_read_rows(expr: &Expr, projections: &[Expr]) -> Result<Expr, ExecError> {
+    match expr {
+        Expr::Column { index, .. } => {
+            projections.get(*index).cloned().ok_or_else(|| ExecError::internal("sort key past the scan's output"))
+        }
+        _ => expr.try_map_children(&mut |e| over_read_rows(e, projections)),
+    }
 }
 
 /// The best `count` rows one task has seen by the sort keys, ties going to the earlier row: exactly the rows of
@@ -801,6 +829,7 @@ struct TopN {
 /// before to be kept at all, so most rows of a large morsel cost a key evaluation and one comparison.
 struct TopRows<'k> {
     keys: &'k [SortKey],
+    read_keys: Option<&'k [SortKey]>,
     count: usize,
     /// (keys, row number, row).
     candidates: Vec<(Vec<Value>, usize, Vec<Value>)>,
@@ -814,6 +843,7 @@ impl<'k> TopRows<'k> {
     fn new(top: &'k TopN) -> TopRows<'k> {
         TopRows {
             keys: &top.keys,
+            read_keys: top.read_keys.as_deref(),
             count: top.count,
             candidates: Vec::new(),
             bound: None,
@@ -827,22 +857,36 @@ impl<'k> TopRows<'k> {
         if self.count == 0 {
             return Ok(());
         }
-        self.values.clear();
-        for expr in projections {
-            self.values.push(expr.eval(row, params)?);
-        }
         self.row_keys.clear();
-        for key in self.keys {
-            self.row_keys.push(key.expr.eval(&self.values, params)?);
+        if let Some(read_keys) = self.read_keys {
+            for key in read_keys {
+                self.row_keys.push(key.expr.eval(row, params)?);
+            }
+        } else {
+            self.project(projections, row, params)?;
+            for key in self.keys {
+                self.row_keys.push(key.expr.eval(&self.values, params)?);
+            }
         }
         if let Some(bound) = &self.bound
             && compare_sort_keys(&self.row_keys, bound, self.keys).is_ge()
         {
             return Ok(());
         }
+        if self.read_keys.is_some() {
+            self.project(projections, row, params)?;
+        }
         self.candidates.push((self.row_keys.clone(), number, self.values.clone()));
         if self.candidates.len() >= 2 * self.count + 64 {
             self.cut();
+        }
+        Ok(())
+    }
+
+    fn project(&mut self, projections: &[Expr], row: &[Value], params: &[Value]) -> Result<(), ExecError> {
+        self.values.clear();
+        for expr in projections {
+            self.values.push(expr.eval(row, params)?);
         }
         Ok(())
     }

@@ -8,6 +8,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use numadb_bench::engine::{self, EngineOptions};
 use numadb_bench::experiment::{self, ExperimentFile, ExperimentTarget, Overrides};
+use numadb_bench::queries::{self, QueriesOptions};
 use numadb_bench::soak::{self, SoakOptions};
 use numadb_bench::wire::{self, WireOptions};
 use numadb_bench::{findings, report};
@@ -34,6 +35,14 @@ enum Benchmark {
     /// DuckDB runs through its Python package (`make deps` installs it into .venv; NUMADB_PYTHON names another
     /// interpreter). Both systems load identical data, so their answers must agree; the table says whether they do.
     Engine(EngineArgs),
+    /// Everyday analytical queries beyond the thesis's workloads against DuckDB on the same data and thread
+    /// count: top-10 by a column (with and without a filter), aggregates over a filter, GROUP BY over an
+    /// expression, COUNT(DISTINCT …), a filter over arithmetic, and a join.
+    ///
+    /// These go through numadb's general, row-at-a-time paths rather than its scan kernels, so the ratios show
+    /// where numadb stands outside the thesis query. Every query has a total order and integer results: the table
+    /// says whether both systems returned the same rows.
+    Queries(QueriesArgs),
     /// Runs an experiment: every configuration (table placement, worker layout, stealing, binding, domain
     /// granularity) × every workload (random access; aggregation at each skew and range predicate), with N client
     /// connections sending prepared statements, in-process or to a `numadb serve` over the wire.
@@ -158,6 +167,22 @@ struct SoakArgs {
 }
 
 #[derive(Args, Debug)]
+struct QueriesArgs {
+    /// Rows per table.
+    #[arg(long, default_value_t = 5_000_000)]
+    rows: u64,
+    /// Timed runs per query, after one warm-up run.
+    #[arg(long, default_value_t = 5)]
+    repetitions: usize,
+    /// Skip the DuckDB comparison.
+    #[arg(long)]
+    no_duckdb: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
 struct EngineArgs {
     /// Rows per table (the thesis used 50 million).
     #[arg(long, default_value_t = 50_000_000)]
@@ -240,6 +265,20 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             }
             if !report.passed() {
                 std::process::exit(1);
+            }
+            Ok(())
+        }
+        Benchmark::Queries(args) => {
+            let options = QueriesOptions {
+                rows: args.rows.max(1),
+                repetitions: args.repetitions.max(1),
+                duckdb: !args.no_duckdb,
+            };
+            let report = queries::run(&options, |step| eprintln!("… {step}")).map_err(|e| anyhow::anyhow!(e))?;
+            if args.json {
+                outln!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                out!("{}", queries::render(&report));
             }
             Ok(())
         }

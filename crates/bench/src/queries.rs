@@ -1,0 +1,244 @@
+//! Everyday analytical queries beyond the thesis's two workloads (top-N, GROUP BY over an expression, COUNT
+//! DISTINCT, a join, a filter over arithmetic) against DuckDB on the same data and thread count.
+//!
+//! The thesis query is what numadb's scan kernels are built for; these are what a user types next. They go
+//! through the general, row-at-a-time paths of the executor, so the ratios show where numadb stands outside its
+//! specialty, and they are the measure of any work on those paths. Every query has a total order (ties broken by
+//! the primary key) and integer results, so both systems' answers must be identical, and the report says whether
+//! they are.
+
+use std::sync::atomic::AtomicU64;
+use std::time::Instant;
+
+use numadb_sql::Database;
+use numadb_storage::Value;
+use serde::Serialize;
+
+use crate::duckdb::{DuckDb, PeerQuery};
+use crate::{Machine, median};
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct QueriesOptions {
+    /// Rows per thesis table.
+    pub rows: u64,
+    /// Timed runs per query (after one warm-up).
+    pub repetitions: usize,
+    /// Compare with DuckDB (when its Python package is installed).
+    pub duckdb: bool,
+}
+
+impl Default for QueriesOptions {
+    fn default() -> Self {
+        QueriesOptions { rows: 5_000_000, repetitions: 5, duckdb: true }
+    }
+}
+
+/// One query's timings.
+#[derive(Debug, Clone, Serialize)]
+pub struct QueryRow {
+    /// A short name.
+    pub label: String,
+    /// The SQL (the same text for both systems).
+    pub sql: String,
+    /// numadb's median milliseconds.
+    pub numadb_ms: f64,
+    /// DuckDB's median milliseconds.
+    pub duckdb_ms: Option<f64>,
+    /// DuckDB time / numadb time (above 1: numadb is faster).
+    pub speedup: Option<f64>,
+    /// Whether both systems returned the same rows.
+    pub results_agree: Option<bool>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct QueriesReport {
+    /// The machine.
+    pub machine: Machine,
+    /// Rows per table.
+    pub rows: u64,
+    /// numadb's workers and DuckDB's threads.
+    pub threads: usize,
+    /// DuckDB's version, when it ran.
+    pub duckdb_version: Option<String>,
+    /// Why DuckDB did not run.
+    pub duckdb_unavailable: Option<String>,
+    /// One row per query.
+    pub queries: Vec<QueryRow>,
+}
+
+/// The queries over the thesis tables of `rows` rows (`C1`..`C6` uniform in 1..rows): (label, SQL).
+pub fn queries(rows: u64) -> Vec<(&'static str, String)> {
+    let tenth = (rows / 10).max(1);
+    let half = (rows / 2).max(1);
+    vec![
+        ("top-10", r#"SELECT "C0", "C1" FROM "TBL_0" ORDER BY "C2" DESC, "C0" LIMIT 10"#.to_string()),
+        (
+            "filtered top-10",
+            format!(r#"SELECT "C0", "C2" FROM "TBL_0" WHERE "C3" < {tenth} ORDER BY "C1", "C0" LIMIT 10"#),
+        ),
+        (
+            "aggregates",
+            format!(
+                r#"SELECT COUNT(*), SUM("C1"), MIN("C2"), MAX("C3") FROM "TBL_0" WHERE "C4" BETWEEN 1000 AND {half}"#
+            ),
+        ),
+        (
+            "group by expression",
+            r#"SELECT "C1" % 100 AS g, COUNT(*), SUM("C2") FROM "TBL_0" GROUP BY g ORDER BY g LIMIT 5"#.to_string(),
+        ),
+        ("count distinct", r#"SELECT COUNT(DISTINCT "C1" % 1000) FROM "TBL_0""#.to_string()),
+        ("arithmetic filter", format!(r#"SELECT COUNT(*) FROM "TBL_0" WHERE "C1" + "C2" < {half}"#)),
+        ("join", format!(r#"SELECT COUNT(*) FROM "TBL_0" a JOIN "TBL_1" b ON a."C1" = b."C0" WHERE a."C2" < {tenth}"#)),
+    ]
+}
+
+/// Runs the benchmark, calling `progress` with a line for each step.
+pub fn run(options: &QueriesOptions, mut progress: impl FnMut(&str)) -> Result<QueriesReport, String> {
+    let database = Database::new().map_err(|e| e.to_string())?;
+    let machine = Machine::describe(database.topology());
+    let mut session = database.session();
+    let threads = database.topology().allowed.cpus.len();
+    progress(&format!("generating TBL_0 and TBL_1, {} rows each", options.rows));
+    numadb_sql::thesis::load_thesis_tables(&mut session, options.rows, 42, None, Some(&AtomicU64::new(0)))
+        .map_err(|e| e.to_string())?;
+
+    let list = queries(options.rows);
+    let mut ours = Vec::new();
+    for (label, sql) in &list {
+        progress(&format!("numadb: {label}"));
+        let warm = session.execute_one(sql).map_err(|e| format!("{label}: {e}"))?;
+        let mut seconds = Vec::with_capacity(options.repetitions);
+        for _ in 0..options.repetitions {
+            let started = Instant::now();
+            session.execute_one(sql).map_err(|e| format!("{label}: {e}"))?;
+            seconds.push(started.elapsed().as_secs_f64());
+        }
+        ours.push((warm.rows, median(&mut seconds)));
+    }
+
+    let (mut duckdb_version, mut duckdb_unavailable, mut peer_results) = (None, None, Vec::new());
+    if options.duckdb {
+        match DuckDb::find() {
+            Ok(duckdb) => {
+                progress(&format!("DuckDB {}: loading the same data and running the same queries", duckdb.version));
+                let tables = [
+                    database.catalog().table("TBL_0").ok_or("TBL_0 is missing")?,
+                    database.catalog().table("TBL_1").ok_or("TBL_1 is missing")?,
+                ];
+                let peer_queries: Vec<PeerQuery> = list
+                    .iter()
+                    .map(|(label, sql)| PeerQuery {
+                        label: label.to_string(),
+                        sql: sql.clone(),
+                        repetitions: options.repetitions,
+                    })
+                    .collect();
+                match duckdb.run(&[&tables[0], &tables[1]], threads, &peer_queries) {
+                    Ok(results) => peer_results = results,
+                    Err(error) => duckdb_unavailable = Some(error.to_string()),
+                }
+                duckdb_version = Some(duckdb.version);
+            }
+            Err(error) => duckdb_unavailable = Some(error.to_string()),
+        }
+    }
+
+    let queries = list
+        .into_iter()
+        .zip(ours)
+        .enumerate()
+        .map(|(index, ((label, sql), (rows, numadb_seconds)))| {
+            let peer = peer_results.get(index);
+            let duckdb_seconds = peer.map(|p| median(&mut p.seconds.clone()));
+            QueryRow {
+                label: label.to_string(),
+                sql,
+                numadb_ms: numadb_seconds * 1e3,
+                duckdb_ms: duckdb_seconds.map(|s| s * 1e3),
+                speedup: duckdb_seconds.map(|s| s / numadb_seconds),
+                results_agree: peer.map(|p| same_rows(&rows, &p.rows)),
+            }
+        })
+        .collect();
+    Ok(QueriesReport { machine, rows: options.rows, threads, duckdb_version, duckdb_unavailable, queries })
+}
+
+/// Whether numadb's rows equal DuckDB's (as its Python package returns them: integers as JSON numbers).
+fn same_rows(ours: &[Vec<Value>], theirs: &[Vec<serde_json::Value>]) -> bool {
+    ours.len() == theirs.len()
+        && ours.iter().zip(theirs).all(|(a, b)| {
+            a.len() == b.len()
+                && a.iter().zip(b).all(|(x, y)| match (x, y) {
+                    (Value::Int(x), y) => y.as_i64() == Some(*x),
+                    (Value::Double(x), y) => y.as_f64().is_some_and(|y| (x - y).abs() <= 1e-9 * x.abs().max(1.0)),
+                    (Value::Null, y) => y.is_null(),
+                    (Value::Text(x), y) => y.as_str() == Some(&**x),
+                    (Value::Bool(x), y) => y.as_bool() == Some(*x),
+                })
+        })
+}
+
+/// The report as text.
+pub fn render(report: &QueriesReport) -> String {
+    let mut out = String::new();
+    out.push_str(&format!("numadb queries benchmark\nmachine: {}\n", report.machine.line()));
+    let peer = match (&report.duckdb_version, &report.duckdb_unavailable) {
+        (Some(version), None) => format!("DuckDB {version}, {} threads, same data", report.threads),
+        (_, Some(reason)) => format!("no DuckDB comparison: {reason}"),
+        _ => "no DuckDB comparison".into(),
+    };
+    out.push_str(&format!(
+        "data: TBL_0 and TBL_1, {} rows each; numadb with {} workers; peer: {peer}; median of the timed runs\n",
+        report.rows, report.threads
+    ));
+    out.push_str("  query                 numadb ms   DuckDB ms  DuckDB/numadb  same rows\n");
+    for row in &report.queries {
+        let duckdb = row.duckdb_ms.map_or("-".to_string(), |ms| format!("{ms:.1}"));
+        let ratio = row.speedup.map_or("-".to_string(), |r| format!("{r:.2}×"));
+        let agree = match row.results_agree {
+            Some(true) => "yes",
+            Some(false) => "NO",
+            None => "-",
+        };
+        out.push_str(&format!("  {:<20} {:>10.1} {:>11} {:>14}  {agree}\n", row.label, row.numadb_ms, duckdb, ratio));
+    }
+    out.push_str("  (DuckDB/numadb above 1: numadb is faster)\n");
+    for row in &report.queries {
+        out.push_str(&format!("  {}: {}\n", row.label, row.sql));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_agree_only_when_every_value_does() {
+        let ours = vec![vec![Value::Int(3), Value::Double(0.5), Value::Null, Value::Text("a".into())]];
+        let same =
+            vec![vec![serde_json::json!(3), serde_json::json!(0.5), serde_json::Value::Null, serde_json::json!("a")]];
+        assert!(same_rows(&ours, &same));
+        let other_int =
+            vec![vec![serde_json::json!(4), serde_json::json!(0.5), serde_json::Value::Null, serde_json::json!("a")]];
+        assert!(!same_rows(&ours, &other_int));
+        assert!(!same_rows(&ours, &[]));
+        let not_null =
+            vec![vec![serde_json::json!(3), serde_json::json!(0.5), serde_json::json!(0), serde_json::json!("a")]];
+        assert!(!same_rows(&ours, &not_null));
+    }
+
+    #[test]
+    fn every_query_runs_on_a_small_table_and_the_report_names_it() {
+        let options = QueriesOptions { rows: 3000, repetitions: 1, duckdb: false };
+        let report = run(&options, |_| {}).unwrap();
+        assert_eq!(report.queries.len(), queries(3000).len());
+        let text = render(&report);
+        for (label, _) in queries(3000) {
+            assert!(text.contains(label), "{label} missing from\n{text}");
+        }
+        assert!(report.queries.iter().all(|q| q.results_agree.is_none() && q.numadb_ms >= 0.0));
+    }
+}
