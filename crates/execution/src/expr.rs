@@ -707,7 +707,7 @@ fn float_underflow() -> ExecError {
     ExecError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "value out of range: underflow")
 }
 
-fn division_by_zero() -> ExecError {
+pub(crate) fn division_by_zero() -> ExecError {
     ExecError::new(sqlstate::DIVISION_BY_ZERO, "division by zero")
 }
 

@@ -486,32 +486,7 @@ impl Filter {
                     out.push(TriMask::exact(if *negated { not_mask(&nulls) } else { nulls }));
                 }
             }
-            Filter::Rows(expr) => {
-                let mut columns = Vec::new();
-                expr.columns(&mut columns);
-                let width = columns.iter().max().map_or(0, |&m| m + 1);
-                let mut row = vec![Value::Null; width];
-                for block in blocks {
-                    for &c in &columns {
-                        reads[c] += partition.column(c).bytes_of_blocks(block..block + 1);
-                    }
-                    let start = block * BLOCK_ROWS;
-                    let end = (start + BLOCK_ROWS).min(partition.rows());
-                    let (mut t, mut f) = (NONE, NONE);
-                    for r in start..end {
-                        for &c in &columns {
-                            row[c] = partition.column(c).value(r);
-                        }
-                        let i = r - start;
-                        match expr.eval(&row, params)? {
-                            Value::Bool(true) => t[i / 64] |= 1 << (i % 64),
-                            Value::Bool(false) => f[i / 64] |= 1 << (i % 64),
-                            _ => {}
-                        }
-                    }
-                    out.push(TriMask { t, f: Some(f) });
-                }
-            }
+            Filter::Rows(expr) => rows_leaf(expr, partition, blocks, params, reads, None, out)?,
             Filter::And(parts) | Filter::Or(parts) if let Some(combine) = self.two_valued_ranges(partition) => {
                 // Two-valued logic (no NULLs): each leaf's block masks combine in place, with no intermediate
                 // vectors of masks.
@@ -521,15 +496,27 @@ impl Filter {
             }
             Filter::And(parts) | Filter::Or(parts) => {
                 let is_and = matches!(self, Filter::And(_));
-                let Some((first, rest)) = parts.split_first() else {
+                if parts.is_empty() {
                     let identity = if is_and { ALL } else { NONE };
                     out.extend(blocks.map(|_| TriMask::exact(identity)));
                     return Ok(());
-                };
-                first.eval_blocks(partition, blocks.clone(), params, prefetch_blocks, reads, out)?;
+                }
+                // As PostgreSQL orders a qual's clauses by cost and stops at the first that decides a row: the
+                // leaves that cannot fail go first, and a leaf evaluated row by row (one that can fail: a
+                // division by zero, an overflow) skips the rows the leaves before it have decided (FALSE for an
+                // AND, TRUE for an OR), so `b <> 0 AND a / b > 1` raises no error.
+                let ordered: Vec<&Filter> = cheap_first(parts).collect();
+                ordered[0].eval_blocks(partition, blocks.clone(), params, prefetch_blocks, reads, out)?;
                 let mut scratch = Vec::with_capacity(out.len());
-                for part in rest {
-                    part.eval_blocks(partition, blocks.clone(), params, prefetch_blocks, reads, &mut scratch)?;
+                for part in &ordered[1..] {
+                    scratch.clear();
+                    if let Filter::Rows(expr) = part {
+                        let decided: Vec<BlockMask> =
+                            out.iter().map(|r| if is_and { r.false_mask() } else { r.t }).collect();
+                        rows_leaf(expr, partition, blocks.clone(), params, reads, Some(&decided), &mut scratch)?;
+                    } else {
+                        part.eval_blocks(partition, blocks.clone(), params, prefetch_blocks, reads, &mut scratch)?;
+                    }
                     for (result, mask) in out.iter_mut().zip(&scratch) {
                         let f = match (result.f, mask.f) {
                             (None, None) => None,
@@ -553,6 +540,64 @@ impl Filter {
         }
         Ok(())
     }
+}
+
+/// An AND's or OR's parts in the order they are evaluated: those that cannot fail (the kernels' leaves) first,
+/// then the expressions evaluated on rows, in the order written; a row one of them decides is not evaluated by
+/// the rest. PostgreSQL likewise evaluates a qual's cheaper clauses first and stops at the first that decides.
+pub(crate) fn cheap_first(parts: &[Filter]) -> impl Iterator<Item = &Filter> {
+    let is_rows = |part: &&Filter| matches!(part, Filter::Rows(_));
+    parts.iter().filter(move |p| !is_rows(p)).chain(parts.iter().filter(is_rows))
+}
+
+/// A leaf evaluated on rows (an expression the kernels do not take): a block at a time where
+/// [`crate::vector`] takes it, row by row otherwise. Rows set in `skip` (one mask per block, when given) are not
+/// evaluated and come out neither TRUE nor FALSE.
+fn rows_leaf(
+    expr: &Expr,
+    partition: &Partition,
+    blocks: Range<usize>,
+    params: &[Value],
+    reads: &mut [u64],
+    skip: Option<&[BlockMask]>,
+    out: &mut Vec<TriMask>,
+) -> Result<(), ExecError> {
+    let skipped = |position: usize| skip.and_then(|s| s.get(position)).copied().unwrap_or(NONE);
+    if crate::vector::is_int_comparison(expr) {
+        for (position, block) in blocks.enumerate() {
+            out.push(crate::vector::predicate_block(expr, partition, block, params, &skipped(position), reads)?);
+        }
+        return Ok(());
+    }
+    let mut columns = Vec::new();
+    expr.columns(&mut columns);
+    let width = columns.iter().max().map_or(0, |&m| m + 1);
+    let mut row = vec![Value::Null; width];
+    for (position, block) in blocks.enumerate() {
+        for &c in &columns {
+            reads[c] += partition.column(c).bytes_of_blocks(block..block + 1);
+        }
+        let skip = skipped(position);
+        let start = block * BLOCK_ROWS;
+        let end = (start + BLOCK_ROWS).min(partition.rows());
+        let (mut t, mut f) = (NONE, NONE);
+        for r in start..end {
+            let i = r - start;
+            if skip[i / 64] >> (i % 64) & 1 == 1 {
+                continue;
+            }
+            for &c in &columns {
+                row[c] = partition.column(c).value(r);
+            }
+            match expr.eval(&row, params)? {
+                Value::Bool(true) => t[i / 64] |= 1 << (i % 64),
+                Value::Bool(false) => f[i / 64] |= 1 << (i % 64),
+                _ => {}
+            }
+        }
+        out.push(TriMask { t, f: Some(f) });
+    }
+    Ok(())
 }
 
 /// The mask a combination starts from: nothing for an OR, everything for an AND.

@@ -21,6 +21,7 @@ pub mod function;
 pub mod load;
 pub mod plan;
 pub mod run;
+mod vector;
 pub mod window;
 
 pub use aggregate::{AggregateCall, AggregateFunction};

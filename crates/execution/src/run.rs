@@ -1125,7 +1125,7 @@ fn filter_row3(filter: &Filter, row: &[Value], params: &[Value]) -> Result<Optio
         },
         Filter::And(parts) => {
             let mut result = Some(true);
-            for part in parts {
+            for part in crate::filter::cheap_first(parts) {
                 match filter_row3(part, row, params)? {
                     Some(false) => return Ok(Some(false)),
                     None => result = None,
@@ -1136,7 +1136,7 @@ fn filter_row3(filter: &Filter, row: &[Value], params: &[Value]) -> Result<Optio
         }
         Filter::Or(parts) => {
             let mut result = Some(false);
-            for part in parts {
+            for part in crate::filter::cheap_first(parts) {
                 match filter_row3(part, row, params)? {
                     Some(true) => return Ok(Some(true)),
                     None => result = None,
