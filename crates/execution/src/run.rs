@@ -719,9 +719,10 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
                 }
             }
             (ScanOutput::Rows(projections), TaskOutput::Rows(_)) if let Some(top) = &mut top => {
+                let first_keys = top.first_key_block(partition, block, &mask, params)?;
                 let mut error = None;
                 for_each_set(&mask, |i| {
-                    if error.is_some() {
+                    if error.is_some() || first_keys.as_ref().is_some_and(|keys| top.beaten(keys, i)) {
                         return;
                     }
                     cache.fill_row(partition, &job.columns_read, first_row + i, &mut row);
@@ -881,6 +882,33 @@ impl<'k> TopRows<'k> {
             self.cut();
         }
         Ok(())
+    }
+
+    /// Once there is a bound and the first key is an integer expression over the rows read, that key for the
+    /// selected rows of a block (`mask`), evaluated a block at a time: a row whose first key sorts after the
+    /// bound's is out ([`TopRows::beaten`]) before its row is even filled in.
+    fn first_key_block(
+        &self,
+        partition: &Partition,
+        block: usize,
+        mask: &BlockMask,
+        params: &[Value],
+    ) -> Result<Option<crate::vector::IntBlock>, ExecError> {
+        let (Some(_), Some([first, ..])) = (&self.bound, self.read_keys) else { return Ok(None) };
+        if !crate::vector::is_int_expr(&first.expr) {
+            return Ok(None);
+        }
+        // Its bytes are counted where the output columns are (once per block with selected rows).
+        let mut reads = vec![0u64; partition.columns().len()];
+        let unselected: BlockMask = std::array::from_fn(|word| !mask[word]);
+        crate::vector::int_block_of(&first.expr, partition, block, params, &unselected, &mut reads).map(Some)
+    }
+
+    /// Whether row `row` of a block sorts after the bound by its first key alone.
+    fn beaten(&self, first_keys: &crate::vector::IntBlock, row: usize) -> bool {
+        let (Some(bound), Some(first)) = (&self.bound, self.keys.first()) else { return false };
+        let key = first_keys.value(row);
+        compare_sort_keys(std::slice::from_ref(&key), &bound[..1], std::slice::from_ref(first)).is_gt()
     }
 
     fn project(&mut self, projections: &[Expr], row: &[Value], params: &[Value]) -> Result<(), ExecError> {

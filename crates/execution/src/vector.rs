@@ -16,9 +16,16 @@ use crate::expr::{BinaryOp, Expr, checked_int, division_by_zero};
 use crate::filter::TriMask;
 
 /// A block of integers with its NULL rows (bit set: NULL, or no row there).
-struct IntBlock {
+pub(crate) struct IntBlock {
     values: [i64; BLOCK_ROWS],
     nulls: BlockMask,
+}
+
+impl IntBlock {
+    /// Row `row`'s value.
+    pub(crate) fn value(&self, row: usize) -> Value {
+        if self.nulls[row / 64] >> (row % 64) & 1 == 1 { Value::Null } else { Value::Int(self.values[row]) }
+    }
 }
 
 /// Whether `expr` is a comparison that [`predicate_block`] evaluates.
@@ -33,7 +40,8 @@ fn is_int_type(data_type: DataType) -> bool {
     matches!(data_type, DataType::Integer | DataType::BigInt)
 }
 
-fn is_int_expr(expr: &Expr) -> bool {
+/// Whether `expr` is integer arithmetic [`int_block_of`] evaluates.
+pub(crate) fn is_int_expr(expr: &Expr) -> bool {
     match expr {
         Expr::Column { data_type, .. } | Expr::Param { data_type, .. } => is_int_type(*data_type),
         Expr::Literal { value, data_type } => is_int_type(*data_type) && matches!(value, Value::Int(_) | Value::Null),
@@ -87,6 +95,22 @@ pub(crate) fn predicate_block(
         f[word] = !hits & rows;
     }
     Ok(TriMask { t, f: Some(f) })
+}
+
+/// `expr` (an [`is_int_expr`]) over block `block` of `partition`, except the rows set in `skip` (NULL).
+pub(crate) fn int_block_of(
+    expr: &Expr,
+    partition: &Partition,
+    block: usize,
+    params: &[Value],
+    skip: &BlockMask,
+    reads: &mut [u64],
+) -> Result<IntBlock, ExecError> {
+    let mut absent = absent_rows(partition, block);
+    for (word, skipped) in absent.iter_mut().zip(skip) {
+        *word |= skipped;
+    }
+    int_block(expr, partition, block, &absent, params, reads)
 }
 
 /// The rows of block `block` past the partition's end (all set for none).
