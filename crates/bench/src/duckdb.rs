@@ -77,6 +77,34 @@ for q in spec["queries"]:
 json.dump(out, open(sys.argv[2], "w"))
 "#;
 
+/// What a benchmark's DuckDB step came to: its version (when found), why it did not run (when it did not), and
+/// its timings, one per query in order (empty when it did not run).
+#[derive(Debug, Default)]
+pub struct PeerRun {
+    /// DuckDB's version.
+    pub version: Option<String>,
+    /// Why DuckDB did not run.
+    pub unavailable: Option<String>,
+    /// One per query.
+    pub results: Vec<PeerTiming>,
+}
+
+/// Runs `queries` in DuckDB over `tables` with `threads` threads, if DuckDB can be found; reports the step through
+/// `progress`. Never fails: what went wrong is in [`PeerRun::unavailable`].
+pub fn run_peer(tables: &[&Table], threads: usize, queries: &[PeerQuery], progress: &mut dyn FnMut(&str)) -> PeerRun {
+    let duckdb = match DuckDb::find() {
+        Ok(duckdb) => duckdb,
+        Err(error) => return PeerRun { unavailable: Some(error.to_string()), ..PeerRun::default() },
+    };
+    progress(&format!("DuckDB {}: loading the same data and running the same queries", duckdb.version));
+    let mut run = PeerRun { version: Some(duckdb.version.clone()), ..PeerRun::default() };
+    match duckdb.run(tables, threads, queries) {
+        Ok(results) => run.results = results,
+        Err(error) => run.unavailable = Some(error.to_string()),
+    }
+    run
+}
+
 impl DuckDb {
     /// Finds a Python with duckdb and numpy: `NUMADB_PYTHON`, the project's `.venv`, or `python3`.
     pub fn find() -> Result<Self, PeerError> {

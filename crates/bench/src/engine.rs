@@ -10,7 +10,7 @@ use numadb_sql::{Database, Session};
 use numadb_storage::{ColumnData, TableSnapshot, Value};
 use serde::Serialize;
 
-use crate::duckdb::{DuckDb, PeerQuery};
+use crate::duckdb::{PeerQuery, PeerRun, run_peer};
 use crate::{Machine, median, reference};
 
 /// What to run.
@@ -247,34 +247,24 @@ pub fn run(options: &EngineOptions, mut progress: impl FnMut(&str)) -> Result<En
     }
     let reference_read_bytes_per_s = reference_samples.iter().copied().fold(0.0, f64::max);
 
-    let mut duckdb_version = None;
-    let mut duckdb_unavailable = None;
-    let mut peer_results = Vec::new();
-    if options.duckdb {
-        match DuckDb::find() {
-            Ok(duckdb) => {
-                progress(&format!("DuckDB {}: loading the same data and running the same queries", duckdb.version));
-                let tables = [
-                    database.catalog().table("TBL_0").ok_or("TBL_0")?,
-                    database.catalog().table("TBL_1").ok_or("TBL_1")?,
-                ];
-                let queries: Vec<PeerQuery> = cells
-                    .iter()
-                    .map(|(range_pred, k, sql, ..)| PeerQuery {
-                        label: format!("{range_pred}/{k}"),
-                        sql: sql.clone(),
-                        repetitions: options.repetitions,
-                    })
-                    .collect();
-                match duckdb.run(&[&tables[0], &tables[1]], threads, &queries) {
-                    Ok(results) => peer_results = results,
-                    Err(error) => duckdb_unavailable = Some(error.to_string()),
-                }
-                duckdb_version = Some(duckdb.version);
-            }
-            Err(error) => duckdb_unavailable = Some(error.to_string()),
-        }
-    }
+    let peer = if options.duckdb {
+        let tables = [
+            database.catalog().table("TBL_0").ok_or("TBL_0 is missing")?,
+            database.catalog().table("TBL_1").ok_or("TBL_1 is missing")?,
+        ];
+        let queries: Vec<PeerQuery> = cells
+            .iter()
+            .map(|(range_pred, k, sql, ..)| PeerQuery {
+                label: format!("{range_pred}/{k}"),
+                sql: sql.clone(),
+                repetitions: options.repetitions,
+            })
+            .collect();
+        run_peer(&[&tables[0], &tables[1]], threads, &queries, &mut progress)
+    } else {
+        PeerRun::default()
+    };
+    let (duckdb_version, duckdb_unavailable, peer_results) = (peer.version, peer.unavailable, peer.results);
 
     let aggregation = cells
         .into_iter()

@@ -14,7 +14,7 @@ use numadb_sql::Database;
 use numadb_storage::Value;
 use serde::Serialize;
 
-use crate::duckdb::{DuckDb, PeerQuery};
+use crate::duckdb::{PeerQuery, PeerRun, run_peer};
 use crate::{Machine, median};
 
 /// What to run.
@@ -118,32 +118,24 @@ pub fn run(options: &QueriesOptions, mut progress: impl FnMut(&str)) -> Result<Q
         ours.push((warm.rows, median(&mut seconds)));
     }
 
-    let (mut duckdb_version, mut duckdb_unavailable, mut peer_results) = (None, None, Vec::new());
-    if options.duckdb {
-        match DuckDb::find() {
-            Ok(duckdb) => {
-                progress(&format!("DuckDB {}: loading the same data and running the same queries", duckdb.version));
-                let tables = [
-                    database.catalog().table("TBL_0").ok_or("TBL_0 is missing")?,
-                    database.catalog().table("TBL_1").ok_or("TBL_1 is missing")?,
-                ];
-                let peer_queries: Vec<PeerQuery> = list
-                    .iter()
-                    .map(|(label, sql)| PeerQuery {
-                        label: label.to_string(),
-                        sql: sql.clone(),
-                        repetitions: options.repetitions,
-                    })
-                    .collect();
-                match duckdb.run(&[&tables[0], &tables[1]], threads, &peer_queries) {
-                    Ok(results) => peer_results = results,
-                    Err(error) => duckdb_unavailable = Some(error.to_string()),
-                }
-                duckdb_version = Some(duckdb.version);
-            }
-            Err(error) => duckdb_unavailable = Some(error.to_string()),
-        }
-    }
+    let peer = if options.duckdb {
+        let tables = [
+            database.catalog().table("TBL_0").ok_or("TBL_0 is missing")?,
+            database.catalog().table("TBL_1").ok_or("TBL_1 is missing")?,
+        ];
+        let peer_queries: Vec<PeerQuery> = list
+            .iter()
+            .map(|(label, sql)| PeerQuery {
+                label: label.to_string(),
+                sql: sql.clone(),
+                repetitions: options.repetitions,
+            })
+            .collect();
+        run_peer(&[&tables[0], &tables[1]], threads, &peer_queries, &mut progress)
+    } else {
+        PeerRun::default()
+    };
+    let (duckdb_version, duckdb_unavailable, peer_results) = (peer.version, peer.unavailable, peer.results);
 
     let queries = list
         .into_iter()

@@ -69,10 +69,7 @@ pub(crate) fn predicate_block(
     let Expr::Binary { op, left, right, .. } = expr else {
         return Err(ExecError::internal("not an integer comparison"));
     };
-    let mut absent = absent_rows(partition, block);
-    for (word, skipped) in absent.iter_mut().zip(skip) {
-        *word |= skipped;
-    }
+    let absent = absent_or_skipped(partition, block, skip);
     let left = int_block(left, partition, block, &absent, params, reads)?;
     let right = int_block(right, partition, block, &absent, params, reads)?;
     let (mut t, mut f) = ([0u64; MASK_WORDS], [0u64; MASK_WORDS]);
@@ -106,25 +103,22 @@ pub(crate) fn int_block_of(
     skip: &BlockMask,
     reads: &mut [u64],
 ) -> Result<IntBlock, ExecError> {
-    let mut absent = absent_rows(partition, block);
-    for (word, skipped) in absent.iter_mut().zip(skip) {
-        *word |= skipped;
-    }
-    int_block(expr, partition, block, &absent, params, reads)
+    int_block(expr, partition, block, &absent_or_skipped(partition, block, skip), params, reads)
 }
 
-/// The rows of block `block` past the partition's end (all set for none).
-fn absent_rows(partition: &Partition, block: usize) -> BlockMask {
+/// The rows of block `block` not to evaluate: those past the partition's end and those set in `skip`.
+fn absent_or_skipped(partition: &Partition, block: usize, skip: &BlockMask) -> BlockMask {
     let present = partition.rows().saturating_sub(block * BLOCK_ROWS).min(BLOCK_ROWS);
     std::array::from_fn(|word| {
         let first = word * 64;
-        if present >= first + 64 {
+        let absent = if present >= first + 64 {
             0
         } else if present <= first {
             u64::MAX
         } else {
             !((1u64 << (present - first)) - 1)
-        }
+        };
+        absent | skip[word]
     })
 }
 
