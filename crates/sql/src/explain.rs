@@ -95,7 +95,8 @@ mod tests {
         assert!(line(&lines, "Scan t:").contains("50 selected"), "{lines:#?}");
         assert!(line(&lines, "Project:").starts_with("Project: 50 rows, "), "{lines:#?}");
         assert!(line(&lines, "Distinct:").starts_with("Distinct: 7 rows, "), "{lines:#?}");
-        assert!(line(&lines, "Sort:").starts_with("Sort: 7 rows, "), "{lines:#?}");
+        // Under a LIMIT the sort takes only the first OFFSET + LIMIT of the 7 rows (selected first).
+        assert!(line(&lines, "Sort:").starts_with("Sort: 3 rows, "), "{lines:#?}");
         assert!(line(&lines, "Limit:").starts_with("Limit: 3 rows, "), "{lines:#?}");
         assert!(line(&lines, "Limit:").ends_with(" ms on the session thread"));
     }
