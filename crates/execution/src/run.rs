@@ -884,9 +884,10 @@ impl<'k> TopRows<'k> {
         Ok(())
     }
 
-    /// Once there is a bound and the first key is an integer expression over the rows read, that key for the
-    /// selected rows of a block (`mask`), evaluated a block at a time: a row whose first key sorts after the
-    /// bound's is out ([`TopRows::beaten`]) before its row is even filled in.
+    /// Once there is a bound, the first key is an integer expression over the rows read and the other keys are
+    /// plain columns or constants, that key for the selected rows of a block (`mask`), evaluated a block at a
+    /// time: a row whose first key sorts after the bound's is out ([`TopRows::beaten`]) before its row is even
+    /// filled in.
     fn first_key_block(
         &self,
         partition: &Partition,
@@ -894,8 +895,10 @@ impl<'k> TopRows<'k> {
         mask: &BlockMask,
         params: &[Value],
     ) -> Result<Option<crate::vector::IntBlock>, ExecError> {
-        let (Some(_), Some([first, ..])) = (&self.bound, self.read_keys) else { return Ok(None) };
-        if !crate::vector::is_int_expr(&first.expr) {
+        let (Some(_), Some([first, rest @ ..])) = (&self.bound, self.read_keys) else { return Ok(None) };
+        // A row passed over has its other keys never evaluated: only keys that cannot fail may be left out so.
+        let cannot_fail = |key: &SortKey| matches!(key.expr, Expr::Column { .. } | Expr::Literal { .. });
+        if !crate::vector::is_int_expr(&first.expr) || !rest.iter().all(cannot_fail) {
             return Ok(None);
         }
         // Its bytes are counted where the output columns are (once per block with selected rows).
