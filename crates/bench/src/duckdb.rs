@@ -89,20 +89,32 @@ pub struct PeerRun {
     pub results: Vec<PeerTiming>,
 }
 
-/// Runs `queries` in DuckDB over `tables` with `threads` threads, if DuckDB can be found; reports the step through
-/// `progress`. Never fails: what went wrong is in [`PeerRun::unavailable`].
-pub fn run_peer(tables: &[&Table], threads: usize, queries: &[PeerQuery], progress: &mut dyn FnMut(&str)) -> PeerRun {
+/// Runs `queries` in DuckDB over the tables of `database` named `tables` with `threads` threads, if DuckDB can be
+/// found; reports the step through `progress`. Fails only for a missing table: what went wrong with DuckDB is in
+/// [`PeerRun::unavailable`].
+pub fn run_peer(
+    database: &numadb_sql::Database,
+    tables: &[&str],
+    threads: usize,
+    queries: &[PeerQuery],
+    progress: &mut dyn FnMut(&str),
+) -> Result<PeerRun, String> {
+    let tables = tables
+        .iter()
+        .map(|name| database.catalog().table(name).ok_or_else(|| format!("{name} is missing")))
+        .collect::<Result<Vec<_>, _>>()?;
     let duckdb = match DuckDb::find() {
         Ok(duckdb) => duckdb,
-        Err(error) => return PeerRun { unavailable: Some(error.to_string()), ..PeerRun::default() },
+        Err(error) => return Ok(PeerRun { unavailable: Some(error.to_string()), ..PeerRun::default() }),
     };
     progress(&format!("DuckDB {}: loading the same data and running the same queries", duckdb.version));
     let mut run = PeerRun { version: Some(duckdb.version.clone()), ..PeerRun::default() };
-    match duckdb.run(tables, threads, queries) {
+    let tables: Vec<&Table> = tables.iter().map(|t| &**t).collect();
+    match duckdb.run(&tables, threads, queries) {
         Ok(results) => run.results = results,
         Err(error) => run.unavailable = Some(error.to_string()),
     }
-    run
+    Ok(run)
 }
 
 impl DuckDb {

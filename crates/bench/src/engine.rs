@@ -248,10 +248,6 @@ pub fn run(options: &EngineOptions, mut progress: impl FnMut(&str)) -> Result<En
     let reference_read_bytes_per_s = reference_samples.iter().copied().fold(0.0, f64::max);
 
     let peer = if options.duckdb {
-        let tables = [
-            database.catalog().table("TBL_0").ok_or("TBL_0 is missing")?,
-            database.catalog().table("TBL_1").ok_or("TBL_1 is missing")?,
-        ];
         let queries: Vec<PeerQuery> = cells
             .iter()
             .map(|(range_pred, k, sql, ..)| PeerQuery {
@@ -260,7 +256,7 @@ pub fn run(options: &EngineOptions, mut progress: impl FnMut(&str)) -> Result<En
                 repetitions: options.repetitions,
             })
             .collect();
-        run_peer(&[&tables[0], &tables[1]], threads, &queries, &mut progress)
+        run_peer(&database, &["TBL_0", "TBL_1"], threads, &queries, &mut progress)?
     } else {
         PeerRun::default()
     };

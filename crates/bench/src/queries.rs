@@ -119,10 +119,6 @@ pub fn run(options: &QueriesOptions, mut progress: impl FnMut(&str)) -> Result<Q
     }
 
     let peer = if options.duckdb {
-        let tables = [
-            database.catalog().table("TBL_0").ok_or("TBL_0 is missing")?,
-            database.catalog().table("TBL_1").ok_or("TBL_1 is missing")?,
-        ];
         let peer_queries: Vec<PeerQuery> = list
             .iter()
             .map(|(label, sql)| PeerQuery {
@@ -131,7 +127,7 @@ pub fn run(options: &QueriesOptions, mut progress: impl FnMut(&str)) -> Result<Q
                 repetitions: options.repetitions,
             })
             .collect();
-        run_peer(&[&tables[0], &tables[1]], threads, &peer_queries, &mut progress)
+        run_peer(&database, &["TBL_0", "TBL_1"], threads, &peer_queries, &mut progress)?
     } else {
         PeerRun::default()
     };
