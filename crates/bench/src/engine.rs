@@ -62,7 +62,8 @@ pub struct AggregationRow {
     pub scan_bytes: u64,
     /// Those bytes over numadb's median time.
     pub scan_bytes_per_s: f64,
-    /// `scan_bytes_per_s` over the reference read bandwidth.
+    /// The scan rate over the reference read bandwidth: each run's rate against the higher of the nearby
+    /// reference samples taken just before and just after it, the median over the runs.
     pub fraction_of_reference: f64,
     /// The prober's read kernel over the same bytes the scans read, in their order (median over the rounds).
     pub same_bytes_read_bytes_per_s: f64,
@@ -95,6 +96,8 @@ pub struct EngineReport {
     pub reference_read_bytes_per_s: f64,
     /// The reference measured before the first timed round and after each round.
     pub reference_samples_bytes_per_s: Vec<f64>,
+    /// The short samples of the same reference taken beside every timed run, in the order taken.
+    pub nearby_reference_samples_bytes_per_s: Vec<f64>,
     /// DuckDB's version, when it ran.
     pub duckdb_version: Option<String>,
     /// Why DuckDB did not run.
@@ -199,22 +202,23 @@ pub fn run(options: &EngineOptions, mut progress: impl FnMut(&str)) -> Result<En
         .collect();
 
     progress("measuring the read bandwidth with the prober's kernels");
-    // The reference is measured before the first timed round and after every round: each round's scans are
-    // judged against the higher of the two measurements around them (noise from other tenants only ever lowers
-    // a bandwidth, and a low reference would flatter the scans). A single reference taken at one moment made the
-    // fraction swing by 20 points on this shared machine, with the noise landing on the reference or on the scans.
+    // The reference as `numadb probe` measures it (200 ms samples over freshly allocated buffers), before the
+    // first timed round and after every round: the figure the report shows, and what the prober's kernel reading
+    // the scans' own bytes is compared with. The scans themselves are judged against short samples taken beside
+    // each run (below).
     let mut reference_samples = vec![reference::read_bandwidth(database.topology(), options.reference_bytes)?];
 
-    // (range_pred, k, sql, counts, times, scan bytes): every cell runs once untimed, then the timed runs go
-    // round-robin over the cells, so that a burst of noise from the other tenants of a shared machine costs many
-    // cells one run each (which their medians shrug off) rather than one cell all of its runs.
+    // (range_pred, k, sql, counts, times, nearby references, scan bytes): every cell runs once untimed, then the
+    // timed runs go round-robin over the cells, so that a burst of noise from the other tenants of a shared
+    // machine costs many cells one run each (which their medians shrug off) rather than one cell all of its runs.
     let mut cells = Vec::new();
     for &range_pred in &options.range_preds {
         for k in 0..=6u32 {
             progress(&format!("numadb: range_pred {range_pred}, {k}/6 on TBL_0 (warm-up)"));
             let sql = thesis_query(k, range_pred);
             let warm = session.execute_one(&sql).map_err(|e| e.to_string())?;
-            cells.push((range_pred, k, sql, counts(&warm.rows), Vec::with_capacity(options.repetitions), 0u64));
+            let (times, around) = (Vec::with_capacity(options.repetitions), Vec::with_capacity(options.repetitions));
+            cells.push((range_pred, k, sql, counts(&warm.rows), times, around, 0u64));
         }
     }
     // The bytes each cell's scans read, as the spans the prober's kernel reads after every round.
@@ -225,13 +229,27 @@ pub fn run(options: &EngineOptions, mut progress: impl FnMut(&str)) -> Result<En
     let cell_spans: Vec<Vec<Vec<&[u64]>>> =
         cells.iter().map(|(range_pred, k, ..)| thesis_scan_spans(&snapshots, *k, *range_pred)).collect();
     let mut same_bytes_samples: Vec<Vec<f64>> = vec![Vec::with_capacity(options.repetitions); cells.len()];
+    // Each timed run is judged against short samples of the reference taken just before and just after it, the
+    // higher of the two (other tenants only ever take bandwidth away, and a low reference would flatter the scan).
+    // Their bursts last from a fraction of a second to seconds: in one run on the 2-CPU development machine the
+    // readings between rounds went from 12.8 to 23.9 GB/s and runs of one query from 45 to 100 ms, so a reading
+    // taken seconds away from a run may have seen another machine than the run did.
+    progress("keeping the reference's buffers for the samples beside every run");
+    let mut nearby = reference::NearbyReference::new(database.topology(), options.reference_bytes)?;
+    let mut nearby_samples = Vec::new();
     for round in 1..=options.repetitions {
         progress(&format!("numadb: timed round {round} of {} over every query", options.repetitions));
-        for (.., sql, _, times, scan_bytes) in &mut cells {
+        let mut before = nearby.sample()?;
+        nearby_samples.push(before);
+        for (.., sql, _, times, around, scan_bytes) in &mut cells {
             let started = Instant::now();
             session.execute_one(sql).map_err(|e| e.to_string())?;
             times.push(started.elapsed().as_secs_f64());
             *scan_bytes = session.last_result().map_or(0, |r| r.scans.iter().map(|s| s.bytes_read).sum());
+            let after = nearby.sample()?;
+            nearby_samples.push(after);
+            around.push((before, after));
+            before = after;
         }
         progress(&format!("measuring the read bandwidth again (after round {round})"));
         reference_samples.push(reference::read_bandwidth(database.topology(), options.reference_bytes)?);
@@ -266,8 +284,8 @@ pub fn run(options: &EngineOptions, mut progress: impl FnMut(&str)) -> Result<En
         .into_iter()
         .zip(same_bytes_samples)
         .enumerate()
-        .map(|(index, ((range_pred, k, _, ours, mut times, scan_bytes), mut same_bytes))| {
-            let mut fractions = round_fractions(scan_bytes, &times, &reference_samples);
+        .map(|(index, ((range_pred, k, _, ours, mut times, around, scan_bytes), mut same_bytes))| {
+            let mut fractions = run_fractions(scan_bytes, &times, &around);
             let mut same_fractions: Vec<f64> =
                 times.iter().zip(&same_bytes).map(|(seconds, rate)| scan_bytes as f64 / seconds / rate).collect();
             let mut access: Vec<f64> = same_bytes
@@ -321,6 +339,7 @@ pub fn run(options: &EngineOptions, mut progress: impl FnMut(&str)) -> Result<En
         bytes_per_value,
         reference_read_bytes_per_s,
         reference_samples_bytes_per_s: reference_samples,
+        nearby_reference_samples_bytes_per_s: nearby_samples,
         duckdb_version,
         duckdb_unavailable,
         aggregation,
@@ -372,13 +391,14 @@ fn lookups(session: &mut Session, options: &EngineOptions) -> Result<(f64, f64, 
     Ok((sql_lookups_per_s, sorted, hash))
 }
 
-/// A cell's scan rate in each timed round (`times` in round order) as a fraction of the higher of the reference
-/// samples taken just before and just after that round (`references` has one more sample than `times`).
-fn round_fractions(scan_bytes: u64, times: &[f64], references: &[f64]) -> Vec<f64> {
+/// A cell's scan rate in each timed run as a fraction of the higher of the reference samples taken just before
+/// and just after that run (`around`, one pair per run): other tenants only ever take bandwidth away, so the
+/// higher sample is the closer to what the memory gave the run.
+fn run_fractions(scan_bytes: u64, times: &[f64], around: &[(f64, f64)]) -> Vec<f64> {
     times
         .iter()
-        .zip(references.windows(2))
-        .map(|(seconds, around)| scan_bytes as f64 / seconds / around[0].max(around[1]))
+        .zip(around)
+        .map(|(seconds, (before, after))| scan_bytes as f64 / seconds / before.max(*after))
         .collect()
 }
 
@@ -473,6 +493,7 @@ fn same_bytes_summary(aggregation: &[AggregationRow]) -> String {
 /// The report as text.
 pub fn render(report: &EngineReport) -> String {
     let mut out = String::new();
+    let nearby = &report.nearby_reference_samples_bytes_per_s;
     out.push_str(&format!("numadb engine benchmark\nmachine: {}\n", report.machine.line()));
     out.push_str(&format!(
         "data: TBL_0 and TBL_1, {} rows each, generated in {:.1} s\n\n",
@@ -485,11 +506,15 @@ pub fn render(report: &EngineReport) -> String {
         report.bytes_per_value.iter().map(|(c, b)| format!("{c} {b:.2} B")).collect::<Vec<_>>().join(", ")
     ));
     out.push_str(&format!(
-        "reference: read bandwidth as numadb probe measures it, {} threads, {} MiB per domain: up to {:.1} GB/s (measured before and after every timed round: {})\n\n",
+        "reference: read bandwidth as numadb probe measures it, {} threads, {} MiB per domain: up to {:.1} GB/s (measured before and after every timed round: {}); beside every timed run, {} samples of 100 ms over buffers kept between them: median {:.1} GB/s ({:.1}-{:.1})\n\n",
         report.threads,
         report.reference_bytes >> 20,
         report.reference_read_bytes_per_s / 1e9,
         report.reference_samples_bytes_per_s.iter().map(|b| format!("{:.1}", b / 1e9)).collect::<Vec<_>>().join(", "),
+        nearby.len(),
+        median(&mut nearby.clone()) / 1e9,
+        nearby.iter().copied().fold(f64::MAX, f64::min) / 1e9,
+        nearby.iter().copied().fold(0.0, f64::max) / 1e9,
     ));
     let peer = match (&report.duckdb_version, &report.duckdb_unavailable) {
         (Some(version), None) => format!("DuckDB {version}, {} threads, same data", report.threads),
@@ -497,7 +522,7 @@ pub fn render(report: &EngineReport) -> String {
         _ => "no DuckDB comparison".into(),
     };
     out.push_str(&format!(
-        "thesis aggregation query, {} workers; peer: {peer}; median of the timed runs (of reference: median over the rounds of each round's rate against the higher reference around it)\n",
+        "thesis aggregation query, {} workers; peer: {peer}; median of the timed runs (of reference: median over the runs of each run's rate against the higher reference sample taken just before and just after it)\n",
         report.threads
     ));
     out.push_str(
@@ -629,10 +654,10 @@ mod tests {
     }
 
     #[test]
-    fn each_round_is_judged_against_the_higher_reference_around_it() {
-        // 100 bytes: 1 s then 2 s; references 50, 200 (noisy low first), then 80 B/s.
-        let fractions = round_fractions(100, &[1.0, 2.0], &[50.0, 200.0, 80.0]);
-        assert_eq!(fractions, vec![0.5, 0.25]);
+    fn each_run_is_judged_against_the_higher_reference_sample_around_it() {
+        // 100 bytes: 1 s then 2 s; the first run's samples 50 (noisy) and 200 B/s, the second's 80 and 40 B/s.
+        let fractions = run_fractions(100, &[1.0, 2.0], &[(50.0, 200.0), (80.0, 40.0)]);
+        assert_eq!(fractions, vec![0.5, 0.625]);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use numadb_placement::{HugePages, Policy};
-use numadb_probe::bandwidth::{BandwidthOptions, measure_cell};
+use numadb_probe::bandwidth::{BandwidthOptions, KeptCell, measure_cell};
 use numadb_probe::latency::{LatencyOptions, measure_cpu};
 use numadb_probe::{Chain, ChainLayout, Isa, NoProgress, Traffic};
 use numadb_topology::{DomainGranularity, Topology};
@@ -42,6 +42,64 @@ pub fn read_bandwidth(topology: &Topology, total_bytes: usize) -> Result<f64, St
         return Err("no domain with an allowed CPU and a memory node to measure".into());
     }
     Ok(total_mb_per_s * 1e6)
+}
+
+/// The read bandwidth of [`read_bandwidth`], sampled briefly and as often as wanted over buffers kept between
+/// samples: the reading a benchmark takes right beside each timed run. Other tenants of a shared machine take
+/// bandwidth in bursts lasting from a fraction of a second to several seconds, so a reading taken seconds away
+/// from a run may have seen another machine than the run did.
+pub struct NearbyReference {
+    cells: Vec<KeptCell>,
+}
+
+/// How long one [`NearbyReference`] sample streams: about two of the thesis query's runs at 50 million rows.
+const NEARBY_SAMPLE: Duration = Duration::from_millis(100);
+
+/// Samples a thread moved in before [`NearbyReference::sample`] gives up.
+const NEARBY_ATTEMPTS_MAX: usize = 5;
+
+impl NearbyReference {
+    /// Allocates and fills `total_bytes` per domain, as [`read_bandwidth`] does.
+    pub fn new(topology: &Topology, total_bytes: usize) -> Result<NearbyReference, String> {
+        let domains = topology.domains(DomainGranularity::Node).map_err(|e| e.to_string())?;
+        let options = BandwidthOptions {
+            buffer_bytes: total_bytes,
+            traffic: Traffic::Read,
+            isa: Isa::best(),
+            huge_pages: HugePages::Transparent,
+            sample: NEARBY_SAMPLE,
+            repetitions: 1,
+        };
+        let mut cells = Vec::new();
+        for domain in &domains.domains {
+            let cpus: Vec<u32> = domain.cpus.iter().filter(|&c| topology.allowed.cpus.contains(c)).collect();
+            let Some(node) = domain.memory_nodes.iter().next() else { continue };
+            if !cpus.is_empty() {
+                cells.push(KeptCell::allocate(&cpus, node, &options).map_err(|e| e.to_string())?);
+            }
+        }
+        if cells.is_empty() {
+            return Err("no domain with an allowed CPU and a memory node to measure".into());
+        }
+        Ok(NearbyReference { cells })
+    }
+
+    /// One sample in bytes/s, the domains one after the other and summed.
+    pub fn sample(&mut self) -> Result<f64, String> {
+        let mut total_mb_per_s = 0.0;
+        for cell in &mut self.cells {
+            let mut attempts = 0;
+            total_mb_per_s += loop {
+                attempts += 1;
+                match cell.sample().map_err(|e| e.to_string())? {
+                    Some(mb_per_s) => break mb_per_s,
+                    None if attempts < NEARBY_ATTEMPTS_MAX => continue,
+                    None => return Err(format!("a streaming thread left its CPU in {attempts} samples running")),
+                }
+            };
+        }
+        Ok(total_mb_per_s * 1e6)
+    }
 }
 
 /// Read bandwidth in bytes/s of the prober's kernel over `groups` of spans (a scan's morsels, each the byte runs it

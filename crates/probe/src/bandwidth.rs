@@ -339,6 +339,78 @@ pub fn measure_cell(
     })
 }
 
+/// A cell's buffers, allocated and filled once and kept between samples, for callers that interleave short samples
+/// with other work: a benchmark that judges each timed run against a reading taken right beside it, because on a
+/// shared machine other tenants' bursts come and go within seconds. [`measure_cell`] allocates and fills its
+/// buffers on every call, which takes longer than the samples themselves.
+///
+/// A sample is [`measure_cell`]'s, with the same kernel, threads, pinning and sum of the threads' rates; the
+/// threads are started for each sample, so nothing streams between samples.
+pub struct KeptCell {
+    cpus: Vec<u32>,
+    streams: Vec<Streams>,
+    options: BandwidthOptions,
+}
+
+impl KeptCell {
+    /// Allocates and fills a buffer per CPU of `cpus` on `node` (`options.buffer_bytes` split between them) and
+    /// takes one unmeasured sample.
+    pub fn allocate(cpus: &[u32], node: u32, options: &BandwidthOptions) -> Result<KeptCell, ProbeError> {
+        if cpus.is_empty() {
+            return Err(ProbeError::Options("a bandwidth cell needs CPUs".into()));
+        }
+        if !options.isa.is_available() {
+            return Err(ProbeError::Options(format!("this CPU has no {}", options.isa.name())));
+        }
+        let per_thread_bytes = options.buffer_bytes / cpus.len();
+        let streams = cpus
+            .iter()
+            .map(|_| Streams::allocate(per_thread_bytes, options.traffic, node, options.huge_pages))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut cell = KeptCell { cpus: cpus.to_vec(), streams, options: *options };
+        cell.sample()?;
+        Ok(cell)
+    }
+
+    /// One sample of `options.sample`: the sum of the threads' rates in MB/s, or `None` when a thread was found on
+    /// another CPU than its own (the sample is then not comparable).
+    pub fn sample(&mut self) -> Result<Option<f64>, ProbeError> {
+        let options = &self.options;
+        let start = Barrier::new(self.cpus.len() + 1);
+        let stop = AtomicBool::new(false);
+        let samples: Vec<Result<ThreadSample, ProbeError>> = std::thread::scope(|scope| {
+            let threads: Vec<_> = self
+                .streams
+                .iter_mut()
+                .zip(&self.cpus)
+                .map(|(streams, &cpu)| {
+                    let (start, stop) = (&start, &stop);
+                    scope.spawn(move || {
+                        let pinned = pin_current_thread(&CpuSet::from_ids([cpu]));
+                        // Every thread reaches the barrier, pinned or not, so that the coordinator never waits forever.
+                        start.wait();
+                        pinned?;
+                        Ok(stream_until_stopped(streams, options, stop, cpu))
+                    })
+                })
+                .collect();
+            start.wait();
+            std::thread::sleep(options.sample);
+            stop.store(true, Ordering::Release);
+            threads.into_iter().map(|t| t.join().expect("a streaming thread panicked")).collect()
+        });
+        let mut total_mb_per_s = 0.0;
+        for sample in samples {
+            let sample = sample?;
+            if !sample.stayed {
+                return Ok(None);
+            }
+            total_mb_per_s += sample.bytes as f64 / sample.elapsed.as_secs_f64().max(1e-9) / 1e6;
+        }
+        Ok(Some(total_mb_per_s))
+    }
+}
+
 /// The worker's loop for one sample: whole chunks until the stop flag rises.
 fn stream_until_stopped(
     streams: &mut Streams,

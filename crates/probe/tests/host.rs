@@ -126,6 +126,29 @@ fn every_traffic_kind_measures_every_cell_with_every_isa() {
 }
 
 #[test]
+fn a_kept_cell_samples_again_and_again_over_the_same_buffers() {
+    let cpus = axes().domains[0].cpus.clone();
+    let options = BandwidthOptions {
+        buffer_bytes: 2 * MIB,
+        traffic: Traffic::Read,
+        isa: Isa::best(),
+        huge_pages: HugePages::Never,
+        sample: Duration::from_millis(3),
+        repetitions: 1,
+    };
+    let mut cell = bandwidth::KeptCell::allocate(&cpus, first_node(), &options).unwrap();
+    for _ in 0..3 {
+        // Pinned threads stay where they are put, so every sample counts.
+        let mb_per_s = cell.sample().unwrap().expect("a pinned thread stayed on its CPU");
+        assert!(mb_per_s > 0.0, "{mb_per_s}");
+    }
+    let too_small = BandwidthOptions { buffer_bytes: 4096, traffic: Traffic::Add, ..options };
+    let error = bandwidth::KeptCell::allocate(&cpus[..1], first_node(), &too_small).err().unwrap();
+    assert!(error.to_string().contains("too small"), "{error}");
+    assert!(bandwidth::KeptCell::allocate(&[], first_node(), &options).is_err());
+}
+
+#[test]
 fn a_buffer_too_small_for_its_streams_is_an_error() {
     let options = BandwidthOptions {
         buffer_bytes: 4096,
