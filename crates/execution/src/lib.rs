@@ -18,6 +18,7 @@ pub mod error;
 pub mod expr;
 pub mod filter;
 pub mod function;
+mod group;
 pub mod load;
 pub mod plan;
 pub mod run;

@@ -21,6 +21,7 @@ use crate::aggregate::{Accumulator, AggregateCall, AggregateFunction, GroupState
 use crate::error::{ExecError, sqlstate};
 use crate::expr::Expr;
 use crate::filter::{Filter, compile, tail_mask};
+use crate::group::{self, IntGroups};
 use crate::plan::{Dedup, JoinKind, JoinPlan, LookupPlan, Plan, ScanOutput, ScanPlan, SeriesPlan, SetOp, SortKey};
 use crate::window::{append_windows, compare_sort_keys};
 
@@ -655,6 +656,17 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
         ScanOutput::Aggregate { .. } => TaskOutput::Aggregate(PartialAggregate::default()),
     };
     let mut plain_state: Option<Vec<Accumulator>> = None;
+    // Integer keys and arguments go a block at a time (`group.rs`): with GROUP BY, and without it where some
+    // aggregate is more than a plain column (an expression, DISTINCT), which `aggregate_block` takes row by row.
+    let mut int_groups = match &job.output {
+        ScanOutput::Aggregate { group_by, aggregates, .. }
+            if group::applies(group_by, aggregates)
+                && (!group_by.is_empty() || !aggregates.iter().all(summarised_per_block)) =>
+        {
+            Some(IntGroups::new(group_by.len(), aggregates, partition.columns().len()))
+        }
+        _ => None,
+    };
     let mut top = job.top_n.as_ref().map(TopRows::new);
     // `COUNT(*)`s alone (the thesis query) need only the number of selected rows: counted per block, added once.
     let counts_only = job.output_columns.is_empty()
@@ -686,6 +698,11 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
             reads[column] += partition.column(column).bytes_of_blocks(block..block + 1);
         }
         let first_row = block * BLOCK_ROWS;
+        if let (Some(groups), ScanOutput::Aggregate { group_by, aggregates, .. }) = (&mut int_groups, &job.output)
+            && groups.add_block(group_by, aggregates, partition, block, &mask, params).is_ok()
+        {
+            continue;
+        }
         match (&job.output, &mut output) {
             (ScanOutput::Aggregate { group_by, aggregates, .. }, TaskOutput::Aggregate(_)) if group_by.is_empty() => {
                 let state = plain_state.get_or_insert_with(|| aggregates.iter().map(Accumulator::new).collect());
@@ -775,6 +792,11 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
     }
     if let (Some(state), TaskOutput::Aggregate(partial)) = (plain_state, &mut output) {
         partial.groups.insert(Vec::new(), state);
+    }
+    if let (Some(groups), TaskOutput::Aggregate(partial), ScanOutput::Aggregate { aggregates, .. }) =
+        (int_groups, &mut output, &job.output)
+    {
+        partial.merge(groups.into_partial(aggregates));
     }
     if let (Some(top), TaskOutput::Rows(rows)) = (top, &mut output) {
         *rows = top.finish();
@@ -1015,6 +1037,15 @@ fn group_row(
     feed(&mut state)?;
     partial.groups.insert(key.to_vec(), state);
     Ok(())
+}
+
+/// Whether [`aggregate_block`] adds a block of `call` without going row by row (when its column holds integers).
+fn summarised_per_block(call: &AggregateCall) -> bool {
+    call.filter.is_none()
+        && (call.function == AggregateFunction::CountStar
+            || (matches!(call.argument, Some(Expr::Column { .. }))
+                && !call.distinct
+                && call.function.summarises_blocks()))
 }
 
 /// Adds one block's selected rows to an aggregate, with fast paths for `COUNT(*)` and plain integer columns.

@@ -17,7 +17,8 @@ use crate::filter::TriMask;
 
 /// A block of integers with its NULL rows (bit set: NULL, or no row there).
 pub(crate) struct IntBlock {
-    values: [i64; BLOCK_ROWS],
+    /// On the heap: blocks are handed up the expression tree, and 8 KiB moves were a sixth of a GROUP BY's time.
+    values: Box<[i64; BLOCK_ROWS]>,
     nulls: BlockMask,
 }
 
@@ -25,6 +26,22 @@ impl IntBlock {
     /// Row `row`'s value.
     pub(crate) fn value(&self, row: usize) -> Value {
         if self.nulls[row / 64] >> (row % 64) & 1 == 1 { Value::Null } else { Value::Int(self.values[row]) }
+    }
+
+    /// The values (anything on NULL rows).
+    pub(crate) fn values(&self) -> &[i64; BLOCK_ROWS] {
+        &self.values
+    }
+
+    /// The NULL rows (and those not evaluated).
+    pub(crate) fn nulls(&self) -> &BlockMask {
+        &self.nulls
+    }
+
+    /// Row `row`'s integer, `None` for NULL.
+    #[inline]
+    pub(crate) fn int(&self, row: usize) -> Option<i64> {
+        if self.nulls[row / 64] >> (row % 64) & 1 == 1 { None } else { Some(self.values[row]) }
     }
 }
 
@@ -122,6 +139,11 @@ fn absent_or_skipped(partition: &Partition, block: usize, skip: &BlockMask) -> B
     })
 }
 
+/// A block of `value`s, on the heap without passing through the stack.
+fn filled(value: i64) -> Box<[i64; BLOCK_ROWS]> {
+    vec![value; BLOCK_ROWS].into_boxed_slice().try_into().expect("a block's length")
+}
+
 fn int_block(
     expr: &Expr,
     partition: &Partition,
@@ -131,8 +153,8 @@ fn int_block(
     reads: &mut [u64],
 ) -> Result<IntBlock, ExecError> {
     let constant = |value: &Value| match value {
-        Value::Int(v) => Ok(IntBlock { values: [*v; BLOCK_ROWS], nulls: *absent }),
-        Value::Null => Ok(IntBlock { values: [0; BLOCK_ROWS], nulls: [u64::MAX; MASK_WORDS] }),
+        Value::Int(v) => Ok(IntBlock { values: filled(*v), nulls: *absent }),
+        Value::Null => Ok(IntBlock { values: filled(0), nulls: [u64::MAX; MASK_WORDS] }),
         _ => Err(ExecError::internal("an integer expression's constant is not an integer")),
     };
     match expr {
@@ -141,7 +163,7 @@ fn int_block(
             let ColumnData::Int(ints) = chunk.data() else {
                 return Err(ExecError::internal("an integer column is not stored as integers"));
             };
-            let mut out = IntBlock { values: [0; BLOCK_ROWS], nulls: *absent };
+            let mut out = IntBlock { values: filled(0), nulls: *absent };
             ints.decode_block(block, &mut out.values);
             reads[*index] += chunk.bytes_of_blocks(block..block + 1);
             if let Some(nulls) = chunk.null_mask(block) {
@@ -157,21 +179,46 @@ fn int_block(
         Expr::Negate { expr, data_type } => {
             let mut out = int_block(expr, partition, block, absent, params, reads)?;
             let nulls = out.nulls;
-            for_each_row(&nulls, |row| {
-                out.values[row] = int_result(out.values[row].checked_neg(), *data_type)?;
-                Ok(())
-            })?;
+            if rows_failing(&nulls, *data_type, &mut out.values, |_, value| value.overflowing_neg()) {
+                // A row fails: find the first, as the row-at-a-time evaluation would.
+                let operand = int_block(expr, partition, block, absent, params, reads)?;
+                for_each_row(&nulls, |row| int_result(operand.values[row].checked_neg(), *data_type).map(drop))?;
+                return Err(ExecError::internal("a row failed in bulk and not one by one"));
+            }
             Ok(out)
         }
-        Expr::Binary { op, left, right, data_type } => {
-            let mut out = int_block(left, partition, block, absent, params, reads)?;
+        Expr::Binary { op, left: left_expr, right, data_type } => {
+            let mut out = int_block(left_expr, partition, block, absent, params, reads)?;
             let right = int_block(right, partition, block, absent, params, reads)?;
             for (word, null) in out.nulls.iter_mut().zip(right.nulls) {
                 *word |= null;
             }
             let (op, data_type, nulls) = (*op, *data_type, out.nulls);
+            let b = &right.values;
+            // Every row at once, in place over the left operand, with wrapping arithmetic and a flag per row that
+            // fails (overflow, a divisor of 0): loops the compiler can vectorize. Only where a row not NULL fails
+            // is the block gone through row by row below, for the first error in row order.
+            let values = &mut out.values;
+            let failed =
+                match op {
+                    BinaryOp::Add => rows_failing(&nulls, data_type, values, |r, a| a.overflowing_add(b[r])),
+                    BinaryOp::Sub => rows_failing(&nulls, data_type, values, |r, a| a.overflowing_sub(b[r])),
+                    BinaryOp::Mul => rows_failing(&nulls, data_type, values, |r, a| a.overflowing_mul(b[r])),
+                    BinaryOp::Div => rows_failing(&nulls, data_type, values, |r, a| {
+                        if b[r] == 0 { (0, true) } else { a.overflowing_div(b[r]) }
+                    }),
+                    // `i64::MIN % -1` is 0 in PostgreSQL (and here), not an overflow.
+                    BinaryOp::Mod => rows_failing(&nulls, data_type, values, |r, a| {
+                        if b[r] == 0 { (0, true) } else { (a.wrapping_rem(b[r]), false) }
+                    }),
+                    _ => return Err(ExecError::internal("not integer arithmetic")),
+                };
+            if !failed {
+                return Ok(out);
+            }
+            let left = int_block(left_expr, partition, block, absent, params, reads)?;
             for_each_row(&nulls, |row| {
-                let (a, b) = (out.values[row], right.values[row]);
+                let (a, b) = (left.values[row], right.values[row]);
                 let value = match op {
                     BinaryOp::Add => a.checked_add(b),
                     BinaryOp::Sub => a.checked_sub(b),
@@ -182,16 +229,41 @@ fn int_block(
                     BinaryOp::Mod => a.checked_rem(b).or(Some(0)),
                     _ => return Err(ExecError::internal("not integer arithmetic")),
                 };
-                out.values[row] = int_result(value, data_type)?;
-                Ok(())
+                int_result(value, data_type).map(drop)
             })?;
-            Ok(out)
+            Err(ExecError::internal("a row failed in bulk and not one by one"))
         }
         _ => Err(ExecError::internal("not an integer expression")),
     }
 }
 
+/// Replaces every row's value `values[row]` by `op(row, values[row])`'s, and says whether any row not set in
+/// `nulls` fails: its flag is set, or its value is out of `data_type`'s range.
+#[inline]
+fn rows_failing(
+    nulls: &BlockMask,
+    data_type: DataType,
+    values: &mut [i64; BLOCK_ROWS],
+    op: impl Fn(usize, i64) -> (i64, bool),
+) -> bool {
+    let integer = data_type == DataType::Integer;
+    let mut failed = 0u64;
+    for (word, &null) in nulls.iter().enumerate() {
+        let mut flags = 0u64;
+        for bit in 0..64 {
+            let row = word * 64 + bit;
+            let (value, overflowed) = op(row, values[row]);
+            let out_of_range = overflowed || (integer && value != i64::from(value as i32));
+            values[row] = value;
+            flags |= u64::from(out_of_range) << bit;
+        }
+        failed |= flags & !null;
+    }
+    failed != 0
+}
+
 /// An integer result checked against its type's range, as [`Expr::eval`] checks it.
+#[inline]
 fn int_result(value: Option<i64>, data_type: DataType) -> Result<i64, ExecError> {
     match checked_int(value, data_type)? {
         Value::Int(v) => Ok(v),

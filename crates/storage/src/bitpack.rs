@@ -92,8 +92,35 @@ pub fn get(words: &[u32], width: u32, row: usize) -> u32 {
 
 /// Decodes all 1024 codes of a block into `out`.
 pub fn unpack(words: &[u32], width: u32, out: &mut [u32; BLOCK_ROWS]) {
-    for (row, slot) in out.iter_mut().enumerate() {
-        *slot = get(words, width, row);
+    unpack_with(words, width, |row, code| out[row] = code);
+}
+
+/// Calls `put(row, code)` for every row of a block, position by position: the 16 lanes of a position share one
+/// shift, so each position is one loop over 16 words that the compiler vectorizes (a row at a time, the shift
+/// and the word differ from row to row).
+#[inline]
+pub fn unpack_with(words: &[u32], width: u32, mut put: impl FnMut(usize, u32)) {
+    if width == 0 {
+        (0..BLOCK_ROWS).for_each(|row| put(row, 0));
+        return;
+    }
+    let width = width as usize;
+    assert!(width <= MAX_WIDTH as usize && words.len() >= words_for_width(width as u32));
+    let mask = if width == 32 { u32::MAX } else { (1u32 << width) - 1 };
+    for position in 0..POSITIONS {
+        let bit = position * width;
+        let (word, shift) = (bit / 32, bit % 32);
+        let low = &words[word * LANES..word * LANES + LANES];
+        if shift + width > 32 {
+            let high = &words[(word + 1) * LANES..(word + 1) * LANES + LANES];
+            for (lane, (&low, &high)) in low.iter().zip(high).enumerate() {
+                put(position * LANES + lane, (low >> shift | high << (32 - shift)) & mask);
+            }
+        } else {
+            for (lane, &word) in low.iter().enumerate() {
+                put(position * LANES + lane, (word >> shift) & mask);
+            }
+        }
     }
 }
 

@@ -201,11 +201,9 @@ impl IntColumn {
             }
             return;
         }
-        let mut codes = [0u32; BLOCK_ROWS];
-        bitpack::unpack(words, u32::from(meta.width), &mut codes);
-        for (slot, &code) in out.iter_mut().zip(codes.iter()) {
-            *slot = meta.base.wrapping_add(i64::from(code));
-        }
+        bitpack::unpack_with(words, u32::from(meta.width), |row, code| {
+            out[row] = meta.base.wrapping_add(i64::from(code));
+        });
     }
 
     /// For each block of `blocks`, combines the rows whose value lies in `[low, high]` (inclusive) into that

@@ -1,0 +1,325 @@
+//! Aggregation over integer keys and arguments a block at a time.
+//!
+//! The general path ([`crate::run`]'s `group_row`) builds a row of [`Value`]s for every selected row, evaluates
+//! each key and argument by walking its expression tree, and looks the key up as a `Vec<Value>`. For
+//! `GROUP BY "C1" % 100` over millions of rows that is nearly all the time. Here the keys and arguments are
+//! integer expressions ([`crate::vector::is_int_expr`]) evaluated once per block into arrays, a group is found by
+//! a fixed-size key of integers, and each aggregate keeps a count, a sum, a minimum and a maximum, or for DISTINCT
+//! the set of values: what [`Accumulator::add_ints`] and [`Accumulator::add`] take at the end of the task.
+//!
+//! Results are those of the general path: the same groups and values. Which rows raise an error is the same too
+//! (unselected and NULL rows are never evaluated); when a block would raise one, the caller runs that block on the
+//! general path instead, so that the error is the one the general path reports first. Nothing of that block has
+//! been added by then: every key and argument is evaluated before any group is touched.
+
+use std::collections::{HashMap, HashSet};
+
+use numadb_storage::Partition;
+use numadb_storage::bitpack::{BLOCK_ROWS, BlockMask, MASK_WORDS};
+
+use crate::aggregate::{Accumulator, AggregateCall, AggregateFunction, GroupMap, PartialAggregate};
+use crate::error::ExecError;
+use crate::expr::Expr;
+use crate::vector::{IntBlock, int_block_of, is_int_expr};
+use numadb_storage::Value;
+
+/// The most GROUP BY keys this path takes.
+const KEYS_MAX: usize = 4;
+
+/// A group's key: its integers, and which of them are NULL (bit `k` for key `k`; the value is then 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct IntKey {
+    values: [i64; KEYS_MAX],
+    nulls: u8,
+}
+
+impl std::hash::Hash for IntKey {
+    /// One word for the hasher to finish: the key's words folded by multiplying (every row's key is hashed, and
+    /// hashing the 33 bytes as bytes took an eighth of a GROUP BY's time).
+    #[inline]
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let mut folded = u64::from(self.nulls);
+        for value in self.values {
+            folded = (folded ^ value as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(23);
+        }
+        state.write_u64(folded);
+    }
+}
+
+/// One aggregate's state in one group.
+#[derive(Debug, Clone, Copy)]
+struct Summary {
+    count: i64,
+    sum: i128,
+    min: i64,
+    max: i64,
+}
+
+const EMPTY: Summary = Summary { count: 0, sum: 0, min: i64::MAX, max: i64::MIN };
+
+/// Whether [`IntGroups`] computes this aggregation: at most [`KEYS_MAX`] keys and every key integer arithmetic;
+/// every aggregate `COUNT(*)`, or COUNT, SUM, AVG, MIN or MAX (DISTINCT or not) of integer arithmetic, none with
+/// a FILTER.
+pub(crate) fn applies(group_by: &[Expr], aggregates: &[AggregateCall]) -> bool {
+    group_by.len() <= KEYS_MAX
+        && group_by.iter().all(is_int_expr)
+        && aggregates.iter().all(|call| {
+            call.filter.is_none()
+                && call.extra.is_empty()
+                && call.order_by.is_empty()
+                && match call.function {
+                    AggregateFunction::CountStar => call.argument.is_none(),
+                    AggregateFunction::Count
+                    | AggregateFunction::Sum
+                    | AggregateFunction::Avg
+                    | AggregateFunction::Min
+                    | AggregateFunction::Max => call.argument.as_ref().is_some_and(is_int_expr),
+                    _ => false,
+                }
+        })
+}
+
+/// A task's groups.
+pub(crate) struct IntGroups {
+    keys: usize,
+    aggregates: usize,
+    /// Whether each aggregate counts distinct values (MIN and MAX ignore DISTINCT: the extreme is the same).
+    distinct: Vec<bool>,
+    index: HashMap<IntKey, u32, foldhash::fast::RandomState>,
+    /// Each group's key, in the order the groups were found.
+    order: Vec<IntKey>,
+    /// `aggregates` summaries per group.
+    summaries: Vec<Summary>,
+    /// The distinct values per group and aggregate (empty sets for the others).
+    values: Vec<HashSet<i64, foldhash::fast::RandomState>>,
+    /// Bytes the evaluation decodes: the caller accounts the columns' blocks itself.
+    reads: Vec<u64>,
+    /// Each aggregate's function.
+    functions: Vec<AggregateFunction>,
+    /// The group of each row of the block being added.
+    groups: Box<[u32; BLOCK_ROWS]>,
+    /// The block's table from key offsets to groups ([`IntGroups::find_groups`]), kept for its allocation.
+    direct: Vec<u32>,
+}
+
+/// The most slots of the table from key offsets to groups.
+const DIRECT_SLOTS: usize = 4096;
+
+/// What an aggregate keeps of its values.
+enum Kind {
+    Count,
+    Sum,
+    Min,
+    Max,
+}
+
+fn kind(function: AggregateFunction) -> Kind {
+    match function {
+        AggregateFunction::Sum | AggregateFunction::Avg => Kind::Sum,
+        AggregateFunction::Min => Kind::Min,
+        AggregateFunction::Max => Kind::Max,
+        _ => Kind::Count,
+    }
+}
+
+/// The rows set in a block mask.
+#[derive(Clone, Copy)]
+struct Rows<'a>(&'a BlockMask);
+
+impl Rows<'_> {
+    /// Calls `f` with each row, in order.
+    #[inline]
+    fn for_each(self, mut f: impl FnMut(usize)) {
+        for (word, &bits) in self.0.iter().enumerate().take(MASK_WORDS) {
+            let mut bits = bits;
+            while bits != 0 {
+                f(word * 64 + bits.trailing_zeros() as usize);
+                bits &= bits - 1;
+            }
+        }
+    }
+}
+
+impl IntGroups {
+    /// Groups for `keys` GROUP BY keys and `aggregates` (an aggregation [`applies`] takes) over a partition of
+    /// `columns` columns.
+    pub(crate) fn new(keys: usize, aggregates: &[AggregateCall], columns: usize) -> IntGroups {
+        let distinct = aggregates
+            .iter()
+            .map(|call| call.distinct && !matches!(call.function, AggregateFunction::Min | AggregateFunction::Max))
+            .collect();
+        IntGroups {
+            keys,
+            aggregates: aggregates.len(),
+            distinct,
+            index: HashMap::default(),
+            order: Vec::new(),
+            summaries: Vec::new(),
+            values: Vec::new(),
+            reads: vec![0; columns],
+            functions: aggregates.iter().map(|call| call.function).collect(),
+            groups: Box::new([0; BLOCK_ROWS]),
+            direct: Vec::new(),
+        }
+    }
+
+    /// Adds the rows selected in `mask` of block `block`. An error means a row would raise one: nothing of the
+    /// block has been added, and the caller runs it on the general path.
+    pub(crate) fn add_block(
+        &mut self,
+        group_by: &[Expr],
+        aggregates: &[AggregateCall],
+        partition: &Partition,
+        block: usize,
+        mask: &BlockMask,
+        params: &[Value],
+    ) -> Result<(), ExecError> {
+        let skip: BlockMask = std::array::from_fn(|word| !mask[word]);
+        let mut evaluate = |expr: &Expr| int_block_of(expr, partition, block, params, &skip, &mut self.reads);
+        let keys: Vec<IntBlock> = group_by.iter().map(&mut evaluate).collect::<Result<_, _>>()?;
+        let arguments: Vec<Option<IntBlock>> = aggregates
+            .iter()
+            .map(|call| call.argument.as_ref().map(&mut evaluate).transpose())
+            .collect::<Result<_, _>>()?;
+        self.find_groups(&keys, mask);
+        let rows = Rows(mask);
+        for (slot, argument) in arguments.iter().enumerate() {
+            let (aggregates, groups) = (self.aggregates, &self.groups);
+            let summary = |row: usize| groups[row] as usize * aggregates + slot;
+            let Some(argument) = argument else {
+                rows.for_each(|row| self.summaries[summary(row)].count += 1);
+                continue;
+            };
+            let valid: BlockMask = std::array::from_fn(|word| mask[word] & !argument.nulls()[word]);
+            let values = argument.values();
+            let summaries = &mut self.summaries;
+            if self.distinct[slot] {
+                let sets = &mut self.values;
+                Rows(&valid).for_each(|row| {
+                    sets[summary(row)].insert(values[row]);
+                });
+                continue;
+            }
+            // One loop per kind of aggregate, each updating only what its function reads.
+            match kind(self.functions[slot]) {
+                Kind::Count => Rows(&valid).for_each(|row| summaries[summary(row)].count += 1),
+                Kind::Sum => Rows(&valid).for_each(|row| {
+                    let state = &mut summaries[summary(row)];
+                    state.count += 1;
+                    state.sum += i128::from(values[row]);
+                }),
+                Kind::Min => Rows(&valid).for_each(|row| {
+                    let state = &mut summaries[summary(row)];
+                    state.count += 1;
+                    state.min = state.min.min(values[row]);
+                }),
+                Kind::Max => Rows(&valid).for_each(|row| {
+                    let state = &mut summaries[summary(row)];
+                    state.count += 1;
+                    state.max = state.max.max(values[row]);
+                }),
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets `groups[row]` for every row selected in `mask`, adding the groups not seen before. Where the keys of
+    /// the block's rows span few values (the usual GROUP BY of a few hundred groups), a table indexed by the keys'
+    /// offsets from their smallest values in the block finds each row's group, and the hash map is asked once per
+    /// key the block holds; otherwise once per row.
+    fn find_groups(&mut self, keys: &[IntBlock], mask: &BlockMask) {
+        let rows = Rows(mask);
+        // Per key: its smallest value in the block, and the slots it takes (one per value from the smallest to the
+        // largest, and one for NULL if a row has it).
+        let mut shape = [(0i64, 0usize); KEYS_MAX];
+        let mut slots = 1usize;
+        for (k, block) in keys.iter().enumerate() {
+            let (mut low, mut high, mut null) = (i64::MAX, i64::MIN, false);
+            rows.for_each(|row| match block.int(row) {
+                Some(value) => {
+                    low = low.min(value);
+                    high = high.max(value);
+                }
+                None => null = true,
+            });
+            let span =
+                if low > high { 0 } else { (high as i128 - low as i128 + 1).min(DIRECT_SLOTS as i128 + 1) as usize };
+            let width = span + usize::from(null);
+            shape[k] = (low, width);
+            slots = slots.saturating_mul(width);
+        }
+        if slots > DIRECT_SLOTS {
+            rows.for_each(|row| self.groups[row] = self.group_of(keys, row) as u32);
+            return;
+        }
+        let mut direct = std::mem::take(&mut self.direct);
+        direct.clear();
+        direct.resize(slots, u32::MAX);
+        rows.for_each(|row| {
+            let mut index = 0usize;
+            for (k, block) in keys.iter().enumerate() {
+                let (low, width) = shape[k];
+                // NULL takes the key's last slot.
+                let offset = block.int(row).map_or(width - 1, |value| value.wrapping_sub(low) as usize);
+                index = index * width + offset;
+            }
+            if direct[index] == u32::MAX {
+                direct[index] = self.group_of(keys, row) as u32;
+            }
+            self.groups[row] = direct[index];
+        });
+        self.direct = direct;
+    }
+
+    /// The index of row `row`'s group, found or added.
+    #[inline]
+    fn group_of(&mut self, keys: &[IntBlock], row: usize) -> usize {
+        let mut key = IntKey { values: [0; KEYS_MAX], nulls: 0 };
+        for (k, block) in keys.iter().enumerate() {
+            match block.int(row) {
+                Some(value) => key.values[k] = value,
+                None => key.nulls |= 1 << k,
+            }
+        }
+        match self.index.get(&key) {
+            Some(&group) => group as usize,
+            None => self.add_group(key),
+        }
+    }
+
+    fn add_group(&mut self, key: IntKey) -> usize {
+        let group = self.order.len();
+        self.index.insert(key, group as u32);
+        self.order.push(key);
+        self.summaries.extend(std::iter::repeat_n(EMPTY, self.aggregates));
+        self.values.extend((0..self.aggregates).map(|_| HashSet::default()));
+        group
+    }
+
+    /// The groups as the general path's partial aggregate.
+    pub(crate) fn into_partial(self, aggregates: &[AggregateCall]) -> PartialAggregate {
+        let mut groups = GroupMap::with_capacity_and_hasher(self.order.len(), Default::default());
+        for (group, key) in self.order.iter().enumerate() {
+            let key_values: Vec<Value> = (0..self.keys)
+                .map(|k| if key.nulls >> k & 1 == 1 { Value::Null } else { Value::Int(key.values[k]) })
+                .collect();
+            let state = aggregates
+                .iter()
+                .enumerate()
+                .map(|(slot, call)| {
+                    let mut accumulator = Accumulator::new(call);
+                    let index = group * self.aggregates + slot;
+                    if self.distinct[slot] {
+                        self.values[index].iter().for_each(|&v| accumulator.add(&Value::Int(v), false));
+                    } else {
+                        let Summary { count, sum, min, max } = self.summaries[index];
+                        accumulator.add_ints(count, sum, min, max);
+                    }
+                    accumulator
+                })
+                .collect();
+            groups.insert(key_values, state);
+        }
+        PartialAggregate { groups }
+    }
+}
