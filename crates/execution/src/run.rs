@@ -1419,7 +1419,64 @@ fn join_rows(
 /// and the probing side's (`None`: NULL, no partner).
 type KeyOf<'k, K> = &'k dyn Fn(bool, &[Value]) -> Result<Option<K>, ExecError>;
 
-fn join_with_keys<K: std::hash::Hash + Eq>(
+/// A join key. Integer keys also fill a bitmap of the build side's keys ([`KeyBitmap`]).
+trait JoinKey: std::hash::Hash + Eq {
+    /// The key as an integer, for the bitmap.
+    fn as_int(&self) -> Option<i64> {
+        None
+    }
+}
+
+impl JoinKey for () {}
+impl JoinKey for Value {}
+impl JoinKey for Vec<Value> {}
+impl JoinKey for i64 {
+    fn as_int(&self) -> Option<i64> {
+        Some(*self)
+    }
+}
+
+/// One bit per integer from the build side's smallest key to its largest, set for its keys: a probe whose key is
+/// not set has no partner, found without touching the hash table. In a join where most probing rows find none
+/// (a selective filter on the build side), each such probe was a cache miss into a table of megabytes, a bitmap
+/// of the same keys a fraction of it.
+struct KeyBitmap {
+    low: i64,
+    bits: Vec<u64>,
+}
+
+/// The most bits a [`KeyBitmap`] takes (16 MiB).
+const KEY_BITMAP_BITS_MAX: u64 = 1 << 27;
+
+impl KeyBitmap {
+    /// The bitmap of `keys`, or `None` when they span more than [`KEY_BITMAP_BITS_MAX`] integers or more than 64
+    /// per key (a bitmap then no smaller than the table).
+    fn of(keys: impl Iterator<Item = i64> + Clone, count: usize) -> Option<KeyBitmap> {
+        let (low, high) = keys.clone().fold((i64::MAX, i64::MIN), |(l, h), k| (l.min(k), h.max(k)));
+        if low > high {
+            return None;
+        }
+        let span = (high as i128 - low as i128 + 1) as u128;
+        if span > u128::from(KEY_BITMAP_BITS_MAX) || span > 64 * count as u128 {
+            return None;
+        }
+        let mut bits = vec![0u64; (span as usize).div_ceil(64)];
+        for key in keys {
+            let offset = key.wrapping_sub(low) as u64 as usize;
+            bits[offset / 64] |= 1 << (offset % 64);
+        }
+        Some(KeyBitmap { low, bits })
+    }
+
+    /// Whether `key` may be a build key (`false`: it is not).
+    #[inline]
+    fn may_contain(&self, key: i64) -> bool {
+        let offset = (key as i128 - self.low as i128) as u128;
+        offset < (self.bits.len() as u128) * 64 && self.bits[offset as usize / 64] >> (offset % 64) & 1 == 1
+    }
+}
+
+fn join_with_keys<K: JoinKey>(
     join: &JoinPlan,
     left: Vec<Vec<Value>>,
     right: Vec<Vec<Value>>,
@@ -1454,6 +1511,9 @@ fn join_with_keys<K: std::hash::Hash + Eq>(
         }
     }
 
+    // Only integer keys give integers: for the others the bitmap is of nothing, and there is none.
+    let bitmap = KeyBitmap::of(first_with_key.keys().filter_map(JoinKey::as_int), first_with_key.len());
+
     let mut build_matched = vec![false; if keep_build { build.len() } else { 0 }];
     let mut rows: Vec<Vec<Value>> = Vec::new();
     let mut charged = 0;
@@ -1466,9 +1526,13 @@ fn join_with_keys<K: std::hash::Hash + Eq>(
             check_interrupts(executor)?;
         }
         let mut candidate = match keys {
-            Some((_, probe_key)) => {
-                probe_key(hash_left, &probe_row)?.and_then(|key| first_with_key.get(&key).copied()).unwrap_or(END)
-            }
+            Some((_, probe_key)) => probe_key(hash_left, &probe_row)?
+                .filter(|key| match (&bitmap, key.as_int()) {
+                    (Some(bitmap), Some(key)) => bitmap.may_contain(key),
+                    _ => true,
+                })
+                .and_then(|key| first_with_key.get(&key).copied())
+                .unwrap_or(END),
             None if build.is_empty() => END,
             None => 0,
         };
@@ -1801,3 +1865,23 @@ fn post_process(
 
 /// `MASK_WORDS` is part of the kernel interface this module builds masks for.
 const _: () = assert!(MASK_WORDS * 64 == BLOCK_ROWS);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_bitmap_holds_exactly_the_build_keys() {
+        let keys = [-5i64, 3, 10, 3];
+        let bitmap = KeyBitmap::of(keys.iter().copied(), keys.len()).expect("16 integers for 4 keys");
+        for key in -20..=20 {
+            assert_eq!(bitmap.may_contain(key), keys.contains(&key), "{key}");
+        }
+        assert!(!bitmap.may_contain(i64::MIN) && !bitmap.may_contain(i64::MAX));
+        // Keys at both ends of BIGINT: no bitmap (2^64 integers), and none past 64 integers per key.
+        assert!(KeyBitmap::of([i64::MIN, i64::MAX].into_iter(), 2).is_none());
+        assert!(KeyBitmap::of([0i64, 64].into_iter(), 1).is_none());
+        assert!(KeyBitmap::of([0i64, 63].into_iter(), 1).is_some());
+        assert!(KeyBitmap::of(std::iter::empty(), 0).is_none());
+    }
+}
