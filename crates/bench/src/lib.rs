@@ -160,6 +160,11 @@ mod tests {
                 assert_eq!(row.results_agree, Some(true), "counts differ from DuckDB at {}/{}", row.range_pred, row.k);
             }
         }
+        // One reference sample before each round's first run and one after every run, all readings.
+        let nearby = &report.nearby_reference_samples_bytes_per_s;
+        assert_eq!(nearby.len(), options.repetitions * (report.aggregation.len() + 1));
+        assert!(nearby.iter().all(|&rate| rate > 0.0), "{nearby:?}");
+        assert!(report.aggregation.iter().all(|row| row.fraction_of_reference > 0.0));
         let text = engine::render(&report);
         assert!(text.contains("machine: "));
         assert!(text.contains("point lookups"));

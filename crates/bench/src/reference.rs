@@ -19,22 +19,9 @@ const REFERENCE_REPETITIONS: usize = 5;
 /// pinned thread each, the widest kernel this CPU runs) through buffers on the domain's own node, `total_bytes`
 /// per domain; the domains' medians are summed, since a scan spread over every domain reads from all of them.
 pub fn read_bandwidth(topology: &Topology, total_bytes: usize) -> Result<f64, String> {
-    let domains = topology.domains(DomainGranularity::Node).map_err(|e| e.to_string())?;
-    let options = BandwidthOptions {
-        buffer_bytes: total_bytes,
-        traffic: Traffic::Read,
-        isa: Isa::best(),
-        huge_pages: HugePages::Transparent,
-        sample: Duration::from_millis(200),
-        repetitions: REFERENCE_REPETITIONS,
-    };
+    let options = read_options(total_bytes, Duration::from_millis(200), REFERENCE_REPETITIONS);
     let mut total_mb_per_s = 0.0;
-    for domain in &domains.domains {
-        let cpus: Vec<u32> = domain.cpus.iter().filter(|&c| topology.allowed.cpus.contains(c)).collect();
-        let Some(node) = domain.memory_nodes.iter().next() else { continue };
-        if cpus.is_empty() {
-            continue;
-        }
+    for (cpus, node) in domain_cells(topology)? {
         let cell = measure_cell(&cpus, node, &options, &NoProgress).map_err(|e| e.to_string())?;
         total_mb_per_s += cell.mb_per_s.map_or(0.0, |s| s.median);
     }
@@ -42,6 +29,32 @@ pub fn read_bandwidth(topology: &Topology, total_bytes: usize) -> Result<f64, St
         return Err("no domain with an allowed CPU and a memory node to measure".into());
     }
     Ok(total_mb_per_s * 1e6)
+}
+
+/// The reference's settings: the widest read kernel this CPU runs, over transparent huge pages.
+fn read_options(total_bytes: usize, sample: Duration, repetitions: usize) -> BandwidthOptions {
+    BandwidthOptions {
+        buffer_bytes: total_bytes,
+        traffic: Traffic::Read,
+        isa: Isa::best(),
+        huge_pages: HugePages::Transparent,
+        sample,
+        repetitions,
+    }
+}
+
+/// Each NUMA domain's allowed CPUs and its first memory node, for the domains with both.
+fn domain_cells(topology: &Topology) -> Result<Vec<(Vec<u32>, u32)>, String> {
+    let domains = topology.domains(DomainGranularity::Node).map_err(|e| e.to_string())?;
+    Ok(domains
+        .domains
+        .iter()
+        .filter_map(|domain| {
+            let cpus: Vec<u32> = domain.cpus.iter().filter(|&c| topology.allowed.cpus.contains(c)).collect();
+            let node = domain.memory_nodes.iter().next()?;
+            (!cpus.is_empty()).then_some((cpus, node))
+        })
+        .collect())
 }
 
 /// The read bandwidth of [`read_bandwidth`], sampled briefly and as often as wanted over buffers kept between
@@ -61,23 +74,11 @@ const NEARBY_ATTEMPTS_MAX: usize = 5;
 impl NearbyReference {
     /// Allocates and fills `total_bytes` per domain, as [`read_bandwidth`] does.
     pub fn new(topology: &Topology, total_bytes: usize) -> Result<NearbyReference, String> {
-        let domains = topology.domains(DomainGranularity::Node).map_err(|e| e.to_string())?;
-        let options = BandwidthOptions {
-            buffer_bytes: total_bytes,
-            traffic: Traffic::Read,
-            isa: Isa::best(),
-            huge_pages: HugePages::Transparent,
-            sample: NEARBY_SAMPLE,
-            repetitions: 1,
-        };
-        let mut cells = Vec::new();
-        for domain in &domains.domains {
-            let cpus: Vec<u32> = domain.cpus.iter().filter(|&c| topology.allowed.cpus.contains(c)).collect();
-            let Some(node) = domain.memory_nodes.iter().next() else { continue };
-            if !cpus.is_empty() {
-                cells.push(KeptCell::allocate(&cpus, node, &options).map_err(|e| e.to_string())?);
-            }
-        }
+        let options = read_options(total_bytes, NEARBY_SAMPLE, 1);
+        let cells = domain_cells(topology)?
+            .into_iter()
+            .map(|(cpus, node)| KeptCell::allocate(&cpus, node, &options).map_err(|e| e.to_string()))
+            .collect::<Result<Vec<_>, _>>()?;
         if cells.is_empty() {
             return Err("no domain with an allowed CPU and a memory node to measure".into());
         }
