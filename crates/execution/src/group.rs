@@ -90,7 +90,8 @@ pub(crate) struct IntGroups {
     order: Vec<IntKey>,
     /// `aggregates` summaries per group.
     summaries: Vec<Summary>,
-    /// The distinct values per group and aggregate (empty sets for the others).
+    /// The distinct values per group and aggregate (empty sets for the others; none at all without a DISTINCT
+    /// aggregate, as a GROUP BY of millions of groups would otherwise hold millions of empty sets).
     values: Vec<HashSet<i64, foldhash::fast::RandomState>>,
     /// Bytes the evaluation decodes: the caller accounts the columns' blocks itself.
     reads: Vec<u64>,
@@ -292,7 +293,9 @@ impl IntGroups {
         self.index.insert(key, group as u32);
         self.order.push(key);
         self.summaries.extend(std::iter::repeat_n(EMPTY, self.aggregates));
-        self.values.extend((0..self.aggregates).map(|_| HashSet::default()));
+        if self.distinct.contains(&true) {
+            self.values.extend((0..self.aggregates).map(|_| HashSet::default()));
+        }
         group
     }
 
