@@ -15,11 +15,12 @@
 use std::collections::{HashMap, HashSet};
 
 use numadb_storage::Partition;
-use numadb_storage::bitpack::{BLOCK_ROWS, BlockMask, MASK_WORDS};
+use numadb_storage::bitpack::{BLOCK_ROWS, BlockMask};
 
 use crate::aggregate::{Accumulator, AggregateCall, AggregateFunction, GroupMap, PartialAggregate};
 use crate::error::ExecError;
 use crate::expr::Expr;
+use crate::run::for_each_set;
 use crate::vector::{IntBlock, int_block_of, is_int_expr};
 use numadb_storage::Value;
 
@@ -123,24 +124,6 @@ fn kind(function: AggregateFunction) -> Kind {
     }
 }
 
-/// The rows set in a block mask.
-#[derive(Clone, Copy)]
-struct Rows<'a>(&'a BlockMask);
-
-impl Rows<'_> {
-    /// Calls `f` with each row, in order.
-    #[inline]
-    fn for_each(self, mut f: impl FnMut(usize)) {
-        for (word, &bits) in self.0.iter().enumerate().take(MASK_WORDS) {
-            let mut bits = bits;
-            while bits != 0 {
-                f(word * 64 + bits.trailing_zeros() as usize);
-                bits &= bits - 1;
-            }
-        }
-    }
-}
-
 impl IntGroups {
     /// Groups for `keys` GROUP BY keys and `aggregates` (an aggregation [`applies`] takes) over a partition of
     /// `columns` columns.
@@ -183,12 +166,11 @@ impl IntGroups {
             .map(|call| call.argument.as_ref().map(&mut evaluate).transpose())
             .collect::<Result<_, _>>()?;
         self.find_groups(&keys, mask);
-        let rows = Rows(mask);
         for (slot, argument) in arguments.iter().enumerate() {
             let (aggregates, groups) = (self.aggregates, &self.groups);
             let summary = |row: usize| groups[row] as usize * aggregates + slot;
             let Some(argument) = argument else {
-                rows.for_each(|row| self.summaries[summary(row)].count += 1);
+                for_each_set(mask, |row| self.summaries[summary(row)].count += 1);
                 continue;
             };
             let valid: BlockMask = std::array::from_fn(|word| mask[word] & !argument.nulls()[word]);
@@ -196,25 +178,25 @@ impl IntGroups {
             let summaries = &mut self.summaries;
             if self.distinct[slot] {
                 let sets = &mut self.values;
-                Rows(&valid).for_each(|row| {
+                for_each_set(&valid, |row| {
                     sets[summary(row)].insert(values[row]);
                 });
                 continue;
             }
             // One loop per kind of aggregate, each updating only what its function reads.
             match kind(self.functions[slot]) {
-                Kind::Count => Rows(&valid).for_each(|row| summaries[summary(row)].count += 1),
-                Kind::Sum => Rows(&valid).for_each(|row| {
+                Kind::Count => for_each_set(&valid, |row| summaries[summary(row)].count += 1),
+                Kind::Sum => for_each_set(&valid, |row| {
                     let state = &mut summaries[summary(row)];
                     state.count += 1;
                     state.sum += i128::from(values[row]);
                 }),
-                Kind::Min => Rows(&valid).for_each(|row| {
+                Kind::Min => for_each_set(&valid, |row| {
                     let state = &mut summaries[summary(row)];
                     state.count += 1;
                     state.min = state.min.min(values[row]);
                 }),
-                Kind::Max => Rows(&valid).for_each(|row| {
+                Kind::Max => for_each_set(&valid, |row| {
                     let state = &mut summaries[summary(row)];
                     state.count += 1;
                     state.max = state.max.max(values[row]);
@@ -229,14 +211,13 @@ impl IntGroups {
     /// offsets from their smallest values in the block finds each row's group, and the hash map is asked once per
     /// key the block holds; otherwise once per row.
     fn find_groups(&mut self, keys: &[IntBlock], mask: &BlockMask) {
-        let rows = Rows(mask);
         // Per key: its smallest value in the block, and the slots it takes (one per value from the smallest to the
         // largest, and one for NULL if a row has it).
         let mut shape = [(0i64, 0usize); KEYS_MAX];
         let mut slots = 1usize;
         for (k, block) in keys.iter().enumerate() {
             let (mut low, mut high, mut null) = (i64::MAX, i64::MIN, false);
-            rows.for_each(|row| match block.int(row) {
+            for_each_set(mask, |row| match block.int(row) {
                 Some(value) => {
                     low = low.min(value);
                     high = high.max(value);
@@ -250,13 +231,13 @@ impl IntGroups {
             slots = slots.saturating_mul(width);
         }
         if slots > DIRECT_SLOTS {
-            rows.for_each(|row| self.groups[row] = self.group_of(keys, row) as u32);
+            for_each_set(mask, |row| self.groups[row] = self.group_of(keys, row) as u32);
             return;
         }
         let mut direct = std::mem::take(&mut self.direct);
         direct.clear();
         direct.resize(slots, u32::MAX);
-        rows.for_each(|row| {
+        for_each_set(mask, |row| {
             let mut index = 0usize;
             for (k, block) in keys.iter().enumerate() {
                 let (low, width) = shape[k];

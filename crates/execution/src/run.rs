@@ -619,7 +619,8 @@ impl BlockCache {
     }
 }
 
-fn for_each_set(mask: &BlockMask, mut f: impl FnMut(usize)) {
+/// Calls `f` with each row set in `mask`, in order.
+pub(crate) fn for_each_set(mask: &BlockMask, mut f: impl FnMut(usize)) {
     for (word_index, &word) in mask.iter().enumerate() {
         let mut bits = word;
         while bits != 0 {
