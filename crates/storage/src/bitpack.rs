@@ -368,14 +368,17 @@ mod avx512 {
         let bit = P * W;
         let (word, shift) = (bit / 32, bit % 32);
         // Once per word (= per 64-byte line) of the lane streams, ask for the line `L1_AHEAD` further on into L1:
-        // the block was prefetched into L2 before the kernel started, and without this each line waited out its
-        // L2 latency when first loaded. And ask for the same line of the next block into L2, so that it arrives
-        // over this block's decoding, at the pace the scan consumes lines. Hints, never faults (safe intrinsics).
+        // the first blocks of a range are prefetched into L2 only, in a burst, and without this each of their
+        // lines waited out its L2 latency when first loaded. And ask for the same line of the next block into
+        // L1, so that it arrives over this block's decoding, at the pace the scan consumes lines. Into L1
+        // (`prefetcht0`), not L2: measured in one process, alternating query by query (57 pairs, thesis
+        // aggregation with 3 predicates per table, 2 threads, every block read), the scan took 7% less time
+        // (48.6 to 44.9 ms median), and 4.5% less at range_pred 100 000. Hints, never faults (safe intrinsics).
         if (bit + W) / 32 != word {
             if word + L1_AHEAD < 2 * W {
                 _mm_prefetch::<_MM_HINT_T0>(lanes[word + L1_AHEAD].as_ptr().cast());
             }
-            _mm_prefetch::<_MM_HINT_T1>(ahead[word].as_ptr().cast());
+            _mm_prefetch::<_MM_HINT_T0>(ahead[word].as_ptr().cast());
         }
         let top = if shift + W <= 32 {
             _mm512_sll_epi32(load(lanes, word), _mm_cvtsi32_si128((32 - W - shift) as i32))
@@ -525,9 +528,10 @@ pub fn range_mask(words: &[u32], width: u32, lo: u32, span: u32, out: &mut Block
     range_mask_ahead(words, width, lo, span, out, &[]);
 }
 
-/// As [`range_mask`], and asks for `ahead` (the next block the scan reads) to be loaded into L2 meanwhile: the
-/// AVX-512 kernel asks for one line of `ahead` per line it decodes (a steady trickle the memory system absorbs)
-/// when `ahead` is at least as long as this block, and otherwise, like the other kernels, for all of it first.
+/// As [`range_mask`], and asks for `ahead` (the next block the scan reads) to be loaded meanwhile: the AVX-512
+/// kernel asks for one line of `ahead` into L1 per line it decodes (a steady trickle the memory system absorbs)
+/// when `ahead` is at least as long as this block, and otherwise, like the other kernels, for all of it into L2
+/// first.
 #[inline]
 pub fn range_mask_ahead(words: &[u32], width: u32, lo: u32, span: u32, out: &mut BlockMask, ahead: &[u32]) {
     // The kernel table is looked up once per process, not once per block: at ~50 ns per cache-resident block,
