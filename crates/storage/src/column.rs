@@ -215,8 +215,8 @@ impl IntColumn {
     /// zone-map verdict once, in order. A block that must really be read is read when the `prefetch_blocks`-th
     /// block after it that must be read has been found (clamped to [`PREFETCH_BLOCKS_MAX`]; 0 reads at once and
     /// leaves prefetching to the hardware), and the kernel asks for that later block's lines meanwhile (the
-    /// AVX-512 one spreads the requests, one per line it decodes, into L1; the others ask for them all first,
-    /// into L2). So the
+    /// SIMD ones spread the requests, one per line they decode, into L1; the portable one asks for them all
+    /// first, into L2). So the
     /// reads run a fixed number of read blocks behind the prefetches, whichever blocks the zone maps skip in
     /// between: hardware prefetchers alone left a scanning thread at about half the memory bandwidth, and they
     /// cannot know which blocks come next. Spreading the prefetches through the kernel rather than issuing a
