@@ -3,11 +3,11 @@
 //! numadb's claims about placement and pinning must be tested on machines with several NUMA nodes, but developers
 //! and CI have one-node machines. This tool boots a stock Debian kernel under QEMU (software emulation, about five
 //! seconds per boot) with the NUMA topology of a machine description (`machines/*.json`: nodes, CPUs per node,
-//! memory per node, SMT, the SLIT matrix), with a busybox initramfs holding statically linked numadb binaries and
-//! test binaries, and reports the guest's exit status.
+//! memory per node, SMT, the SLIT matrix), with a busybox initramfs holding the numadb binary, the test binaries
+//! and their shared libraries, and reports the guest's exit status.
 //!
 //! `numa-vm test` builds the guest test suite (`crates/guest-tests`, compiled with `--features guest`) and the
-//! `numadb` binary statically, then runs them in each built-in machine with automatic NUMA balancing off, and once
+//! `numadb` binary (in the workspace's target directory, reusing `cargo test --workspace`'s artifacts), then runs them in each built-in machine with automatic NUMA balancing off, and once
 //! more with it on. `numa-vm run --machine FILE -- COMMAND` boots any description and runs any command, with
 //! `numadb` on the guest's PATH: that is how to check numadb against a topology that is not in the repository.
 //!
@@ -298,71 +298,95 @@ cp extracted/boot/vmlinuz-* ../vmlinuz"#;
 /// thread per vCPU.
 const EXTRA_RUNS_MACHINE: &str = "2s-snc2";
 
-const TARGET: &str = "x86_64-unknown-linux-gnu";
-
-/// Builds statically linked binaries: the `numadb` binary, and with `tests` the guest test executables.
-/// Returns (numadb, test executables).
-fn build_static(common: &CommonArgs, tests: bool) -> anyhow::Result<(PathBuf, Vec<PathBuf>)> {
+/// Builds the `numadb` binary and, with `tests`, the guest test executables, in the workspace's own target
+/// directory. With `tests` the build selects what `cargo test --workspace` selects, plus the guest feature, so
+/// dependencies get the same unified features and the artifacts of the workspace's test build (which `make test`
+/// runs first) are reused as they are: only the guest tests themselves are compiled. A separate statically linked
+/// build compiled every dependency once more, about ten minutes of CI on two cores. The binaries are dynamically
+/// linked; [`write_initramfs`] copies their shared libraries into the guest. Returns (numadb, test executables).
+fn build_binaries(common: &CommonArgs, tests: bool) -> anyhow::Result<(PathBuf, Vec<PathBuf>)> {
     if std::env::consts::ARCH != "x86_64" {
-        bail!("the harness boots x86-64 guests and needs an x86-64 host");
+        bail!("the harness boots x86-64 guests with the host's binaries and needs an x86-64 host");
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let target_dir = workspace_root().join("target/guest");
-    let profile_args: &[&str] = if common.release { &["--release"] } else { &[] };
-    let rustflags = "-C target-feature=+crt-static -C strip=debuginfo";
     let mut build = Command::new(&cargo);
-    build
-        .current_dir(workspace_root())
-        .env("RUSTFLAGS", rustflags)
-        .args(["build", "--bin", "numadb", "-p", "numadb", "--target", TARGET, "--target-dir"])
-        .arg(&target_dir)
-        .args(profile_args);
-    eprintln!("numa-vm: building static numadb");
-    if !build.status()?.success() {
-        bail!("building the static numadb binary failed");
+    build.current_dir(workspace_root());
+    if tests {
+        build.args(["test", "--no-run", "--workspace", "--features", "numadb-guest-tests/guest"]);
+    } else {
+        build.args(["build", "-p", "numadb", "--bin", "numadb"]);
     }
-    let numadb = target_dir.join(TARGET).join(if common.release { "release" } else { "debug" }).join("numadb");
-    if !tests {
-        return Ok((numadb, Vec::new()));
+    build.arg("--message-format=json").stderr(std::process::Stdio::inherit());
+    if common.release {
+        build.arg("--release");
     }
-    eprintln!("numa-vm: building static guest tests");
-    let output = Command::new(&cargo)
-        .current_dir(workspace_root())
-        .env("RUSTFLAGS", rustflags)
-        .args([
-            "test",
-            "--no-run",
-            "-p",
-            "numadb-guest-tests",
-            "--features",
-            "guest",
-            "--message-format=json",
-            "--target",
-            TARGET,
-            "--target-dir",
-        ])
-        .arg(&target_dir)
-        .args(profile_args)
-        .stderr(std::process::Stdio::inherit())
-        .output()?;
+    eprintln!("numa-vm: building numadb{}", if tests { " and the guest tests" } else { "" });
+    let output = build.output()?;
     if !output.status.success() {
-        bail!("building the guest tests failed");
+        bail!("building the guest binaries failed");
     }
-    let mut executables = Vec::new();
+    let (mut numadb, mut executables) = (None, Vec::new());
     for line in String::from_utf8_lossy(&output.stdout).lines() {
         let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else { continue };
-        if message["reason"] == "compiler-artifact"
+        let Some(executable) = message["executable"].as_str().filter(|_| message["reason"] == "compiler-artifact")
+        else {
+            continue;
+        };
+        let kind = &message["target"]["kind"];
+        if *kind == serde_json::json!(["bin"]) && message["target"]["name"] == "numadb" {
+            numadb = Some(PathBuf::from(executable));
+        } else if *kind == serde_json::json!(["test"])
             && message["profile"]["test"] == true
-            && message["target"]["kind"] == serde_json::json!(["test"])
-            && let Some(executable) = message["executable"].as_str()
+            && message["manifest_path"].as_str().is_some_and(|path| path.ends_with("guest-tests/Cargo.toml"))
         {
             executables.push(PathBuf::from(executable));
         }
     }
-    if executables.is_empty() {
+    let numadb = numadb.context("cargo built no numadb binary")?;
+    if tests && executables.is_empty() {
         bail!("cargo built no guest test executables");
     }
     Ok((numadb, executables))
+}
+
+/// The shared libraries a dynamically linked executable loads, its dynamic loader included, as `ldd` resolves
+/// them on this host (the guest runs the host's own copies, at the same paths).
+fn shared_libraries(executable: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let output = Command::new("ldd").arg(executable).output().context("running ldd")?;
+    let listing = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        bail!("ldd {} failed: {}", executable.display(), String::from_utf8_lossy(&output.stderr).trim());
+    }
+    parse_ldd(&listing).with_context(|| format!("the libraries of {}", executable.display()))
+}
+
+/// The library paths in `ldd`'s listing: `name => /path (address)` lines and the loader's `/path (address)`;
+/// the vDSO has no file. A library `ldd` could not find is an error.
+fn parse_ldd(listing: &str) -> anyhow::Result<Vec<PathBuf>> {
+    let mut paths = Vec::new();
+    for line in listing.lines().map(str::trim).filter(|line| !line.is_empty()) {
+        let resolved = line.split_once("=>").map_or(line, |(_, target)| target.trim());
+        if resolved.starts_with("not found") {
+            bail!("ldd found no {}", line.split_whitespace().next().unwrap_or(line));
+        }
+        if let Some(path) = resolved.split_whitespace().next().filter(|path| path.starts_with('/')) {
+            paths.push(PathBuf::from(path));
+        }
+    }
+    Ok(paths)
+}
+
+/// An executable's bytes without debug information (`strip --strip-debug`): debug builds carry hundreds of
+/// megabytes of it, and the initramfs lives in the guest's memory. The bytes as they are when `strip` fails.
+fn stripped(file: &Path, scratch: &Path) -> anyhow::Result<Vec<u8>> {
+    let copy = scratch.join("stripped.tmp");
+    let status = Command::new("strip").arg("--strip-debug").arg("-o").arg(&copy).arg(file).status();
+    let bytes = match status {
+        Ok(status) if status.success() => std::fs::read(&copy)?,
+        _ => std::fs::read(file).with_context(|| format!("reading {}", file.display()))?,
+    };
+    let _ = std::fs::remove_file(&copy);
+    Ok(bytes)
 }
 
 const INIT: &str = r#"#!/bin/busybox sh
@@ -385,11 +409,14 @@ echo "=== GUEST_EXIT_CODE=$rc"
 poweroff -f
 "#;
 
-/// Writes the initramfs: busybox, /init, the machine description, and the given files in /tests.
+/// Writes the initramfs: busybox, /init, the machine description, the given files in /tests (executables
+/// without their debug information), and the shared libraries of the dynamically linked ones at their host paths.
 fn write_initramfs(path: &Path, machine_json: &str, run_script: &str, files: &[PathBuf]) -> anyhow::Result<()> {
     let mut archive = cpio::Archive::new();
+    let mut directories = std::collections::BTreeSet::new();
     for dir in ["bin", "dev", "proc", "sys", "tmp", "tests"] {
         archive.directory(dir);
+        directories.insert(PathBuf::from(dir));
     }
     archive.char_device("dev/console", 0o600, 5, 1);
     archive.char_device("dev/null", 0o666, 1, 3);
@@ -397,10 +424,28 @@ fn write_initramfs(path: &Path, machine_json: &str, run_script: &str, files: &[P
     archive.file("init", 0o755, INIT.as_bytes());
     archive.file("tests/machine.json", 0o644, machine_json.as_bytes());
     archive.file("tests/run.sh", 0o755, run_script.as_bytes());
+    let scratch = path.parent().unwrap_or(Path::new("."));
+    let mut libraries = std::collections::BTreeSet::new();
     for file in files {
         let name = file.file_name().context("file without a name")?.to_string_lossy();
-        let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+        let bytes = stripped(file, scratch)?;
+        if bytes.starts_with(b"\x7fELF") && !elf_is_static(&bytes) {
+            libraries.extend(shared_libraries(file)?);
+        }
         archive.file(&format!("tests/{name}"), 0o755, &bytes);
+    }
+    for library in libraries {
+        let relative = library.strip_prefix("/").unwrap_or(&library);
+        // The kernel's unpacker creates no directories of its own: each one comes before what it holds.
+        let mut parents: Vec<&Path> = relative.ancestors().skip(1).filter(|p| !p.as_os_str().is_empty()).collect();
+        parents.reverse();
+        for parent in parents {
+            if directories.insert(parent.to_path_buf()) {
+                archive.directory(&parent.to_string_lossy());
+            }
+        }
+        let bytes = std::fs::read(&library).with_context(|| format!("reading {}", library.display()))?;
+        archive.file(&relative.to_string_lossy(), 0o755, &bytes);
     }
     let mut out = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     archive.write_to(&mut out)?;
@@ -423,7 +468,7 @@ fn test(args: TestArgs) -> anyhow::Result<i32> {
     ensure_host_tools()?;
     let cache = cache_dir(&args.common)?;
     let kernel = ensure_kernel(&args.common, &cache)?;
-    let (numadb, tests) = build_static(&args.common, true)?;
+    let (numadb, tests) = build_binaries(&args.common, true)?;
     let names: Vec<String> = if args.machines.is_empty() {
         builtin_machines().into_iter().map(|(name, _)| name).collect()
     } else {
@@ -498,7 +543,7 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
     let (spec, json) = load_machine(&args.machine)?;
     let cache = cache_dir(&args.common)?;
     let kernel = ensure_kernel(&args.common, &cache)?;
-    let (numadb, tests) = build_static(&args.common, args.with_tests)?;
+    let (numadb, tests) = build_binaries(&args.common, args.with_tests)?;
     let mut files = vec![numadb];
     files.extend(tests);
     files.extend(args.files.iter().cloned());
@@ -531,6 +576,28 @@ mod tests {
         assert!(!elf_is_static(&shell), "/bin/sh is dynamically linked on every Debian");
         assert!(!elf_is_static(b"#!/bin/sh\n"));
         assert!(!elf_is_static(b"\x7fELF\x02\x01"));
+    }
+
+    #[test]
+    fn ldd_listings_give_every_library_and_the_loader() {
+        let listing = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibgcc_s.so.1 => /lib/x86_64-linux-gnu/libgcc_s.so.1 (0x7f10)\n\
+                       \tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x7f20)\n\t/lib64/ld-linux-x86-64.so.2 (0x7f30)\n";
+        let paths = parse_ldd(listing).unwrap();
+        assert_eq!(
+            paths,
+            ["/lib/x86_64-linux-gnu/libgcc_s.so.1", "/lib/x86_64-linux-gnu/libc.so.6", "/lib64/ld-linux-x86-64.so.2"]
+                .map(PathBuf::from)
+        );
+        let missing = parse_ldd("\tlibfoo.so.1 => not found\n").unwrap_err();
+        assert!(missing.to_string().contains("libfoo.so.1"), "{missing}");
+    }
+
+    #[test]
+    fn a_dynamic_executable_brings_its_loader_and_libc() {
+        let libraries = shared_libraries(Path::new("/bin/sh")).unwrap();
+        assert!(libraries.iter().any(|path| path.to_string_lossy().contains("ld-linux")), "{libraries:?}");
+        assert!(libraries.iter().any(|path| path.to_string_lossy().contains("libc.so")), "{libraries:?}");
+        assert!(libraries.iter().all(|path| path.is_file()), "{libraries:?}");
     }
 
     #[test]
