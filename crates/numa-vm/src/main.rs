@@ -7,8 +7,8 @@
 //! and their shared libraries, and reports the guest's exit status.
 //!
 //! `numa-vm test` builds the guest test suite (`crates/guest-tests`, compiled with `--features guest`) and the
-//! `numadb` binary (in the workspace's target directory, reusing `cargo test --workspace`'s artifacts), then runs them in each built-in machine with automatic NUMA balancing off, and once
-//! more with it on. `numa-vm run --machine FILE -- COMMAND` boots any description and runs any command, with
+//! `numadb` binary (in the workspace's target directory, reusing `cargo test --workspace`'s artifacts), then runs
+//! them in each built-in machine with automatic NUMA balancing off, and once more with it on. `numa-vm run --machine FILE -- COMMAND` boots any description and runs any command, with
 //! `numadb` on the guest's PATH: that is how to check numadb against a topology that is not in the repository.
 //!
 //! What it needs on the host (installed with apt-get when missing and running as root): `qemu-system-x86_64`,
@@ -379,7 +379,7 @@ fn parse_ldd(listing: &str) -> anyhow::Result<Vec<PathBuf>> {
 /// An executable's bytes without debug information (`strip --strip-debug`): debug builds carry hundreds of
 /// megabytes of it, and the initramfs lives in the guest's memory. The bytes as they are when `strip` fails.
 fn stripped(file: &Path, scratch: &Path) -> anyhow::Result<Vec<u8>> {
-    let copy = scratch.join("stripped.tmp");
+    let copy = scratch.join(format!("stripped-{}.tmp", std::process::id()));
     let status = Command::new("strip").arg("--strip-debug").arg("-o").arg(&copy).arg(file).status();
     let bytes = match status {
         Ok(status) if status.success() => std::fs::read(&copy)?,

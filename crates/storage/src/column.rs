@@ -216,9 +216,8 @@ impl IntColumn {
     /// block after it that must be read has been found (clamped to [`PREFETCH_BLOCKS_MAX`]; 0 reads at once and
     /// leaves prefetching to the hardware), and the kernel asks for that later block's lines meanwhile (the
     /// SIMD ones spread the requests, one per line they decode, into L1; the portable one asks for them all
-    /// first, into L2). So the
-    /// reads run a fixed number of read blocks behind the prefetches, whichever blocks the zone maps skip in
-    /// between: hardware prefetchers alone left a scanning thread at about half the memory bandwidth, and they
+    /// first, into L2). So the reads run a fixed number of read blocks behind the prefetches, whichever blocks
+    /// the zone maps skip in between: hardware prefetchers alone left a scanning thread at about half the memory bandwidth, and they
     /// cannot know which blocks come next. Spreading the prefetches through the kernel rather than issuing a
     /// block's lines in one burst scanned 2-3 points of the reference bandwidth faster (a profile of the burst
     /// version put a third of the scan's samples on its prefetch instructions, stalled while the requests
