@@ -333,10 +333,12 @@ fn build_binaries(common: &CommonArgs, tests: bool) -> anyhow::Result<(PathBuf, 
             continue;
         };
         let kind = &message["target"]["kind"];
-        if *kind == serde_json::json!(["bin"]) && message["target"]["name"] == "numadb" {
+        let is_test = message["profile"]["test"] == true;
+        // The binary itself, not the unit-test harness of its crate, which has the same name and kind.
+        if *kind == serde_json::json!(["bin"]) && message["target"]["name"] == "numadb" && !is_test {
             numadb = Some(PathBuf::from(executable));
         } else if *kind == serde_json::json!(["test"])
-            && message["profile"]["test"] == true
+            && is_test
             && message["manifest_path"].as_str().is_some_and(|path| path.ends_with("guest-tests/Cargo.toml"))
         {
             executables.push(PathBuf::from(executable));
