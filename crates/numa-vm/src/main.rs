@@ -325,8 +325,18 @@ fn build_binaries(common: &CommonArgs, tests: bool) -> anyhow::Result<(PathBuf, 
     if !output.status.success() {
         bail!("building the guest binaries failed");
     }
+    let (numadb, executables) = built_artifacts(&String::from_utf8_lossy(&output.stdout));
+    let numadb = numadb.context("cargo built no numadb binary")?;
+    if tests && executables.is_empty() {
+        bail!("cargo built no guest test executables");
+    }
+    Ok((numadb, executables))
+}
+
+/// From cargo's JSON messages: the `numadb` binary, and the test executables of the guest-tests crate.
+fn built_artifacts(messages: &str) -> (Option<PathBuf>, Vec<PathBuf>) {
     let (mut numadb, mut executables) = (None, Vec::new());
-    for line in String::from_utf8_lossy(&output.stdout).lines() {
+    for line in messages.lines() {
         let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else { continue };
         let Some(executable) = message["executable"].as_str().filter(|_| message["reason"] == "compiler-artifact")
         else {
@@ -344,11 +354,7 @@ fn build_binaries(common: &CommonArgs, tests: bool) -> anyhow::Result<(PathBuf, 
             executables.push(PathBuf::from(executable));
         }
     }
-    let numadb = numadb.context("cargo built no numadb binary")?;
-    if tests && executables.is_empty() {
-        bail!("cargo built no guest test executables");
-    }
-    Ok((numadb, executables))
+    (numadb, executables)
 }
 
 /// The shared libraries a dynamically linked executable loads, its dynamic loader included, as `ldd` resolves
@@ -578,6 +584,32 @@ mod tests {
         assert!(!elf_is_static(&shell), "/bin/sh is dynamically linked on every Debian");
         assert!(!elf_is_static(b"#!/bin/sh\n"));
         assert!(!elf_is_static(b"\x7fELF\x02\x01"));
+    }
+
+    #[test]
+    fn the_numadb_binary_is_told_from_its_unit_test_harness() {
+        let artifact = |name: &str, kind: &str, test: bool, manifest: &str, executable: &str| {
+            serde_json::json!({
+                "reason": "compiler-artifact",
+                "target": { "name": name, "kind": [kind] },
+                "profile": { "test": test },
+                "manifest_path": manifest,
+                "executable": executable,
+            })
+            .to_string()
+        };
+        let messages = [
+            artifact("numadb", "bin", false, "/w/crates/numadb/Cargo.toml", "/w/target/debug/numadb"),
+            artifact("guest", "test", true, "/w/crates/guest-tests/Cargo.toml", "/w/target/debug/deps/guest-1"),
+            artifact("cli", "test", true, "/w/crates/numadb/Cargo.toml", "/w/target/debug/deps/cli-2"),
+            // Cargo lists the binary's own unit-test harness under the same name and kind, here after it.
+            artifact("numadb", "bin", true, "/w/crates/numadb/Cargo.toml", "/w/target/debug/deps/numadb-3"),
+            "not json".into(),
+        ]
+        .join("\n");
+        let (numadb, tests) = built_artifacts(&messages);
+        assert_eq!(numadb, Some(PathBuf::from("/w/target/debug/numadb")));
+        assert_eq!(tests, [PathBuf::from("/w/target/debug/deps/guest-1")]);
     }
 
     #[test]
