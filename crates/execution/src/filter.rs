@@ -18,6 +18,7 @@ use numadb_storage::{ColumnData, Combine, DataType, PREFETCH_BLOCKS_DEFAULT, Par
 
 use crate::error::ExecError;
 use crate::expr::{BinaryOp, Expr};
+use crate::keys::KeySet;
 
 /// One bound of a text range.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,6 +73,14 @@ pub enum Filter {
         column: usize,
         /// `IS NOT NULL`.
         negated: bool,
+    },
+    /// Integer column whose value is one of a join's keys: what a join hands the scan of its probing side
+    /// ([`crate::keys`]). NULL is UNKNOWN, as for `=`.
+    IntKeys {
+        /// Column.
+        column: usize,
+        /// The keys.
+        keys: Arc<KeySet>,
     },
     /// Evaluated row by row.
     Rows(Expr),
@@ -338,7 +347,8 @@ impl Filter {
             Filter::IntRange { column, .. }
             | Filter::TextRange { column, .. }
             | Filter::DoubleCompare { column, .. }
-            | Filter::IsNull { column, .. } => add(*column),
+            | Filter::IsNull { column, .. }
+            | Filter::IntKeys { column, .. } => add(*column),
             Filter::Rows(expr) => expr.columns(out),
             Filter::And(parts) | Filter::Or(parts) => parts.iter().for_each(|p| p.columns(out)),
             Filter::Not(inner) => inner.columns(out),
@@ -487,6 +497,7 @@ impl Filter {
                 }
             }
             Filter::Rows(expr) => rows_leaf(expr, partition, blocks, params, reads, None, out)?,
+            Filter::IntKeys { column, keys } => keys_leaf(partition, *column, keys, blocks, reads, None, out)?,
             Filter::And(parts) | Filter::Or(parts) if let Some(combine) = self.two_valued_ranges(partition) => {
                 // Two-valued logic (no NULLs): each leaf's block masks combine in place, with no intermediate
                 // vectors of masks.
@@ -510,10 +521,14 @@ impl Filter {
                 let mut scratch = Vec::with_capacity(out.len());
                 for part in &ordered[1..] {
                     scratch.clear();
+                    let decided = || -> Vec<BlockMask> {
+                        out.iter().map(|r| if is_and { r.false_mask() } else { r.t }).collect()
+                    };
                     if let Filter::Rows(expr) = part {
-                        let decided: Vec<BlockMask> =
-                            out.iter().map(|r| if is_and { r.false_mask() } else { r.t }).collect();
-                        rows_leaf(expr, partition, blocks.clone(), params, reads, Some(&decided), &mut scratch)?;
+                        rows_leaf(expr, partition, blocks.clone(), params, reads, Some(&decided()), &mut scratch)?;
+                    } else if let Filter::IntKeys { column, keys } = part {
+                        // A block the parts before have decided is not read.
+                        keys_leaf(partition, *column, keys, blocks.clone(), reads, Some(&decided()), &mut scratch)?;
                     } else {
                         part.eval_blocks(partition, blocks.clone(), params, prefetch_blocks, reads, &mut scratch)?;
                     }
@@ -598,6 +613,59 @@ fn rows_leaf(
         out.push(TriMask { t, f: Some(f) });
     }
     Ok(())
+}
+
+/// A [`Filter::IntKeys`] leaf: each block's values decoded and looked up in the keys, except in a block the
+/// keys' bounds rule out (its zone map) or whose rows `skip` (one mask per block, when given) holds all of. Rows
+/// set in `skip` come out neither TRUE nor FALSE.
+fn keys_leaf(
+    partition: &Partition,
+    column: usize,
+    keys: &KeySet,
+    blocks: Range<usize>,
+    reads: &mut [u64],
+    skip: Option<&[BlockMask]>,
+    out: &mut Vec<TriMask>,
+) -> Result<(), ExecError> {
+    let chunk = partition.column(column);
+    let ColumnData::Int(codes) = chunk.data() else {
+        return Err(ExecError::internal("join keys on a non-integer column"));
+    };
+    let mut values = [0i64; BLOCK_ROWS];
+    for (position, block) in blocks.enumerate() {
+        let skipped = skip.and_then(|s| s.get(position)).copied().unwrap_or(NONE);
+        let meta = &codes.blocks()[block];
+        if skipped == ALL {
+            out.push(TriMask { t: NONE, f: Some(NONE) });
+            continue;
+        }
+        let overlaps = keys.bounds().is_some_and(|(low, high)| low <= meta.max && meta.base <= high);
+        let hits = if overlaps {
+            codes.decode_block(block, &mut values);
+            reads[column] += codes.bytes_of_blocks(block..block + 1);
+            match keys {
+                KeySet::Empty => NONE,
+                KeySet::Bitmap { bitmap, .. } => mark(&values, |value| bitmap.contains(value)),
+                KeySet::Hashed { keys, .. } => mark(&values, |value| keys.contains(&value)),
+            }
+        } else {
+            NONE
+        };
+        let result = with_nulls(hits, null_mask(chunk, block, reads, column));
+        let undecided = not_mask(&skipped);
+        out.push(TriMask { t: and_masks(&result.t, &undecided), f: Some(and_masks(&result.false_mask(), &undecided)) });
+    }
+    Ok(())
+}
+
+/// The mask of the values for which `is_key` holds.
+#[inline]
+fn mark(values: &[i64; BLOCK_ROWS], is_key: impl Fn(i64) -> bool) -> BlockMask {
+    let mut hits = NONE;
+    for (row, &value) in values.iter().enumerate() {
+        hits[row / 64] |= u64::from(is_key(value)) << (row % 64);
+    }
+    hits
 }
 
 /// The mask a combination starts from: nothing for an OR, everything for an AND.

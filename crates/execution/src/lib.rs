@@ -3,6 +3,7 @@
 //! - [`expr`]: typed expressions with PostgreSQL semantics.
 //! - [`function`]: scalar functions (numeric and text), their signatures and PostgreSQL's errors.
 //! - [`filter`]: WHERE clauses compiled into block filters over encoded data (SIMD kernels on packed codes).
+//! - [`keys`]: sets of integer join keys, which a join's probing scan filters its blocks by.
 //! - [`aggregate`]: aggregate functions, partial and merged.
 //! - [`plan`]: the physical plans the SQL layer builds.
 //! - [`run`]: executing plans: one task graph per statement, tasks preferring their data's domain, byte
@@ -19,6 +20,7 @@ pub mod expr;
 pub mod filter;
 pub mod function;
 mod group;
+pub mod keys;
 pub mod load;
 pub mod plan;
 pub mod run;

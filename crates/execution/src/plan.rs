@@ -8,6 +8,7 @@ use numadb_storage::{DataType, Table, Value};
 use crate::aggregate::AggregateCall;
 use crate::error::ExecError;
 use crate::expr::{BinaryOp, Expr};
+use crate::keys::KeySet;
 use crate::window::WindowCall;
 
 /// What a scan produces.
@@ -36,6 +37,19 @@ pub struct ScanPlan {
     pub filter: Option<Expr>,
     /// What to produce.
     pub output: ScanOutput,
+    /// Keys of a join's other input that `column` must be one of (a join hands these to its probing scan as the
+    /// statement runs; `None` from the binder).
+    pub join_keys: Option<JoinKeys>,
+}
+
+/// Keys a join hands the scan of one of its inputs: that input's rows whose key column is none of the other
+/// input's keys cannot have a partner, so the scan drops them a block at a time ([`crate::filter::Filter::IntKeys`]).
+#[derive(Clone)]
+pub struct JoinKeys {
+    /// The scanned table's key column.
+    pub column: usize,
+    /// The other input's keys.
+    pub keys: Arc<KeySet>,
 }
 
 /// A lookup through an index (`WHERE key = value`), run on the calling thread.
@@ -153,6 +167,65 @@ pub struct JoinPlan {
     pub left_width: usize,
     /// Columns of the right input.
     pub right_width: usize,
+}
+
+/// The input of a join whose scan is handed the other input's keys ([`JoinPlan::key_filter`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyFilter {
+    /// Whether the scanned input is the right one.
+    pub scans_right: bool,
+    /// Which of the join's key pairs it filters by.
+    pub key: usize,
+    /// The scanned table's column that key is.
+    pub column: usize,
+}
+
+impl JoinPlan {
+    /// Which input, if any, runs after the other and is scanned with the other's keys: an input that is a scan
+    /// producing rows, whose key (one of the equality keys) is an integer column of its table matched with an
+    /// integer, and whose rows without a partner do not appear (either input of an inner join, the right of a
+    /// LEFT join, the left of a RIGHT join). Of two such inputs, the unfiltered one, else the one of the larger
+    /// table, else the right one is scanned second: it is the one likely to have rows without a partner.
+    ///
+    /// This is the star-schema join (`bench queries`' join, a filtered table joined with a whole one): the scan
+    /// of the whole table otherwise hands every row on to the join, which finds most of them no partner.
+    pub fn key_filter(&self) -> Option<KeyFilter> {
+        let candidate = |scans_right: bool| -> Option<(KeyFilter, &ScanPlan)> {
+            let kept = match self.kind {
+                JoinKind::Inner => true,
+                JoinKind::Left => scans_right,
+                JoinKind::Right => !scans_right,
+                JoinKind::Full => false,
+            };
+            let (input, keys, other_keys) = if scans_right {
+                (&self.right, &self.right_keys, &self.left_keys)
+            } else {
+                (&self.left, &self.left_keys, &self.right_keys)
+            };
+            let Plan::Scan(scan @ ScanPlan { output: ScanOutput::Rows(projections), join_keys: None, .. }) =
+                input.as_ref()
+            else {
+                return None;
+            };
+            if !kept {
+                return None;
+            }
+            keys.iter().zip(other_keys).enumerate().find_map(|(key, (mine, theirs))| {
+                let Expr::Column { index, .. } = mine else { return None };
+                let Some(Expr::Column { index: column, data_type }) = projections.get(*index) else { return None };
+                (data_type.is_integer() && theirs.data_type().is_integer())
+                    .then_some((KeyFilter { scans_right, key, column: *column }, scan))
+            })
+        };
+        match (candidate(false), candidate(true)) {
+            (None, None) => None,
+            (Some((only, _)), None) | (None, Some((only, _))) => Some(only),
+            (Some((left, left_scan)), Some((right, right_scan))) => {
+                let likely_larger = |scan: &ScanPlan| (scan.filter.is_none(), scan.table.rows());
+                Some(if likely_larger(left_scan) > likely_larger(right_scan) { left } else { right })
+            }
+        }
+    }
 }
 
 /// A plan.
@@ -338,6 +411,7 @@ impl Plan {
                 table: Arc::clone(&scan.table),
                 filter: scan.filter.as_ref().map(&mut *f).transpose()?,
                 output: map_output(&scan.output, f)?,
+                join_keys: scan.join_keys.clone(),
             }),
             Plan::Recursive { id, base, step, distinct } => Plan::Recursive {
                 id: *id,
@@ -412,14 +486,15 @@ impl Plan {
         })
     }
 
-    /// An indented, human-readable description (the body of `EXPLAIN`).
-    pub fn describe(&self) -> String {
+    /// An indented, human-readable description (the body of `EXPLAIN`); `join_key_filter` as the executor
+    /// will run it ([`JoinPlan::key_filter`], `numadb.join_key_filter`).
+    pub fn describe(&self, join_key_filter: bool) -> String {
         let mut out = String::new();
-        self.describe_into(&mut out, 0);
+        self.describe_into(&mut out, 0, join_key_filter);
         out
     }
 
-    fn describe_into(&self, out: &mut String, depth: usize) {
+    fn describe_into(&self, out: &mut String, depth: usize, key_filter: bool) {
         let indent = "  ".repeat(depth);
         let arrow = if depth == 0 { "" } else { "-> " };
         match self {
@@ -429,8 +504,8 @@ impl Plan {
             Plan::Recursive { base, step, distinct, .. } => {
                 let all = if *distinct { "" } else { " All" };
                 let _ = writeln!(out, "{indent}{arrow}Recursive Union{all}");
-                base.describe_into(out, depth + 1);
-                step.describe_into(out, depth + 1);
+                base.describe_into(out, depth + 1, key_filter);
+                step.describe_into(out, depth + 1, key_filter);
             }
             Plan::WorkingTable { .. } => {
                 let _ = writeln!(out, "{indent}{arrow}WorkTable Scan");
@@ -474,7 +549,7 @@ impl Plan {
             Plan::UnionAll(inputs) => {
                 let _ = writeln!(out, "{indent}{arrow}Union All ({} inputs, scanned concurrently)", inputs.len());
                 for input in inputs {
-                    input.describe_into(out, depth + 1);
+                    input.describe_into(out, depth + 1, key_filter);
                 }
             }
             Plan::Join(join) => {
@@ -491,20 +566,33 @@ impl Plan {
                 if join.condition.is_some() {
                     let _ = writeln!(out, "{indent}      Join Filter: yes");
                 }
-                join.left.describe_into(out, depth + 1);
-                join.right.describe_into(out, depth + 1);
+                if key_filter
+                    && let Some(filter) = join.key_filter()
+                    && let Plan::Scan(scan) = if filter.scans_right { join.right.as_ref() } else { join.left.as_ref() }
+                {
+                    let names = column_names(&scan.table);
+                    let _ = writeln!(
+                        out,
+                        "{indent}      Key Filter: the {} scan runs second, keeping rows whose {} is a key of the {} input",
+                        if filter.scans_right { "right" } else { "left" },
+                        names.get(filter.column).map(String::as_str).unwrap_or("?"),
+                        if filter.scans_right { "left" } else { "right" },
+                    );
+                }
+                join.left.describe_into(out, depth + 1, key_filter);
+                join.right.describe_into(out, depth + 1, key_filter);
             }
             Plan::SetOperation { op, all, left, right } => {
                 let _ = writeln!(out, "{indent}{arrow}{}{} (hashed)", op.keyword(), if *all { " ALL" } else { "" });
-                left.describe_into(out, depth + 1);
-                right.describe_into(out, depth + 1);
+                left.describe_into(out, depth + 1, key_filter);
+                right.describe_into(out, depth + 1, key_filter);
             }
             Plan::Subqueries { subqueries, main } => {
                 for (i, subquery) in subqueries.iter().enumerate() {
                     let _ = writeln!(out, "{indent}{arrow}Subquery {} (runs first)", i + 1);
-                    subquery.describe_into(out, depth + 1);
+                    subquery.describe_into(out, depth + 1, key_filter);
                 }
-                main.describe_into(out, depth);
+                main.describe_into(out, depth, key_filter);
             }
             Plan::Aggregate { input, group_by, aggregates, sets } => {
                 let kind = if group_by.is_empty() { "Aggregate" } else { "Hash Aggregate" };
@@ -514,12 +602,12 @@ impl Plan {
                     None => String::new(),
                 };
                 let _ = writeln!(out, "{indent}{arrow}{kind} ({} aggregate{plural}{sets})", aggregates.len());
-                input.describe_into(out, depth + 1);
+                input.describe_into(out, depth + 1, key_filter);
             }
             Plan::Window { input, calls } => {
                 let plural = if calls.len() == 1 { "" } else { "s" };
                 let _ = writeln!(out, "{indent}{arrow}Window ({} function{plural})", calls.len());
-                input.describe_into(out, depth + 1);
+                input.describe_into(out, depth + 1, key_filter);
             }
             Plan::Post { input, filter, projection, distinct, order_by, offset, limit, with_ties } => {
                 let mut parts = Vec::new();
@@ -547,11 +635,11 @@ impl Plan {
                     parts.push("Project".to_string());
                 }
                 if parts.is_empty() {
-                    input.describe_into(out, depth);
+                    input.describe_into(out, depth, key_filter);
                     return;
                 }
                 let _ = writeln!(out, "{indent}{arrow}{}", parts.join(", "));
-                input.describe_into(out, depth + 1);
+                input.describe_into(out, depth + 1, key_filter);
             }
         }
     }

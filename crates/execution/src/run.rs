@@ -22,7 +22,10 @@ use crate::error::{ExecError, sqlstate};
 use crate::expr::Expr;
 use crate::filter::{Filter, compile, tail_mask};
 use crate::group::{self, IntGroups};
-use crate::plan::{Dedup, JoinKind, JoinPlan, LookupPlan, Plan, ScanOutput, ScanPlan, SeriesPlan, SetOp, SortKey};
+use crate::keys::{KeyBitmap, KeySet};
+use crate::plan::{
+    Dedup, JoinKeys, JoinKind, JoinPlan, LookupPlan, Plan, ScanOutput, ScanPlan, SeriesPlan, SetOp, SortKey,
+};
 use crate::window::{append_windows, compare_sort_keys};
 
 /// Every row of a full block.
@@ -51,6 +54,8 @@ pub struct Executor<'a> {
     pub morsel_blocks: usize,
     /// Blocks a scan loop keeps prefetched ahead of the one it reads (`numadb.scan_prefetch_blocks`).
     pub prefetch_blocks: usize,
+    /// Whether joins scan an input with the other's keys ([`JoinPlan::key_filter`]; `numadb.join_key_filter`).
+    pub join_key_filter: bool,
     /// Set by another thread to cancel the statement (PostgreSQL's cancel request).
     pub cancel: Option<&'a std::sync::atomic::AtomicBool>,
 }
@@ -114,6 +119,22 @@ pub struct OperatorStats {
 }
 
 impl ExecutionResult {
+    /// Adds the counters of a part of the statement that ran as a statement of its own (a subquery, a join's
+    /// keyed scan): its scans and operators after those already here, its report added to this one.
+    fn absorb(&mut self, part: ExecutionResult) {
+        self.scans.extend(part.scans);
+        self.operators.extend(part.operators);
+        self.index_rows += part.index_rows;
+        self.post_time += part.post_time;
+        self.report = match (self.report.take(), part.report) {
+            (Some(mut total), Some(more)) => {
+                total.add(&more);
+                Some(total)
+            }
+            (total, more) => total.or(more),
+        };
+    }
+
     fn operator(&mut self, name: impl Into<String>, rows_out: usize, started: Instant) {
         self.operators.push(OperatorStats { name: name.into(), rows_out: rows_out as u64, time: started.elapsed() });
     }
@@ -126,6 +147,8 @@ enum TaskOutput {
 
 /// One scan's shared state while its tasks run.
 struct ScanJob {
+    /// The table's name, for `EXPLAIN ANALYZE`.
+    table: String,
     snapshot: TableSnapshot,
     filter: Option<Filter>,
     output: ScanOutput,
@@ -259,9 +282,11 @@ pub fn execute(plan: &Plan, executor: &Executor<'_>) -> Result<ExecutionResult, 
     let mut result = ExecutionResult { report, ..Default::default() };
     let mut next_job = 0;
     result.rows = finish(plan, executor, &jobs, &mut next_job, &budget, &mut result)?;
+    // The scans of the statement's graph, then those operators ran as statements of their own (keyed scans).
+    let later_scans = std::mem::take(&mut result.scans);
     for job in &jobs {
         result.scans.push(ScanStats {
-            table: String::new(),
+            table: job.table.clone(),
             tasks: job.tasks,
             partitions: job.snapshot.partitions.len(),
             rows_scanned: job.rows_scanned.load(Ordering::Relaxed),
@@ -271,11 +296,7 @@ pub fn execute(plan: &Plan, executor: &Executor<'_>) -> Result<ExecutionResult, 
             merge_time: Duration::from_nanos(job.merge_ns.load(Ordering::Relaxed)),
         });
     }
-    let mut names = Vec::new();
-    scan_table_names(plan, &mut names);
-    for (stats, name) in result.scans.iter_mut().zip(names) {
-        stats.table = name;
-    }
+    result.scans.extend(later_scans);
     result.post_time = post_started.elapsed();
     result.elapsed = started.elapsed();
     Ok(result)
@@ -298,24 +319,10 @@ fn execute_with_subqueries(
         parts.push(part);
     }
     let plan = main.try_map_exprs(&mut |e| e.substitute_subqueries(&results))?;
-    let mut result = execute(&plan, executor)?;
+    let mut statement = execute(&plan, executor)?;
     // In plan order: the subqueries' scans and operators, then the statement's.
-    let (scans, operators) = (std::mem::take(&mut result.scans), std::mem::take(&mut result.operators));
-    for part in parts {
-        result.scans.extend(part.scans);
-        result.operators.extend(part.operators);
-        result.index_rows += part.index_rows;
-        result.post_time += part.post_time;
-        result.report = match (result.report.take(), part.report) {
-            (Some(mut total), Some(more)) => {
-                total.add(&more);
-                Some(total)
-            }
-            (total, more) => total.or(more),
-        };
-    }
-    result.scans.extend(scans);
-    result.operators.extend(operators);
+    let mut result = ExecutionResult { rows: std::mem::take(&mut statement.rows), ..Default::default() };
+    parts.into_iter().chain(std::iter::once(statement)).for_each(|part| result.absorb(part));
     result.elapsed = started.elapsed();
     Ok(result)
 }
@@ -352,23 +359,6 @@ fn wait(query: numadb_scheduler::Query, executor: &Executor<'_>) -> Result<Query
         }
     }
     query.wait()
-}
-
-fn scan_table_names(plan: &Plan, out: &mut Vec<String>) {
-    match plan {
-        Plan::Scan(scan) => out.push(scan.table.name().to_string()),
-        Plan::UnionAll(inputs) => inputs.iter().for_each(|p| scan_table_names(p, out)),
-        Plan::Post { input, .. } | Plan::Aggregate { input, .. } | Plan::Window { input, .. } => {
-            scan_table_names(input, out)
-        }
-        Plan::Subqueries { main, .. } => scan_table_names(main, out),
-        Plan::SetOperation { left, right, .. } | Plan::Join(JoinPlan { left, right, .. }) => {
-            scan_table_names(left, out);
-            scan_table_names(right, out);
-        }
-        // A recursion's scans run in their own statements, round by round.
-        Plan::Lookup(_) | Plan::Values(_) | Plan::Series(_) | Plan::Recursive { .. } | Plan::WorkingTable { .. } => {}
-    }
 }
 
 /// Adds the tasks of every scan in `plan` to `graph`, in plan order.
@@ -429,6 +419,11 @@ fn collect_scans(
         Plan::Post { input, .. } | Plan::Aggregate { input, .. } | Plan::Window { input, .. } => {
             collect_scans(input, executor, params, budget, graph, jobs)
         }
+        // A join's keyed scan runs later, from `finish`, once the other input's keys are known.
+        Plan::Join(join) if let Some(filter) = key_filter(join, executor) => {
+            let other = if filter.scans_right { &join.left } else { &join.right };
+            collect_scans(other, executor, params, budget, graph, jobs)
+        }
         Plan::SetOperation { left, right, .. } | Plan::Join(JoinPlan { left, right, .. }) => {
             collect_scans(left, executor, params, budget, graph, jobs)?;
             collect_scans(right, executor, params, budget, graph, jobs)
@@ -452,7 +447,21 @@ fn add_scan(
     top_n: Option<TopN>,
 ) -> Result<Arc<ScanJob>, ExecError> {
     let snapshot = scan.table.snapshot();
-    let filter = scan.filter.as_ref().map(|f| compile(f, params)).transpose()?;
+    let mut filter = scan.filter.as_ref().map(|f| compile(f, params)).transpose()?;
+    if let Some(JoinKeys { column, keys }) = &scan.join_keys {
+        // After the WHERE clause's kernels, so that it decodes only blocks they leave rows in, and before its
+        // leaves evaluated on rows, so that they skip the rows it drops. A WHERE clause of kernels alone stays one
+        // part, which its kernels may evaluate together.
+        let keys = Filter::IntKeys { column: *column, keys: Arc::clone(keys) };
+        filter = Some(match filter {
+            None => keys,
+            Some(Filter::And(mut parts)) if parts.iter().any(|part| matches!(part, Filter::Rows(_))) => {
+                parts.push(keys);
+                Filter::And(parts)
+            }
+            Some(filter) => Filter::And(vec![filter, keys]),
+        });
+    }
     let mut columns_read = Vec::new();
     if let Some(filter) = &filter {
         filter.columns(&mut columns_read);
@@ -499,6 +508,7 @@ fn add_scan(
         })
         .collect();
     let job = Arc::new(ScanJob {
+        table: scan.table.name().to_string(),
         slots: (0..morsels.len()).map(|_| Mutex::new(None)).collect(),
         rows_wanted,
         top_n,
@@ -1182,6 +1192,10 @@ fn filter_row3(filter: &Filter, row: &[Value], params: &[Value]) -> Result<Optio
             _ => None,
         },
         Filter::IsNull { column, negated } => Some(row[*column].is_null() != *negated),
+        Filter::IntKeys { column, keys } => match &row[*column] {
+            Value::Int(v) => Some(keys.contains(*v)),
+            _ => None,
+        },
         Filter::Rows(expr) => match expr.eval(row, params)? {
             Value::Bool(b) => Some(b),
             _ => None,
@@ -1278,8 +1292,26 @@ fn finish(
             Ok(rows)
         }
         Plan::Join(join) => {
-            let left = finish(&join.left, executor, jobs, next_job, budget, result)?;
-            let right = finish(&join.right, executor, jobs, next_job, budget, result)?;
+            let (left, right) = match key_filter(join, executor) {
+                None => (
+                    finish(&join.left, executor, jobs, next_job, budget, result)?,
+                    finish(&join.right, executor, jobs, next_job, budget, result)?,
+                ),
+                Some(filter) => {
+                    let (other, other_key, scanned) = if filter.scans_right {
+                        (&join.left, &join.left_keys[filter.key], &join.right)
+                    } else {
+                        (&join.right, &join.right_keys[filter.key], &join.left)
+                    };
+                    let other = finish(other, executor, jobs, next_job, budget, result)?;
+                    let Plan::Scan(scan) = scanned.as_ref() else {
+                        return Err(ExecError::internal("a join's keyed input is not a scan"));
+                    };
+                    let keys = join_keys(&other, other_key, executor)?;
+                    let scanned = keyed_scan(scan, filter.column, keys, executor, budget, result)?;
+                    if filter.scans_right { (other, scanned) } else { (scanned, other) }
+                }
+            };
             let started = Instant::now();
             let rows = join_rows(join, left, right, executor, budget)?;
             let method = if join.left_keys.is_empty() { "Nested Loop" } else { "Hash Join" };
@@ -1416,6 +1448,46 @@ fn join_rows(
     }
 }
 
+/// Which input of a join is scanned with the other's keys, unless the session turned that off.
+fn key_filter(join: &JoinPlan, executor: &Executor<'_>) -> Option<crate::plan::KeyFilter> {
+    if executor.join_key_filter { join.key_filter() } else { None }
+}
+
+/// The distinct non-NULL values of a join key over its input's rows.
+fn join_keys(rows: &[Vec<Value>], key: &Expr, executor: &Executor<'_>) -> Result<KeySet, ExecError> {
+    let mut keys = Vec::with_capacity(rows.len());
+    for (position, row) in rows.iter().enumerate() {
+        if position % INTERRUPT_CHECK_ROWS == 0 {
+            check_interrupts(executor)?;
+        }
+        match key.eval(row, executor.params)? {
+            Value::Int(key) => keys.push(key),
+            Value::Null => {}
+            other => return Err(ExecError::internal(format!("an integer join key evaluated to {other:?}"))),
+        }
+    }
+    Ok(KeySet::of(&keys))
+}
+
+/// A join's input scanned with the other input's keys ([`JoinPlan::key_filter`]): a statement of its own (its
+/// own task graph), whose counters, operators and byte matrix join the statement's and whose rows count against
+/// its `numadb.max_result_mb`.
+fn keyed_scan(
+    scan: &ScanPlan,
+    column: usize,
+    keys: KeySet,
+    executor: &Executor<'_>,
+    budget: &ResultBudget,
+    result: &mut ExecutionResult,
+) -> Result<Vec<Vec<Value>>, ExecError> {
+    let keyed = ScanPlan { join_keys: Some(JoinKeys { column, keys: Arc::new(keys) }), ..scan.clone() };
+    let mut part = execute(&Plan::Scan(keyed), executor)?;
+    let rows = std::mem::take(&mut part.rows);
+    budget.charge(&rows)?;
+    result.absorb(part);
+    Ok(rows)
+}
+
 /// How a join finds a row's key: given whether the left input is the hashed one, the hashed side's key of a row
 /// and the probing side's (`None`: NULL, no partner).
 type KeyOf<'k, K> = &'k dyn Fn(bool, &[Value]) -> Result<Option<K>, ExecError>;
@@ -1437,46 +1509,6 @@ impl JoinKey for i64 {
     }
 }
 
-/// One bit per integer from the build side's smallest key to its largest, set for its keys: a probe whose key is
-/// not set has no partner, found without touching the hash table. In a join where most probing rows find none
-/// (a selective filter on the build side), each such probe was a cache miss into a table of megabytes, a bitmap
-/// of the same keys a fraction of it.
-struct KeyBitmap {
-    low: i64,
-    bits: Vec<u64>,
-}
-
-/// The most bits a [`KeyBitmap`] takes (16 MiB).
-const KEY_BITMAP_BITS_MAX: u64 = 1 << 27;
-
-impl KeyBitmap {
-    /// The bitmap of `keys`, or `None` when they span more than [`KEY_BITMAP_BITS_MAX`] integers or more than 64
-    /// per key (a bitmap then no smaller than the table).
-    fn of(keys: impl Iterator<Item = i64> + Clone, count: usize) -> Option<KeyBitmap> {
-        let (low, high) = keys.clone().fold((i64::MAX, i64::MIN), |(l, h), k| (l.min(k), h.max(k)));
-        if low > high {
-            return None;
-        }
-        let span = (high as i128 - low as i128 + 1) as u128;
-        if span > u128::from(KEY_BITMAP_BITS_MAX) || span > 64 * count as u128 {
-            return None;
-        }
-        let mut bits = vec![0u64; (span as usize).div_ceil(64)];
-        for key in keys {
-            let offset = key.wrapping_sub(low) as u64 as usize;
-            bits[offset / 64] |= 1 << (offset % 64);
-        }
-        Some(KeyBitmap { low, bits })
-    }
-
-    /// Whether `key` may be a build key (`false`: it is not).
-    #[inline]
-    fn may_contain(&self, key: i64) -> bool {
-        let offset = (key as i128 - self.low as i128) as u128;
-        offset < (self.bits.len() as u128) * 64 && self.bits[offset as usize / 64] >> (offset % 64) & 1 == 1
-    }
-}
-
 fn join_with_keys<K: JoinKey>(
     join: &JoinPlan,
     left: Vec<Vec<Value>>,
@@ -1492,30 +1524,55 @@ fn join_with_keys<K: JoinKey>(
         (matches!(join.kind, JoinKind::Left | JoinKind::Full), matches!(join.kind, JoinKind::Right | JoinKind::Full));
     let (keep_build, keep_probe) = if hash_left { (keep_left, keep_right) } else { (keep_right, keep_left) };
 
-    // The hash table: the first build row of each key, then a chain through `next_same_key`.
+    // Each probe is a few cache misses into tables of megabytes; the layout below keeps them few. The build rows
+    // lie back to back in one vector (one miss to read a partner, not two through its row's own allocation), and
+    // the hash table holds each key's first two build rows (a key of one row, as a primary key is, needs no
+    // look at the chain after it).
     const END: usize = usize::MAX;
-    let mut first_with_key: HashMap<K, usize, foldhash::fast::RandomState> = HashMap::default();
+    let build_width = if hash_left { join.left_width } else { join.right_width };
+    let build_rows = build.len();
+    let mut flat: Vec<Value> = Vec::with_capacity(build_rows * build_width);
+    let mut first_with_key: HashMap<K, (usize, usize), foldhash::fast::RandomState> = HashMap::default();
     let mut next_same_key: Vec<usize> = Vec::new();
     if let Some((build_key, _)) = keys {
-        next_same_key = vec![END; build.len()];
-        first_with_key.reserve(build.len());
+        next_same_key = vec![END; build_rows];
+        first_with_key.reserve(build_rows);
         // Inserted last to first, so each chain runs in the build side's order.
         for (position, row) in build.iter().enumerate().rev() {
             if position % INTERRUPT_CHECK_ROWS == 0 {
                 check_interrupts(executor)?;
             }
-            if let Some(key) = build_key(hash_left, row)?
-                && let Some(previous) = first_with_key.insert(key, position)
-            {
-                next_same_key[position] = previous;
+            if let Some(key) = build_key(hash_left, row)? {
+                match first_with_key.entry(key) {
+                    std::collections::hash_map::Entry::Occupied(mut entry) => {
+                        let (first, _) = *entry.get();
+                        next_same_key[position] = first;
+                        *entry.get_mut() = (position, first);
+                    }
+                    std::collections::hash_map::Entry::Vacant(entry) => {
+                        entry.insert((position, END));
+                    }
+                }
             }
         }
     }
+    for row in build {
+        if row.len() != build_width {
+            return Err(ExecError::internal(format!("a join input row of {} columns, not {build_width}", row.len())));
+        }
+        flat.extend(row);
+    }
+    let build_row = |position: usize| &flat[position * build_width..(position + 1) * build_width];
 
-    // Only integer keys give integers: for the others the bitmap is of nothing, and there is none.
-    let bitmap = KeyBitmap::of(first_with_key.keys().filter_map(JoinKey::as_int), first_with_key.len());
+    // Only integer keys give integers: for the others the bitmap is of nothing, and there is none. Past 64 bits
+    // per key the bitmap would be no smaller than the hash table it is checked before. It is given up after
+    // [`BITMAP_TRIAL_PROBES`] probes if it turned fewer than one in eight of them away (most probes have a
+    // partner, as when the probing side was scanned with these keys): it is then one more miss per probe.
+    const BITMAP_TRIAL_PROBES: u32 = 4096;
+    let mut bitmap = KeyBitmap::of(first_with_key.keys().filter_map(JoinKey::as_int), first_with_key.len(), 64)
+        .map(|b| (b, 0u32, 0u32));
 
-    let mut build_matched = vec![false; if keep_build { build.len() } else { 0 }];
+    let mut build_matched = vec![false; if keep_build { build_rows } else { 0 }];
     let mut rows: Vec<Vec<Value>> = Vec::new();
     let mut charged = 0;
     let mut steps = 0usize;
@@ -1526,17 +1583,28 @@ fn join_with_keys<K: JoinKey>(
         if steps.is_multiple_of(INTERRUPT_CHECK_ROWS) {
             check_interrupts(executor)?;
         }
-        let mut candidate = match keys {
+        let (mut candidate, mut following) = match keys {
             Some((_, probe_key)) => probe_key(hash_left, &probe_row)?
-                .filter(|key| match (&bitmap, key.as_int()) {
-                    (Some(bitmap), Some(key)) => bitmap.may_contain(key),
+                .filter(|key| match (&mut bitmap, key.as_int()) {
+                    (Some((bitmap, checked, turned_away)), Some(key)) => {
+                        let may = bitmap.contains(key);
+                        *checked += 1;
+                        *turned_away += u32::from(!may);
+                        may
+                    }
                     _ => true,
                 })
                 .and_then(|key| first_with_key.get(&key).copied())
-                .unwrap_or(END),
-            None if build.is_empty() => END,
-            None => 0,
+                .unwrap_or((END, END)),
+            None if build_rows == 0 => (END, END),
+            None => (0, if build_rows > 1 { 1 } else { END }),
         };
+        if let Some((_, checked, turned_away)) = bitmap
+            && checked >= BITMAP_TRIAL_PROBES
+            && turned_away < checked / 8
+        {
+            bitmap = None;
+        }
         let mut matched = false;
         while candidate != END {
             steps += 1;
@@ -1546,12 +1614,18 @@ fn join_with_keys<K: JoinKey>(
                 charged = rows.len();
             }
             let this = candidate;
-            candidate = match keys {
-                Some(_) => next_same_key[this],
-                None if this + 1 < build.len() => this + 1,
+            candidate = following;
+            following = match keys {
+                _ if candidate == END => END,
+                Some(_) => next_same_key[candidate],
+                None if candidate + 1 < build_rows => candidate + 1,
                 None => END,
             };
-            let (left_row, right_row) = if hash_left { (&build[this], &probe_row) } else { (&probe_row, &build[this]) };
+            let (left_row, right_row) = if hash_left {
+                (build_row(this), probe_row.as_slice())
+            } else {
+                (probe_row.as_slice(), build_row(this))
+            };
             joined.clear();
             joined.extend_from_slice(left_row);
             joined.extend_from_slice(right_row);
@@ -1571,9 +1645,9 @@ fn join_with_keys<K: JoinKey>(
         }
     }
     if keep_build {
-        for (row, matched) in build.into_iter().zip(build_matched) {
+        for (position, matched) in build_matched.into_iter().enumerate() {
             if !matched {
-                rows.push(padded(row, hash_left, join.left_width, width));
+                rows.push(padded(build_row(position).to_vec(), hash_left, join.left_width, width));
             }
         }
     }
@@ -1866,23 +1940,3 @@ fn post_process(
 
 /// `MASK_WORDS` is part of the kernel interface this module builds masks for.
 const _: () = assert!(MASK_WORDS * 64 == BLOCK_ROWS);
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_key_bitmap_holds_exactly_the_build_keys() {
-        let keys = [-5i64, 3, 10, 3];
-        let bitmap = KeyBitmap::of(keys.iter().copied(), keys.len()).expect("16 integers for 4 keys");
-        for key in -20..=20 {
-            assert_eq!(bitmap.may_contain(key), keys.contains(&key), "{key}");
-        }
-        assert!(!bitmap.may_contain(i64::MIN) && !bitmap.may_contain(i64::MAX));
-        // Keys at both ends of BIGINT: no bitmap (2^64 integers), and none past 64 integers per key.
-        assert!(KeyBitmap::of([i64::MIN, i64::MAX].into_iter(), 2).is_none());
-        assert!(KeyBitmap::of([0i64, 64].into_iter(), 1).is_none());
-        assert!(KeyBitmap::of([0i64, 63].into_iter(), 1).is_some());
-        assert!(KeyBitmap::of(std::iter::empty(), 0).is_none());
-    }
-}

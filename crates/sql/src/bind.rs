@@ -2628,7 +2628,7 @@ impl<'a> Binder<'a> {
                 return Plan::Lookup(LookupPlan { table: Arc::clone(table), column, key, residual, output });
             }
         }
-        Plan::Scan(ScanPlan { table: Arc::clone(table), filter, output })
+        Plan::Scan(ScanPlan { table: Arc::clone(table), filter, output, join_keys: None })
     }
 }
 

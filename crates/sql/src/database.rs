@@ -550,6 +550,7 @@ impl Session {
             },
             morsel_blocks: self.settings.morsel_blocks(),
             prefetch_blocks: self.settings.prefetch_blocks(),
+            join_key_filter: self.settings.join_key_filter(),
             cancel: Some(&self.cancel),
         };
         let result = execute(plan, &executor);
@@ -1425,7 +1426,8 @@ impl Session {
         let binder = binder_for(self.db.as_ref(), declared);
         let bound = binder.plan_query(query)?;
         let config = self.settings.scheduler_config().clone();
-        let mut lines: Vec<String> = bound.plan.describe().lines().map(str::to_string).collect();
+        let mut lines: Vec<String> =
+            bound.plan.describe(self.settings.join_key_filter()).lines().map(str::to_string).collect();
         lines.push(format!(
             "Scheduler: stealing={} binding={} workers={} domains={}",
             config.stealing,

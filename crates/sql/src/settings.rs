@@ -46,6 +46,11 @@ const KNOWN: &[Known] = &[
         description: "Blocks a scan keeps asked for ahead of the one it decodes (0: leave it to the hardware prefetchers; at most 8)",
     },
     Known {
+        name: "numadb.join_key_filter",
+        default: "on",
+        description: "Whether a hash join on an integer column scans that input after the other, keeping only rows whose key the other input has (on, off)",
+    },
+    Known {
         name: "numadb.max_result_mb",
         default: "auto",
         description: "Memory a statement's result rows may take before it fails with 53200, in MB (auto: a quarter of the machine's memory; 0: no limit)",
@@ -88,6 +93,7 @@ pub struct Settings {
     morsel_blocks: usize,
     prefetch_blocks: usize,
     max_result_mb: Option<u64>,
+    join_key_filter: bool,
 }
 
 impl Default for Settings {
@@ -99,6 +105,7 @@ impl Default for Settings {
             morsel_blocks: numadb_execution::MORSEL_BLOCKS_DEFAULT,
             prefetch_blocks: numadb_storage::PREFETCH_BLOCKS_DEFAULT,
             max_result_mb: None,
+            join_key_filter: true,
         };
         settings.refresh();
         settings
@@ -179,6 +186,11 @@ impl Settings {
                 }
                 blocks.to_string()
             }
+            "numadb.join_key_filter" => match value.trim().to_ascii_lowercase().as_str() {
+                "on" | "true" | "yes" | "1" => "on".to_string(),
+                "off" | "false" | "no" | "0" => "off".to_string(),
+                _ => return Err(invalid(&name, value, "expected on or off".into())),
+            },
             "numadb.max_result_mb" if value.trim().eq_ignore_ascii_case("auto") => "auto".to_string(),
             "numadb.max_result_mb" => value
                 .trim()
@@ -199,7 +211,7 @@ impl Settings {
             }
             _ if name.starts_with("numadb.") => {
                 return Err(ExecError::new(sqlstate::UNDEFINED_OBJECT, format!("unrecognized configuration parameter \"{name}\""))
-                    .with_hint("numadb's settings are numadb.stealing, numadb.binding, numadb.workers, numadb.domains, numadb.morsel_rows, numadb.scan_prefetch_blocks and numadb.max_result_mb"));
+                    .with_hint("numadb's settings are numadb.stealing, numadb.binding, numadb.workers, numadb.domains, numadb.morsel_rows, numadb.scan_prefetch_blocks, numadb.join_key_filter and numadb.max_result_mb"));
             }
             // Other client settings are accepted as given (drivers set many at connection time).
             _ => value.to_string(),
@@ -226,6 +238,7 @@ impl Settings {
         self.prefetch_blocks =
             get("numadb.scan_prefetch_blocks").parse().unwrap_or(numadb_storage::PREFETCH_BLOCKS_DEFAULT);
         self.max_result_mb = get("numadb.max_result_mb").parse().ok();
+        self.join_key_filter = get("numadb.join_key_filter") != "off";
     }
 
     /// Resets one setting (or all with `None`) to its default.
@@ -284,6 +297,11 @@ impl Settings {
     /// Blocks a scan loop keeps prefetched ahead of the one it reads.
     pub fn prefetch_blocks(&self) -> usize {
         self.prefetch_blocks
+    }
+
+    /// `numadb.join_key_filter`.
+    pub fn join_key_filter(&self) -> bool {
+        self.join_key_filter
     }
 
     /// `numadb.max_result_mb`: `None` for auto, `Some(0)` for no limit.

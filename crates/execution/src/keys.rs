@@ -1,0 +1,144 @@
+//! Sets of integer join keys, asked "may this key have a partner?" once per probing row.
+//!
+//! A hash join's probing side is mostly rows without a partner when the other side is filtered (the classic
+//! star-schema join: a filtered dimension, a large fact table). Two things answer the question more cheaply than
+//! the join's hash table:
+//!
+//! - [`KeyBitmap`], one bit per integer between the smallest and the largest key. The join itself checks it
+//!   before its hash table: a table of megabytes costs a cache miss per probe, the bitmap a fraction of it.
+//! - [`KeySet`], what a scan of the probing side is handed so that it drops those rows itself, a block at a time
+//!   on the workers, before they become rows at all ([`crate::filter::Filter::IntKeys`]). Its bounds double as a
+//!   zone map: a block whose values all lie outside them is not read.
+
+use std::collections::HashSet;
+
+/// One bit per integer from the smallest key to the largest, set for the keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyBitmap {
+    low: i64,
+    bits: Vec<u64>,
+}
+
+/// The most bits a [`KeyBitmap`] takes (16 MiB).
+pub const KEY_BITMAP_BITS_MAX: u64 = 1 << 27;
+
+impl KeyBitmap {
+    /// The bitmap of `keys`, or `None` when there are none, when they span more than [`KEY_BITMAP_BITS_MAX`]
+    /// integers, or when they span more than `bits_per_key_max` integers per key (`count` keys).
+    pub fn of(keys: impl Iterator<Item = i64> + Clone, count: usize, bits_per_key_max: u64) -> Option<KeyBitmap> {
+        let (low, high) = keys.clone().fold((i64::MAX, i64::MIN), |(l, h), k| (l.min(k), h.max(k)));
+        if low > high {
+            return None;
+        }
+        let span = (high as i128 - low as i128 + 1) as u128;
+        if span > u128::from(KEY_BITMAP_BITS_MAX) || span > u128::from(bits_per_key_max) * count as u128 {
+            return None;
+        }
+        let mut bits = vec![0u64; (span as usize).div_ceil(64)];
+        for key in keys {
+            let offset = key.wrapping_sub(low) as u64 as usize;
+            bits[offset / 64] |= 1 << (offset % 64);
+        }
+        Some(KeyBitmap { low, bits })
+    }
+
+    /// Whether `key` is one of the keys.
+    #[inline]
+    pub fn contains(&self, key: i64) -> bool {
+        let offset = (key as i128 - self.low as i128) as u128;
+        offset < (self.bits.len() as u128) * 64 && self.bits[offset as usize / 64] >> (offset % 64) & 1 == 1
+    }
+}
+
+/// The distinct non-NULL integer keys of a join's other input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySet {
+    /// No keys: no row has a partner.
+    Empty,
+    /// Keys close enough together for a [`KeyBitmap`].
+    Bitmap {
+        /// The smallest and largest key.
+        bounds: (i64, i64),
+        /// The keys.
+        bitmap: KeyBitmap,
+    },
+    /// Keys too far apart for a bitmap.
+    Hashed {
+        /// The smallest and largest key.
+        bounds: (i64, i64),
+        /// The keys.
+        keys: HashSet<i64, foldhash::fast::FixedState>,
+    },
+}
+
+impl KeySet {
+    /// The set of `keys` (repeats allowed).
+    pub fn of(keys: &[i64]) -> KeySet {
+        let Some(bounds) = keys.iter().fold(None, |bounds: Option<(i64, i64)>, &k| {
+            Some(bounds.map_or((k, k), |(low, high)| (low.min(k), high.max(k))))
+        }) else {
+            return KeySet::Empty;
+        };
+        // Any density: even one key per 16 MiB of bitmap is looked up faster in the bitmap than in a hash set.
+        match KeyBitmap::of(keys.iter().copied(), keys.len(), u64::MAX) {
+            Some(bitmap) => KeySet::Bitmap { bounds, bitmap },
+            None => KeySet::Hashed { bounds, keys: keys.iter().copied().collect() },
+        }
+    }
+
+    /// The smallest and largest key, `None` for no keys.
+    pub fn bounds(&self) -> Option<(i64, i64)> {
+        match self {
+            KeySet::Empty => None,
+            KeySet::Bitmap { bounds, .. } | KeySet::Hashed { bounds, .. } => Some(*bounds),
+        }
+    }
+
+    /// Whether `key` is in the set.
+    #[inline]
+    pub fn contains(&self, key: i64) -> bool {
+        match self {
+            KeySet::Empty => false,
+            KeySet::Bitmap { bitmap, .. } => bitmap.contains(key),
+            KeySet::Hashed { keys, .. } => keys.contains(&key),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_bitmap_holds_exactly_the_keys() {
+        let keys = [-5i64, 3, 10, 3];
+        let bitmap = KeyBitmap::of(keys.iter().copied(), keys.len(), 64).expect("16 integers for 4 keys");
+        for key in -20..=20 {
+            assert_eq!(bitmap.contains(key), keys.contains(&key), "{key}");
+        }
+        assert!(!bitmap.contains(i64::MIN) && !bitmap.contains(i64::MAX));
+        // Keys at both ends of BIGINT: no bitmap (2^64 integers), and none past 64 integers per key.
+        assert!(KeyBitmap::of([i64::MIN, i64::MAX].into_iter(), 2, u64::MAX).is_none());
+        assert!(KeyBitmap::of([0i64, 64].into_iter(), 1, 64).is_none());
+        assert!(KeyBitmap::of([0i64, 63].into_iter(), 1, 64).is_some());
+        assert!(KeyBitmap::of(std::iter::empty(), 0, 64).is_none());
+    }
+
+    #[test]
+    fn key_sets_hold_exactly_their_keys_however_far_apart() {
+        let near = [7i64, -3, 7, 1000];
+        let far = [i64::MIN, -1, 0, i64::MAX];
+        for keys in [&near[..], &far[..]] {
+            let set = KeySet::of(keys);
+            assert_eq!(set.bounds(), Some((*keys.iter().min().unwrap(), *keys.iter().max().unwrap())));
+            for probe in [i64::MIN, i64::MIN + 1, -4, -3, -1, 0, 1, 7, 8, 999, 1000, 1001, i64::MAX - 1, i64::MAX] {
+                assert_eq!(set.contains(probe), keys.contains(&probe), "{probe} in {keys:?}");
+            }
+        }
+        assert!(matches!(KeySet::of(&near), KeySet::Bitmap { .. }));
+        assert!(matches!(KeySet::of(&far), KeySet::Hashed { .. }));
+        let empty = KeySet::of(&[]);
+        assert_eq!(empty.bounds(), None);
+        assert!(!empty.contains(0));
+    }
+}
