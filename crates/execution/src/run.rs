@@ -1509,6 +1509,126 @@ impl JoinKey for i64 {
     }
 }
 
+/// Where a join finds the build rows with a key: the first of them and the one after it ([`END`] for none), the
+/// rest through the build side's `next_same_key` chain.
+enum Partners<K> {
+    /// A hash table of the keys.
+    Hashed(HashMap<K, (usize, usize), foldhash::fast::RandomState>),
+    /// Integer keys no more than [`DENSE_SLOTS_PER_KEY`] integers apart on average: slot `key - low` holds the
+    /// first build row with the key, plus one ([`NO_ROW`]: none), with [`MORE_ROWS`] set when others follow. A
+    /// probe is then one read at a known address, which the probe loop prefetches a few rows ahead; the hash
+    /// table's control bytes and bucket were two reads it cannot.
+    Dense { low: i64, slots: Vec<u32> },
+}
+
+/// End of a chain of build rows.
+const END: usize = usize::MAX;
+/// A dense slot without a row.
+const NO_ROW: u32 = 0;
+/// A dense slot's flag: more rows have its key.
+const MORE_ROWS: u32 = 1 << 31;
+/// The most dense slots per distinct key (beyond, a hash table), and at least this many slots are allowed.
+const DENSE_SLOTS_PER_KEY: u64 = 16;
+const DENSE_SLOTS_MIN: u64 = 1 << 16;
+/// Probing rows between the prefetch of a dense slot and its read (the partner row is asked for halfway).
+const PROBE_PREFETCH_ROWS: usize = 16;
+
+impl<K: JoinKey> Partners<K> {
+    /// The partners of `keys` (the build rows', in order), chaining rows with the same key in `next_same_key`.
+    fn build(keys: Vec<Option<K>>, next_same_key: &mut [usize]) -> Partners<K> {
+        if let Some((low, span)) = Self::dense_span(&keys) {
+            let mut slots = vec![NO_ROW; span];
+            // Last to first, so each chain runs in the build side's order.
+            for (position, key) in keys.iter().enumerate().rev() {
+                let Some(value) = key.as_ref().and_then(JoinKey::as_int) else { continue };
+                let slot = &mut slots[value.wrapping_sub(low) as u64 as usize];
+                if *slot != NO_ROW {
+                    next_same_key[position] = (*slot & !MORE_ROWS) as usize - 1;
+                    *slot = (position as u32 + 1) | MORE_ROWS;
+                } else {
+                    *slot = position as u32 + 1;
+                }
+            }
+            return Partners::Dense { low, slots };
+        }
+        let mut table: HashMap<K, (usize, usize), foldhash::fast::RandomState> = HashMap::default();
+        table.reserve(keys.len());
+        for (position, key) in keys.into_iter().enumerate().rev() {
+            let Some(key) = key else { continue };
+            match table.entry(key) {
+                std::collections::hash_map::Entry::Occupied(mut entry) => {
+                    let (first, _) = *entry.get();
+                    next_same_key[position] = first;
+                    *entry.get_mut() = (position, first);
+                }
+                std::collections::hash_map::Entry::Vacant(entry) => {
+                    entry.insert((position, END));
+                }
+            }
+        }
+        Partners::Hashed(table)
+    }
+
+    /// The smallest key and the number of slots, when every key is an integer and they are close enough.
+    fn dense_span(keys: &[Option<K>]) -> Option<(i64, usize)> {
+        if keys.len() >= MORE_ROWS as usize - 1 {
+            return None;
+        }
+        let (mut low, mut high, mut count) = (i64::MAX, i64::MIN, 0u64);
+        for key in keys.iter().flatten() {
+            let value = key.as_int()?;
+            (low, high, count) = (low.min(value), high.max(value), count + 1);
+        }
+        let span = (high as i128 - low as i128 + 1) as u128;
+        (count > 0 && span <= u128::from((count * DENSE_SLOTS_PER_KEY).max(DENSE_SLOTS_MIN)))
+            .then_some((low, span as usize))
+    }
+
+    /// The slot of `key` in a dense table.
+    #[inline]
+    fn slot<'s>(low: i64, slots: &'s [u32], key: &K) -> Option<&'s u32> {
+        let offset = key.as_int()? as i128 - low as i128;
+        usize::try_from(offset).ok().and_then(|offset| slots.get(offset))
+    }
+
+    /// The first two build rows with `key`.
+    #[inline]
+    fn get(&self, key: &K, next_same_key: &[usize]) -> (usize, usize) {
+        match self {
+            Partners::Hashed(table) => table.get(key).copied().unwrap_or((END, END)),
+            Partners::Dense { low, slots } => match Self::slot(*low, slots, key) {
+                None | Some(&NO_ROW) => (END, END),
+                Some(&slot) => {
+                    let first = (slot & !MORE_ROWS) as usize - 1;
+                    (first, if slot & MORE_ROWS != 0 { next_same_key[first] } else { END })
+                }
+            },
+        }
+    }
+
+    /// Asks for where [`Partners::get`] will look for `key` (dense tables only).
+    #[inline]
+    fn prefetch(&self, key: &K) {
+        if let Partners::Dense { low, slots } = self
+            && let Some(slot) = Self::slot(*low, slots, key)
+        {
+            bitpack::prefetch_line(slot);
+        }
+    }
+
+    /// The first build row with `key`, if a dense table has one (its slot should be in cache by now).
+    #[inline]
+    fn dense_first(&self, key: &K) -> Option<usize> {
+        match self {
+            Partners::Dense { low, slots } => match Self::slot(*low, slots, key) {
+                None | Some(&NO_ROW) => None,
+                Some(&slot) => Some((slot & !MORE_ROWS) as usize - 1),
+            },
+            Partners::Hashed(_) => None,
+        }
+    }
+}
+
 fn join_with_keys<K: JoinKey>(
     join: &JoinPlan,
     left: Vec<Vec<Value>>,
@@ -1526,36 +1646,33 @@ fn join_with_keys<K: JoinKey>(
 
     // Each probe is a few cache misses into tables of megabytes; the layout below keeps them few. The build rows
     // lie back to back in one vector (one miss to read a partner, not two through its row's own allocation), and
-    // the hash table holds each key's first two build rows (a key of one row, as a primary key is, needs no
-    // look at the chain after it).
-    const END: usize = usize::MAX;
+    // the table holds each key's first two build rows (a key of one row, as a primary key is, needs no look at
+    // the chain after it).
     let build_width = if hash_left { join.left_width } else { join.right_width };
     let build_rows = build.len();
-    let mut flat: Vec<Value> = Vec::with_capacity(build_rows * build_width);
-    let mut first_with_key: HashMap<K, (usize, usize), foldhash::fast::RandomState> = HashMap::default();
+    let mut partners = Partners::Hashed(HashMap::default());
     let mut next_same_key: Vec<usize> = Vec::new();
-    if let Some((build_key, _)) = keys {
-        next_same_key = vec![END; build_rows];
-        first_with_key.reserve(build_rows);
-        // Inserted last to first, so each chain runs in the build side's order.
-        for (position, row) in build.iter().enumerate().rev() {
+    let mut probe_keys: Vec<Option<K>> = Vec::new();
+    if let Some((build_key, probe_key)) = keys {
+        let mut build_keys = Vec::with_capacity(build_rows);
+        for (position, row) in build.iter().enumerate() {
             if position % INTERRUPT_CHECK_ROWS == 0 {
                 check_interrupts(executor)?;
             }
-            if let Some(key) = build_key(hash_left, row)? {
-                match first_with_key.entry(key) {
-                    std::collections::hash_map::Entry::Occupied(mut entry) => {
-                        let (first, _) = *entry.get();
-                        next_same_key[position] = first;
-                        *entry.get_mut() = (position, first);
-                    }
-                    std::collections::hash_map::Entry::Vacant(entry) => {
-                        entry.insert((position, END));
-                    }
-                }
+            build_keys.push(build_key(hash_left, row)?);
+        }
+        next_same_key = vec![END; build_rows];
+        partners = Partners::build(build_keys, &mut next_same_key);
+        // The probing keys first, so that the loop below can ask for a key's slot some rows ahead.
+        probe_keys.reserve(probe.len());
+        for (position, row) in probe.iter().enumerate() {
+            if position % INTERRUPT_CHECK_ROWS == 0 {
+                check_interrupts(executor)?;
             }
+            probe_keys.push(probe_key(hash_left, row)?);
         }
     }
+    let mut flat: Vec<Value> = Vec::with_capacity(build_rows * build_width);
     for row in build {
         if row.len() != build_width {
             return Err(ExecError::internal(format!("a join input row of {} columns, not {build_width}", row.len())));
@@ -1564,13 +1681,16 @@ fn join_with_keys<K: JoinKey>(
     }
     let build_row = |position: usize| &flat[position * build_width..(position + 1) * build_width];
 
-    // Only integer keys give integers: for the others the bitmap is of nothing, and there is none. Past 64 bits
-    // per key the bitmap would be no smaller than the hash table it is checked before. It is given up after
-    // [`BITMAP_TRIAL_PROBES`] probes if it turned fewer than one in eight of them away (most probes have a
-    // partner, as when the probing side was scanned with these keys): it is then one more miss per probe.
+    // Before a hash table, a bitmap of its integer keys (for the others there is none). Past 64 bits per key it
+    // would be no smaller than the table. It is given up after [`BITMAP_TRIAL_PROBES`] probes if it turned fewer
+    // than one in eight of them away (most probes have a partner, as when the probing side was scanned with
+    // these keys): it is then one more miss per probe.
     const BITMAP_TRIAL_PROBES: u32 = 4096;
-    let mut bitmap = KeyBitmap::of(first_with_key.keys().filter_map(JoinKey::as_int), first_with_key.len(), 64)
-        .map(|b| (b, 0u32, 0u32));
+    let mut bitmap = match &partners {
+        Partners::Hashed(table) => KeyBitmap::of(table.keys().filter_map(JoinKey::as_int), table.len(), 64),
+        Partners::Dense { .. } => None,
+    }
+    .map(|bitmap| (bitmap, 0u32, 0u32));
 
     let mut build_matched = vec![false; if keep_build { build_rows } else { 0 }];
     let mut rows: Vec<Vec<Value>> = Vec::new();
@@ -1578,13 +1698,25 @@ fn join_with_keys<K: JoinKey>(
     let mut steps = 0usize;
     let width = join.left_width + join.right_width;
     let mut joined: Vec<Value> = Vec::with_capacity(width);
-    for probe_row in probe {
+    for (index, probe_row) in probe.into_iter().enumerate() {
         steps += 1;
         if steps.is_multiple_of(INTERRUPT_CHECK_ROWS) {
             check_interrupts(executor)?;
         }
+        // Two stages: the slot of the key some rows ahead, then the partner row of the key half as far ahead,
+        // whose slot the first stage asked for.
+        if let Some(Some(ahead)) = probe_keys.get(index + PROBE_PREFETCH_ROWS) {
+            partners.prefetch(ahead);
+        }
+        if let Some(Some(nearer)) = probe_keys.get(index + PROBE_PREFETCH_ROWS / 2)
+            && let Some(first) = partners.dense_first(nearer)
+            && let Some(value) = flat.get(first * build_width)
+        {
+            bitpack::prefetch_line(value);
+        }
         let (mut candidate, mut following) = match keys {
-            Some((_, probe_key)) => probe_key(hash_left, &probe_row)?
+            Some(_) => probe_keys[index]
+                .as_ref()
                 .filter(|key| match (&mut bitmap, key.as_int()) {
                     (Some((bitmap, checked, turned_away)), Some(key)) => {
                         let may = bitmap.contains(key);
@@ -1594,8 +1726,7 @@ fn join_with_keys<K: JoinKey>(
                     }
                     _ => true,
                 })
-                .and_then(|key| first_with_key.get(&key).copied())
-                .unwrap_or((END, END)),
+                .map_or((END, END), |key| partners.get(key, &next_same_key)),
             None if build_rows == 0 => (END, END),
             None => (0, if build_rows > 1 { 1 } else { END }),
         };
@@ -1940,3 +2071,42 @@ fn post_process(
 
 /// `MASK_WORDS` is part of the kernel interface this module builds masks for.
 const _: () = assert!(MASK_WORDS * 64 == BLOCK_ROWS);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The build rows `partners` gives for `key`, following the chain.
+    fn chain(partners: &Partners<i64>, next_same_key: &[usize], key: i64) -> Vec<usize> {
+        let (mut candidate, mut following) = partners.get(&key, next_same_key);
+        let mut found = Vec::new();
+        while candidate != END {
+            found.push(candidate);
+            candidate = following;
+            following = if candidate == END { END } else { next_same_key[candidate] };
+        }
+        found
+    }
+
+    #[test]
+    fn dense_and_hashed_partners_give_every_build_row_of_a_key_in_order() {
+        let near = vec![Some(5), None, Some(5), Some(-3), Some(5), Some(9), Some(-3)];
+        let mut far = near.clone();
+        far.push(Some(i64::MAX));
+        for (keys, dense) in [(near, true), (far, false)] {
+            let mut next_same_key = vec![END; keys.len()];
+            let partners = Partners::build(keys.clone(), &mut next_same_key);
+            assert_eq!(matches!(partners, Partners::Dense { .. }), dense);
+            for probe in [i64::MIN, -4, -3, 0, 5, 6, 9, 10, i64::MAX] {
+                let expected: Vec<usize> = (0..keys.len()).filter(|&p| keys[p] == Some(probe)).collect();
+                assert_eq!(chain(&partners, &next_same_key, probe), expected, "{probe}, dense: {dense}");
+                let first = partners.dense_first(&probe);
+                assert_eq!(first, if dense { expected.first().copied() } else { None });
+            }
+        }
+        let mut next_same_key = vec![END; 2];
+        let empty: Partners<i64> = Partners::build(vec![None, None], &mut next_same_key);
+        assert!(matches!(empty, Partners::Hashed(_)));
+        assert_eq!(chain(&empty, &next_same_key, 0), Vec::<usize>::new());
+    }
+}
