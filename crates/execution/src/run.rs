@@ -748,9 +748,10 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
             }
             (ScanOutput::Rows(projections), TaskOutput::Rows(_)) if let Some(top) = &mut top => {
                 let first_keys = top.first_key_block(partition, block, &mask, params)?;
+                let candidates = first_keys.as_ref().map_or(mask, |keys| top.unbeaten(keys, &mask));
                 let mut error = None;
-                for_each_set(&mask, |i| {
-                    if error.is_some() || first_keys.as_ref().is_some_and(|keys| top.beaten(keys, i)) {
+                for_each_set(&candidates, |i| {
+                    if error.is_some() {
                         return;
                     }
                     cache.fill_row(partition, &job.columns_read, first_row + i, &mut row);
@@ -945,6 +946,40 @@ impl<'k> TopRows<'k> {
         let (Some(bound), Some(first)) = (&self.bound, self.keys.first()) else { return false };
         let key = first_keys.value(row);
         compare_sort_keys(std::slice::from_ref(&key), &bound[..1], std::slice::from_ref(first)).is_gt()
+    }
+
+    /// The rows of `mask` that the bound does not beat by their first key alone ([`TopRows::beaten`]). Where the
+    /// bound's first key is an integer, the block's non-NULL keys are compared with it in one pass the compiler
+    /// vectorizes (a top-10 of millions of rows compares nearly all of them, and a comparison of `Value`s row by
+    /// row was a third of its time); NULL keys, which sort by their own rule, and other bounds go row by row.
+    fn unbeaten(&self, first_keys: &crate::vector::IntBlock, mask: &BlockMask) -> BlockMask {
+        let (Some(bound), Some(first)) = (&self.bound, self.keys.first()) else { return *mask };
+        let by_row = |rows: &BlockMask| -> BlockMask {
+            let mut kept = [0u64; MASK_WORDS];
+            for_each_set(rows, |i| {
+                if !self.beaten(first_keys, i) {
+                    kept[i / 64] |= 1 << (i % 64);
+                }
+            });
+            kept
+        };
+        let Value::Int(bound) = bound[0] else { return by_row(mask) };
+        let (values, nulls) = (first_keys.values(), first_keys.nulls());
+        let mut kept: BlockMask = std::array::from_fn(|word| {
+            let keys = &values[word * 64..(word + 1) * 64];
+            let bits = if first.descending {
+                keys.iter().enumerate().fold(0u64, |bits, (bit, &key)| bits | (u64::from(key >= bound) << bit))
+            } else {
+                keys.iter().enumerate().fold(0u64, |bits, (bit, &key)| bits | (u64::from(key <= bound) << bit))
+            };
+            bits & mask[word] & !nulls[word]
+        });
+        let null_rows: BlockMask = std::array::from_fn(|word| mask[word] & nulls[word]);
+        if null_rows.iter().any(|&word| word != 0) {
+            let null_kept = by_row(&null_rows);
+            kept = std::array::from_fn(|word| kept[word] | null_kept[word]);
+        }
+        kept
     }
 
     fn project(&mut self, projections: &[Expr], row: &[Value], params: &[Value]) -> Result<(), ExecError> {
