@@ -1,4 +1,4 @@
-//! Aggregation over integer keys and arguments a block at a time.
+//! Aggregation over integer keys and arguments a block at a time (text columns as keys too, by their codes).
 //!
 //! The general path ([`crate::run`]'s `group_row`) builds a row of [`Value`]s for every selected row, evaluates
 //! each key and argument by walking its expression tree, and looks the key up as a `Vec<Value>`. For
@@ -14,14 +14,16 @@
 
 use std::collections::{HashMap, HashSet};
 
-use numadb_storage::Partition;
+use std::sync::Arc;
+
 use numadb_storage::bitpack::{BLOCK_ROWS, BlockMask};
+use numadb_storage::{ColumnData, DataType, Dictionary, Partition};
 
 use crate::aggregate::{Accumulator, AggregateCall, AggregateFunction, GroupMap, PartialAggregate};
 use crate::error::ExecError;
 use crate::expr::Expr;
 use crate::run::for_each_set;
-use crate::vector::{IntBlock, int_block_of, is_int_expr};
+use crate::vector::{IntBlock, int_block_of, is_group_key, is_int_expr};
 use numadb_storage::Value;
 
 /// The most GROUP BY keys this path takes.
@@ -58,12 +60,13 @@ struct Summary {
 
 const EMPTY: Summary = Summary { count: 0, sum: 0, min: i64::MAX, max: i64::MIN };
 
-/// Whether [`IntGroups`] computes this aggregation: at most [`KEYS_MAX`] keys and every key integer arithmetic;
+/// Whether [`IntGroups`] computes this aggregation: at most [`KEYS_MAX`] keys and every key integer arithmetic
+/// or a text column (grouped by its dictionary codes, which are the partition's: one task, one partition);
 /// every aggregate `COUNT(*)`, or COUNT, SUM, AVG, MIN or MAX (DISTINCT or not) of integer arithmetic, none with
 /// a FILTER.
 pub(crate) fn applies(group_by: &[Expr], aggregates: &[AggregateCall]) -> bool {
     group_by.len() <= KEYS_MAX
-        && group_by.iter().all(is_int_expr)
+        && group_by.iter().all(is_group_key)
         && aggregates.iter().all(|call| {
             call.filter.is_none()
                 && call.extra.is_empty()
@@ -280,12 +283,33 @@ impl IntGroups {
         group
     }
 
-    /// The groups as the general path's partial aggregate.
-    pub(crate) fn into_partial(self, aggregates: &[AggregateCall]) -> PartialAggregate {
+    /// The groups as the general path's partial aggregate; `group_by` and `partition` as given to
+    /// [`IntGroups::add_block`] (a text key's codes become its strings: the partials of other partitions, with
+    /// other dictionaries, merge by them).
+    pub(crate) fn into_partial(
+        self,
+        group_by: &[Expr],
+        aggregates: &[AggregateCall],
+        partition: &Partition,
+    ) -> PartialAggregate {
+        let dictionaries: Vec<Option<&Dictionary>> = group_by
+            .iter()
+            .map(|key| match key {
+                Expr::Column { index, data_type: DataType::Text } => match partition.column(*index).data() {
+                    ColumnData::Text { dictionary, .. } => Some(dictionary),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
         let mut groups = GroupMap::with_capacity_and_hasher(self.order.len(), Default::default());
         for (group, key) in self.order.iter().enumerate() {
             let key_values: Vec<Value> = (0..self.keys)
-                .map(|k| if key.nulls >> k & 1 == 1 { Value::Null } else { Value::Int(key.values[k]) })
+                .map(|k| match dictionaries.get(k).copied().flatten() {
+                    _ if key.nulls >> k & 1 == 1 => Value::Null,
+                    Some(dictionary) => Value::Text(Arc::from(dictionary.get(key.values[k] as usize))),
+                    None => Value::Int(key.values[k]),
+                })
                 .collect();
             let state = aggregates
                 .iter()

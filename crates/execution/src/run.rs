@@ -805,10 +805,10 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
     if let (Some(state), TaskOutput::Aggregate(partial)) = (plain_state, &mut output) {
         partial.groups.insert(Vec::new(), state);
     }
-    if let (Some(groups), TaskOutput::Aggregate(partial), ScanOutput::Aggregate { aggregates, .. }) =
+    if let (Some(groups), TaskOutput::Aggregate(partial), ScanOutput::Aggregate { group_by, aggregates, .. }) =
         (int_groups, &mut output, &job.output)
     {
-        partial.merge(groups.into_partial(aggregates));
+        partial.merge(groups.into_partial(group_by, aggregates, partition));
     }
     if let (Some(top), TaskOutput::Rows(rows)) = (top, &mut output) {
         *rows = top.finish();
