@@ -61,7 +61,8 @@ struct Summary {
 const EMPTY: Summary = Summary { count: 0, sum: 0, min: i64::MAX, max: i64::MIN };
 
 /// Whether [`IntGroups`] computes this aggregation: at most [`KEYS_MAX`] keys and every key integer arithmetic
-/// or a text column (grouped by its dictionary codes, which are the partition's: one task, one partition);
+/// or a text or boolean column (grouped by its dictionary codes, which are the partition's: one task, one
+/// partition; or by 0 and 1);
 /// every aggregate `COUNT(*)`, or COUNT, SUM, AVG, MIN or MAX (DISTINCT or not) of integer arithmetic, none with
 /// a FILTER.
 pub(crate) fn applies(group_by: &[Expr], aggregates: &[AggregateCall]) -> bool {
@@ -292,23 +293,31 @@ impl IntGroups {
         aggregates: &[AggregateCall],
         partition: &Partition,
     ) -> PartialAggregate {
-        let dictionaries: Vec<Option<&Dictionary>> = group_by
+        /// What a key's integers stand for.
+        enum Stands<'p> {
+            Int,
+            Bool,
+            Text(&'p Dictionary),
+        }
+        let stands: Vec<Stands<'_>> = group_by
             .iter()
-            .map(|key| match key {
-                Expr::Column { index, data_type: DataType::Text } => match partition.column(*index).data() {
-                    ColumnData::Text { dictionary, .. } => Some(dictionary),
-                    _ => None,
+            .map(|key| match (key, key.data_type()) {
+                (_, DataType::Boolean) => Stands::Bool,
+                (Expr::Column { index, .. }, DataType::Text) => match partition.column(*index).data() {
+                    ColumnData::Text { dictionary, .. } => Stands::Text(dictionary),
+                    _ => Stands::Int,
                 },
-                _ => None,
+                _ => Stands::Int,
             })
             .collect();
         let mut groups = GroupMap::with_capacity_and_hasher(self.order.len(), Default::default());
         for (group, key) in self.order.iter().enumerate() {
             let key_values: Vec<Value> = (0..self.keys)
-                .map(|k| match dictionaries.get(k).copied().flatten() {
+                .map(|k| match &stands[k] {
                     _ if key.nulls >> k & 1 == 1 => Value::Null,
-                    Some(dictionary) => Value::Text(Arc::from(dictionary.get(key.values[k] as usize))),
-                    None => Value::Int(key.values[k]),
+                    Stands::Text(dictionary) => Value::Text(Arc::from(dictionary.get(key.values[k] as usize))),
+                    Stands::Bool => Value::Bool(key.values[k] != 0),
+                    Stands::Int => Value::Int(key.values[k]),
                 })
                 .collect();
             let state = aggregates

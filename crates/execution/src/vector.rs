@@ -73,10 +73,11 @@ pub(crate) fn is_int_expr(expr: &Expr) -> bool {
     }
 }
 
-/// Whether `expr` is a GROUP BY key [`int_block_of`] evaluates: integer arithmetic, or a text column, whose
-/// dictionary codes stand for its strings within a partition (equal strings, equal codes).
+/// Whether `expr` is a GROUP BY key [`int_block_of`] evaluates: integer arithmetic, a text column, whose
+/// dictionary codes stand for its strings within a partition (equal strings, equal codes), or a boolean column
+/// (0 or 1).
 pub(crate) fn is_group_key(expr: &Expr) -> bool {
-    is_int_expr(expr) || matches!(expr, Expr::Column { data_type: DataType::Text, .. })
+    is_int_expr(expr) || matches!(expr, Expr::Column { data_type: DataType::Text | DataType::Boolean, .. })
 }
 
 /// The TRUE and FALSE rows of `expr` (an [`is_int_comparison`]) in block `block` of `partition`, adding the bytes
@@ -166,8 +167,10 @@ fn int_block(
     match expr {
         Expr::Column { index, .. } => {
             let chunk = partition.column(*index);
-            // A text column gives its dictionary codes: only grouping asks for them ([`is_group_key`]).
-            let (ColumnData::Int(ints) | ColumnData::Text { codes: ints, .. }) = chunk.data() else {
+            // A text column gives its dictionary codes and a boolean one 0 or 1: only grouping asks for those
+            // ([`is_group_key`]).
+            let (ColumnData::Int(ints) | ColumnData::Bool(ints) | ColumnData::Text { codes: ints, .. }) = chunk.data()
+            else {
                 return Err(ExecError::internal("an integer column is not stored as integers"));
             };
             let mut out = IntBlock { values: filled(0), nulls: *absent };
