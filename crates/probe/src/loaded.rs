@@ -10,7 +10,7 @@
 //! With two CPUs (the development VM) there is one loader, which cannot saturate memory: the curve's knee needs a
 //! bigger machine; here the sweep's plumbing is what can be tested.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
@@ -60,7 +60,7 @@ pub struct LoadedPoint {
     pub latency_ns: Option<Summary>,
     /// The loaders' total bandwidth (`None` for the idle point).
     pub mb_per_s: Option<Summary>,
-    /// Samples discarded because a thread was on another CPU.
+    /// Samples discarded because a thread was on another CPU or a loader had not run during them.
     pub moved_samples: usize,
 }
 
@@ -127,6 +127,9 @@ pub fn measure_curve(
     let end = Barrier::new(loaders + 1);
     let stop = AtomicBool::new(false);
     let finished = AtomicBool::new(false);
+    // Loaders that have begun the current sample: the chaser starts once all have, so that a loader the OS runs
+    // late (a busy machine) does not leave the sample without load.
+    let running = AtomicUsize::new(0);
     // The delay of the current point; `u64::MAX` parks the loaders (the idle point).
     let delay = std::sync::atomic::AtomicU64::new(u64::MAX);
     let reports: Mutex<Vec<Option<LoaderSample>>> = Mutex::new(vec![None; loaders]);
@@ -135,8 +138,8 @@ pub fn measure_curve(
     let mut points = Vec::new();
     let result: Result<(), ProbeError> = std::thread::scope(|scope| {
         for (index, &cpu) in loader_cpus.iter().enumerate() {
-            let (start, end, stop, finished, delay, reports, setup) =
-                (&start, &end, &stop, &finished, &delay, &reports, &setup);
+            let (start, end, stop, finished, delay, reports, setup, running) =
+                (&start, &end, &stop, &finished, &delay, &reports, &setup, &running);
             scope.spawn(move || {
                 let prepared = pin_current_thread(&CpuSet::from_ids([cpu]))
                     .map_err(ProbeError::from)
@@ -160,6 +163,7 @@ pub fn measure_curve(
                     let cycles = delay.load(Ordering::Acquire);
                     let sample = match streams.as_mut() {
                         Some(streams) if cycles != u64::MAX => {
+                            running.fetch_add(1, Ordering::AcqRel);
                             Some(load_until_stopped(streams, options, cycles, stop, cpu))
                         }
                         _ => None,
@@ -196,7 +200,16 @@ pub fn measure_curve(
                         break;
                     }
                     stop.store(false, Ordering::Release);
+                    running.store(0, Ordering::Release);
                     start.wait();
+                    if point_delay.is_some() {
+                        let waiting_since = Instant::now();
+                        while running.load(Ordering::Acquire) < loaders
+                            && waiting_since.elapsed() < LOADERS_START_WAIT_MAX
+                        {
+                            std::thread::yield_now();
+                        }
+                    }
                     let chased = witnessed(|| chase_for(&chain, cursor, chase.sample));
                     stop.store(true, Ordering::Release);
                     end.wait();
@@ -209,7 +222,9 @@ pub fn measure_curve(
                     }
                     let reports = reports.lock().unwrap();
                     let loader_samples: Vec<LoaderSample> = reports.iter().flatten().copied().collect();
-                    if !witness.stayed_on(chaser_cpu) || loader_samples.iter().any(|s| !s.stayed) {
+                    // A sample during which a loader moved nothing (the OS had not run it yet) was not loaded.
+                    let unloaded = point_delay.is_some() && loader_samples.iter().any(|s| s.bytes == 0);
+                    if !witness.stayed_on(chaser_cpu) || loader_samples.iter().any(|s| !s.stayed) || unloaded {
                         moved_samples += 1;
                         continue;
                     }
@@ -253,6 +268,9 @@ pub fn measure_curve(
         huge_page_share: huge_share,
     })
 }
+
+/// How long a sample's chaser waits for every loader to begin before it starts anyway.
+const LOADERS_START_WAIT_MAX: Duration = Duration::from_secs(1);
 
 /// A loader's loop for one sample: a block of every stream, then the delay, until the stop flag rises.
 fn load_until_stopped(
