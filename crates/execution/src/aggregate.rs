@@ -266,7 +266,15 @@ pub enum Accumulator {
     Min(Option<Value>),
     /// Largest value so far.
     Max(Option<Value>),
-    /// Sum and count for the average.
+    /// Exact sum and count for the average of integers: a double sum would lose bigints' low digits (and
+    /// cancel `10 + 2^63-1 - 2^63` to 0), PostgreSQL's numeric sum does not.
+    IntAvg {
+        /// Sum.
+        sum: i128,
+        /// Values.
+        count: i64,
+    },
+    /// Sum and count for the average of doubles.
     Avg {
         /// Sum.
         sum: f64,
@@ -338,6 +346,14 @@ fn add_checked(sum: f64, v: f64, overflowed: &mut bool) -> f64 {
     total
 }
 
+/// `sum / count` rounded once: the whole part divides exactly, only the remainder's fraction is a double (an
+/// `i128` sum turned into a double first would round bigints' low digits away).
+fn int_mean(sum: i128, count: i64) -> f64 {
+    let count = i128::from(count);
+    let (whole, remainder) = (sum / count, sum % count);
+    whole as f64 + remainder as f64 / count as f64
+}
+
 impl Accumulator {
     /// The empty state of `call`.
     pub fn new(call: &AggregateCall) -> Self {
@@ -360,6 +376,7 @@ impl Accumulator {
             // FALSE sorts before TRUE: every value TRUE is the smallest being TRUE, any the largest.
             AggregateFunction::Min | AggregateFunction::BoolAnd => Accumulator::Min(None),
             AggregateFunction::Max | AggregateFunction::BoolOr => Accumulator::Max(None),
+            AggregateFunction::Avg if input.is_some_and(|t| t.is_integer()) => Accumulator::IntAvg { sum: 0, count: 0 },
             AggregateFunction::Avg => Accumulator::Avg { sum: 0.0, count: 0, overflowed: false },
             function @ (AggregateFunction::VarSamp
             | AggregateFunction::VarPop
@@ -409,6 +426,12 @@ impl Accumulator {
                     *current = Some(value.clone());
                 }
             }
+            Accumulator::IntAvg { sum, count } => {
+                if let Value::Int(v) = value {
+                    *sum += i128::from(*v);
+                    *count += 1;
+                }
+            }
             Accumulator::Avg { sum, count, overflowed } => {
                 let Some(v) = as_double(value) else { return };
                 *sum = add_checked(*sum, v, overflowed);
@@ -454,6 +477,10 @@ impl Accumulator {
                     *current = Some(Value::Int(max));
                 }
             }
+            Accumulator::IntAvg { sum: s, count: c } => {
+                *s += sum;
+                *c += count;
+            }
             Accumulator::Avg { sum: s, count: c, overflowed } => {
                 *s = add_checked(*s, sum as f64, overflowed);
                 *c += count;
@@ -480,6 +507,10 @@ impl Accumulator {
             }
             (Accumulator::Max(a), Accumulator::Max(Some(b))) if a.as_ref().is_none_or(|c| b.sort_cmp(c).is_gt()) => {
                 *a = Some(b.clone())
+            }
+            (Accumulator::IntAvg { sum: a, count: n }, Accumulator::IntAvg { sum: b, count: m }) => {
+                *a += b;
+                *n += m;
             }
             (
                 Accumulator::Avg { sum: a, count: n, overflowed },
@@ -526,7 +557,8 @@ impl Accumulator {
             })?),
             Accumulator::DoubleSum { sum: Some(sum), .. } => Value::Double(*sum),
             Accumulator::Min(value) | Accumulator::Max(value) => value.clone().unwrap_or(Value::Null),
-            Accumulator::Avg { count: 0, .. } => Value::Null,
+            Accumulator::Avg { count: 0, .. } | Accumulator::IntAvg { count: 0, .. } => Value::Null,
+            Accumulator::IntAvg { sum, count } => Value::Double(int_mean(*sum, *count)),
             Accumulator::Avg { sum, count, .. } => Value::Double(sum / *count as f64),
             Accumulator::Moments { count, m2, function, .. } => {
                 let sample = matches!(function, AggregateFunction::VarSamp | AggregateFunction::StddevSamp);

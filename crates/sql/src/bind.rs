@@ -535,14 +535,16 @@ impl<'a> Binder<'a> {
                     },
                 }
             }
-            E::UnaryOp { op, expr: inner } => {
-                let inner = self.bind_expr(inner, scope)?;
+            E::UnaryOp { op, expr: operand } => {
+                let inner = self.bind_expr(operand, scope)?;
                 match op {
                     UnaryOperator::Not => Ok(Expr::Not(Box::new(self.expect_boolean(inner, "NOT")?))),
                     UnaryOperator::Minus => {
-                        // The negation of a constant integer is a constant, typed like a literal of its value
-                        // (PostgreSQL folds `-(-2147483648)` into the bigint 2147483648).
-                        if let Expr::Literal { value: Value::Int(v), data_type } = &inner
+                        // The negation of a signed number is a constant, typed like a literal of its value
+                        // (PostgreSQL folds `-(-2147483648)` into the bigint 2147483648). Not that of any constant:
+                        // `-(-2147483648)::int` negates an integer, which overflows.
+                        if signed_number(operand)
+                            && let Expr::Literal { value: Value::Int(v), data_type } = &inner
                             && let Some(negated) = v.checked_neg()
                         {
                             // A bigint stays one (`-1::bigint` is `-(1::bigint)`).
@@ -3287,6 +3289,19 @@ fn untyped_output(plan: &Plan, index: usize) -> bool {
         | Plan::SetOperation { .. }
         | Plan::Join(_)
         | Plan::Window { .. } => false,
+    }
+}
+
+/// Whether `expr` is a number with signs before it, in parentheses or not (`-(-1)`, `(+2)`): what PostgreSQL's
+/// parser folds into one constant.
+fn signed_number(expr: &ast::Expr) -> bool {
+    use ast::Expr as E;
+    match expr {
+        E::Value(v) => matches!(v.value, ast::Value::Number(..)),
+        E::Nested(inner) | E::UnaryOp { op: UnaryOperator::Minus | UnaryOperator::Plus, expr: inner } => {
+            signed_number(inner)
+        }
+        _ => false,
     }
 }
 
