@@ -620,10 +620,15 @@ impl<'a> Binder<'a> {
                 }
                 Ok(Expr::InList { expr: Box::new(inner), list: bound, negated: *negated })
             }
-            E::Cast { expr: inner, data_type: target, .. } => {
+            E::Cast { expr: operand, data_type: target, .. } => {
                 let target = data_type(target)?;
-                let inner = self.bind_expr(inner, scope)?;
+                let inner = self.bind_expr(operand, scope)?;
                 match inner {
+                    // A number with a fraction is PostgreSQL's numeric, which rounds halves away from zero to an
+                    // integer (`2.5::int` is 3), where a double rounds them to even.
+                    Expr::Literal { value: Value::Double(v), .. } if target.is_integer() && signed_number(operand) => {
+                        Ok(Expr::literal(cast(Value::Double(v.round()), target)?, target))
+                    }
                     Expr::Param { index, .. } if self.param_type(index).is_none() => {
                         self.set_param_type(index, target);
                         Ok(Expr::Param { index, data_type: target })
