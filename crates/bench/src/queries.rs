@@ -160,6 +160,13 @@ fn same_rows(ours: &[Vec<Value>], theirs: &[Vec<serde_json::Value>]) -> bool {
             a.len() == b.len()
                 && a.iter().zip(b).all(|(x, y)| match (x, y) {
                     (Value::Int(x), y) => y.as_i64() == Some(*x),
+                    // Beyond 64 bits JSON numbers arrive as doubles.
+                    (Value::Numeric(x), y) => match (y.as_i64(), y.as_u64(), y.as_f64()) {
+                        (Some(y), ..) => i128::from(y) == *x,
+                        (_, Some(y), _) => i128::from(y) == *x,
+                        (.., Some(y)) => (*x as f64 - y).abs() <= 1e-15 * y.abs(),
+                        _ => false,
+                    },
                     (Value::Double(x), y) => y.as_f64().is_some_and(|y| (x - y).abs() <= 1e-9 * x.abs().max(1.0)),
                     (Value::Null, y) => y.is_null(),
                     (Value::Text(x), y) => y.as_str() == Some(&**x),

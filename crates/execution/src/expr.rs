@@ -397,6 +397,7 @@ impl Expr {
             Expr::Negate { expr, data_type } => match expr.eval(row, params)? {
                 Value::Null => Ok(Value::Null),
                 Value::Int(v) => checked_int(v.checked_neg(), *data_type),
+                Value::Numeric(v) => checked_numeric(v.checked_neg()),
                 Value::Double(v) => Ok(Value::Double(-v)),
                 other => Err(type_error(&format!("cannot negate {other}"))),
             },
@@ -648,6 +649,8 @@ pub fn compare(op: BinaryOp, left: &Value, right: &Value) -> Value {
         (Value::Double(a), Value::Double(b)) => compare_doubles(*a, *b),
         (Value::Text(a), Value::Text(b)) => a.as_bytes().cmp(b.as_bytes()),
         (Value::Bool(a), Value::Bool(b)) => a.cmp(b),
+        (Value::Numeric(_), Value::Int(_) | Value::Double(_) | Value::Numeric(_))
+        | (Value::Int(_) | Value::Double(_), Value::Numeric(_)) => left.sort_cmp(right),
         _ => return Value::Null,
     };
     Value::Bool(match op {
@@ -672,6 +675,13 @@ pub(crate) fn checked_int(value: Option<i64>, data_type: DataType) -> Result<Val
         return Err(out_of_range());
     }
     Ok(Value::Int(value))
+}
+
+/// A numeric result; `None` (past 128 bits) is PostgreSQL's overflow error.
+fn checked_numeric(value: Option<i128>) -> Result<Value, ExecError> {
+    value
+        .map(Value::Numeric)
+        .ok_or_else(|| ExecError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "value overflows numeric format"))
 }
 
 fn checked_double(value: f64, inputs_finite: bool) -> Result<Value, ExecError> {
@@ -723,6 +733,7 @@ fn binary(op: BinaryOp, left: &Value, right: &Value, data_type: DataType) -> Res
         _ if data_type == DataType::Double => {
             let as_double = |v: &Value| match v {
                 Value::Int(i) => *i as f64,
+                Value::Numeric(i) => *i as f64,
                 Value::Double(d) => *d,
                 _ => f64::NAN,
             };
@@ -739,6 +750,25 @@ fn binary(op: BinaryOp, left: &Value, right: &Value, data_type: DataType) -> Res
                 BinaryOp::Div => checked_double(a / b, finite),
                 BinaryOp::Mod if b == 0.0 => Err(division_by_zero()),
                 BinaryOp::Mod => Ok(Value::Double(a % b)),
+                _ => Err(type_error("unsupported operator")),
+            }
+        }
+        // Whole numerics: exact in 128 bits. Division is not here: its fraction makes it a double (bind).
+        _ if data_type == DataType::Numeric => {
+            let as_wide = |v: &Value| match v {
+                Value::Int(i) => Some(i128::from(*i)),
+                Value::Numeric(i) => Some(*i),
+                _ => None,
+            };
+            let (Some(a), Some(b)) = (as_wide(left), as_wide(right)) else {
+                return Err(type_error(&format!("operator does not exist: {} {} {}", left, op.symbol(), right)));
+            };
+            match op {
+                BinaryOp::Add => checked_numeric(a.checked_add(b)),
+                BinaryOp::Sub => checked_numeric(a.checked_sub(b)),
+                BinaryOp::Mul => checked_numeric(a.checked_mul(b)),
+                BinaryOp::Mod if b == 0 => Err(division_by_zero()),
+                BinaryOp::Mod => checked_numeric(a.checked_rem(b).or(Some(0))),
                 _ => Err(type_error("unsupported operator")),
             }
         }
@@ -772,6 +802,19 @@ pub fn cast(value: Value, to: DataType) -> Result<Value, ExecError> {
         (Value::Int(v), DataType::BigInt) => Ok(Value::Int(v)),
         (Value::Int(v), DataType::Double) => Ok(Value::Double(v as f64)),
         (Value::Int(v), DataType::Boolean) => Ok(Value::Bool(v != 0)),
+        (Value::Int(v), DataType::Numeric) => Ok(Value::Numeric(i128::from(v))),
+        (Value::Numeric(v), DataType::Numeric) => Ok(Value::Numeric(v)),
+        (Value::Numeric(v), t @ (DataType::Integer | DataType::BigInt)) => {
+            let (min, max) = t.integer_range().expect("integer type");
+            i64::try_from(v)
+                .ok()
+                .filter(|v| (min..=max).contains(v))
+                .map(Value::Int)
+                .ok_or_else(|| out_of_range(t.sql_name()))
+        }
+        (Value::Numeric(v), DataType::Double) => Ok(Value::Double(v as f64)),
+        // Only where a numeric meets a double with no fraction: numadb's numerics are whole.
+        (Value::Double(v), DataType::Numeric) if v.fract() == 0.0 && v.abs() < 1e38 => Ok(Value::Numeric(v as i128)),
         (Value::Double(v), DataType::Double) => Ok(Value::Double(v)),
         (Value::Double(v), t @ (DataType::Integer | DataType::BigInt)) => {
             let rounded = v.round_ties_even();

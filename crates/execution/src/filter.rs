@@ -239,6 +239,7 @@ fn compile_comparison(op: BinaryOp, left: &Expr, right: &Expr, params: &[Value])
         return Ok(Some(Filter::Unknown));
     }
     let filter = match data_type {
+        DataType::Numeric => return Ok(None),
         DataType::Integer | DataType::BigInt | DataType::Boolean => match int_range(op, &value) {
             Some((low, high, negate)) => {
                 let range = Filter::IntRange { column, low, high };

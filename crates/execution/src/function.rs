@@ -505,6 +505,7 @@ impl ScalarFunction {
         let double = |position: usize| match values.get(position) {
             Some(Value::Double(v)) => Ok(*v),
             Some(Value::Int(v)) => Ok(*v as f64),
+            Some(Value::Numeric(v)) => Ok(*v as f64),
             other => Err(ExecError::internal(format!("{}: argument {position} is {other:?}", self.name()))),
         };
         let int = |position: usize| match values.get(position) {
@@ -519,6 +520,8 @@ impl ScalarFunction {
         Ok(match self {
             F::Abs => match values.first() {
                 Some(Value::Int(v)) => checked_int(v.checked_abs(), data_type)?,
+                // |i128::MIN| is past 128 bits, and no numadb numeric gets there (sums of bigints do not).
+                Some(Value::Numeric(v)) => Value::Numeric(v.checked_abs().unwrap_or(i128::MAX)),
                 _ => Value::Double(double(0)?.abs()),
             },
             F::Lower => text_value(text(0)?.to_ascii_lowercase()),

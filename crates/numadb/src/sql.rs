@@ -454,6 +454,12 @@ fn output_json(output: &QueryOutput) -> serde_json::Value {
                 .map(|value| match value {
                     Value::Null => serde_json::Value::Null,
                     Value::Int(v) => serde_json::json!(v),
+                    Value::Numeric(v) => match (i64::try_from(*v), u64::try_from(*v)) {
+                        (Ok(v), _) => serde_json::json!(v),
+                        (_, Ok(v)) => serde_json::json!(v),
+                        // Past 64 bits, the digits as text: a JSON reader would round the number to a double.
+                        _ => serde_json::json!(v.to_string()),
+                    },
                     Value::Double(v) if v.is_finite() => serde_json::json!(v),
                     // JSON has no NaN or infinities: PostgreSQL's spelling, as text.
                     Value::Double(v) => serde_json::json!(Value::Double(*v).to_pg_text().unwrap_or_default()),

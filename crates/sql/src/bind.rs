@@ -395,7 +395,9 @@ impl<'a> Binder<'a> {
             _ if target.is_numeric() && expr.data_type().is_numeric() => {
                 let widening = matches!(
                     (expr.data_type(), target),
-                    (DataType::Integer, DataType::BigInt | DataType::Double) | (DataType::BigInt, DataType::Double)
+                    (DataType::Integer, DataType::BigInt | DataType::Double | DataType::Numeric)
+                        | (DataType::BigInt, DataType::Double | DataType::Numeric)
+                        | (DataType::Numeric, DataType::Double)
                 );
                 if widening || target.is_integer() {
                     Ok(Expr::Cast { expr: Box::new(expr), to: target })
@@ -964,13 +966,9 @@ impl<'a> Binder<'a> {
                         format!("operator does not exist: {lt} {} {rt}", op.symbol()),
                     ));
                 }
-                let data_type = if lt == DataType::Double || rt == DataType::Double {
-                    DataType::Double
-                } else if lt == DataType::BigInt || rt == DataType::BigInt {
-                    DataType::BigInt
-                } else {
-                    DataType::Integer
-                };
+                let numeric = lt == DataType::Numeric || rt == DataType::Numeric;
+                // numadb's numerics are whole: a quotient with one is a double (PostgreSQL's has a fraction).
+                let data_type = if numeric && op == BinaryOp::Div { DataType::Double } else { wider_numeric(lt, rt) };
                 Ok(binary(left, right, data_type))
             }
         }
@@ -2643,6 +2641,8 @@ impl<'a> Binder<'a> {
 fn wider_numeric(a: DataType, b: DataType) -> DataType {
     if a == DataType::Double || b == DataType::Double {
         DataType::Double
+    } else if a == DataType::Numeric || b == DataType::Numeric {
+        DataType::Numeric
     } else if a == DataType::BigInt || b == DataType::BigInt {
         DataType::BigInt
     } else {

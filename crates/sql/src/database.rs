@@ -1175,6 +1175,13 @@ impl Session {
                         format!("column \"{}\" specified more than once", column.name),
                     ));
                 }
+                if column.data_type == DataType::Numeric {
+                    return Err(ExecError::new(
+                        sqlstate::FEATURE_NOT_SUPPORTED,
+                        format!("column \"{}\" would be a numeric, which numadb cannot store", column.name),
+                    )
+                    .with_hint("Cast it to bigint (exact, within 64 bits) or double precision."));
+                }
                 columns.push(ColumnDef { name: column.name, data_type: column.data_type, nullable: true });
             }
             let table = Table::new(&name, columns, None, table_options(create)?)?;

@@ -551,6 +551,7 @@ fn normalise(value: &Value) -> serde_json::Value {
     match value {
         Value::Null => serde_json::Value::Null,
         Value::Int(v) => serde_json::json!(*v as f64),
+        Value::Numeric(v) => serde_json::json!(*v as f64),
         Value::Double(v) => serde_json::json!(v),
         Value::Text(t) => serde_json::json!(t.as_ref()),
         Value::Bool(b) => serde_json::json!(b),

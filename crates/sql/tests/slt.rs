@@ -44,7 +44,9 @@ impl sqllogictest::DB for Connection {
             .columns
             .iter()
             .map(|c| match c.data_type {
-                numadb_storage::DataType::Integer | numadb_storage::DataType::BigInt => DefaultColumnType::Integer,
+                numadb_storage::DataType::Integer
+                | numadb_storage::DataType::BigInt
+                | numadb_storage::DataType::Numeric => DefaultColumnType::Integer,
                 numadb_storage::DataType::Double => DefaultColumnType::FloatingPoint,
                 numadb_storage::DataType::Text => DefaultColumnType::Text,
                 numadb_storage::DataType::Boolean => DefaultColumnType::Any,

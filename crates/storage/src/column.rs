@@ -480,6 +480,7 @@ impl ColumnChunk {
         }
         let nulls_slice = any_null.then_some(null_bits.as_slice());
         let data = match data_type {
+            DataType::Numeric => unreachable!("no column is numeric: the SQL layer refuses them (DataType::Numeric)"),
             DataType::Integer | DataType::BigInt => {
                 let ints: Vec<i64> = values.iter().map(|v| if let Value::Int(i) = v { *i } else { 0 }).collect();
                 ColumnData::Int(IntColumn::encode(&ints, nulls_slice, policy)?)

@@ -311,6 +311,12 @@ impl Table {
         if columns.is_empty() {
             return Err(StorageError::Invalid(format!("table \"{name}\" needs at least one column")));
         }
+        if let Some(column) = columns.iter().find(|c| c.data_type == DataType::Numeric) {
+            return Err(StorageError::Invalid(format!(
+                "column \"{}\" is numeric, which storage cannot hold",
+                column.name
+            )));
+        }
         check_placement(&options.placement)?;
         if options.partition_rows < PARTITION_ROWS_MIN {
             return Err(StorageError::Invalid(format!("partitions must hold at least {PARTITION_ROWS_MIN} rows")));

@@ -19,6 +19,10 @@ pub enum DataType {
     Text,
     /// `BOOLEAN`.
     Boolean,
+    /// PostgreSQL's `numeric`, whole numbers only: the type of `sum` over bigints, which overflows a bigint where
+    /// PostgreSQL's exact sum does not. Never a column's type (storage packs 64-bit integers at most), and not
+    /// castable to (`::numeric` would promise fractions).
+    Numeric,
 }
 
 impl DataType {
@@ -30,6 +34,7 @@ impl DataType {
             DataType::Double => "double precision",
             DataType::Text => "text",
             DataType::Boolean => "boolean",
+            DataType::Numeric => "numeric",
         }
     }
 
@@ -40,7 +45,7 @@ impl DataType {
 
     /// Whether arithmetic applies.
     pub fn is_numeric(self) -> bool {
-        matches!(self, DataType::Integer | DataType::BigInt | DataType::Double)
+        matches!(self, DataType::Integer | DataType::BigInt | DataType::Double | DataType::Numeric)
     }
 
     /// The range an integer type holds.
@@ -72,6 +77,8 @@ pub enum Value {
     Text(Arc<str>),
     /// A boolean.
     Bool(bool),
+    /// A `numeric` (whole; see [`DataType::Numeric`]).
+    Numeric(i128),
 }
 
 impl Value {
@@ -93,6 +100,11 @@ impl Value {
             (Value::Null, _) => Ordering::Greater,
             (_, Value::Null) => Ordering::Less,
             (Value::Int(a), Value::Int(b)) => a.cmp(b),
+            (Value::Numeric(a), Value::Numeric(b)) => a.cmp(b),
+            (Value::Numeric(a), Value::Int(b)) => a.cmp(&i128::from(*b)),
+            (Value::Int(a), Value::Numeric(b)) => i128::from(*a).cmp(b),
+            (Value::Numeric(a), Value::Double(b)) => compare_doubles(*a as f64, *b),
+            (Value::Double(a), Value::Numeric(b)) => compare_doubles(*a, *b as f64),
             (Value::Int(a), Value::Double(b)) => compare_doubles(*a as f64, *b),
             (Value::Double(a), Value::Int(b)) => compare_doubles(*a, *b as f64),
             (Value::Double(a), Value::Double(b)) => compare_doubles(*a, *b),
@@ -106,7 +118,7 @@ impl Value {
     fn kind_rank(&self) -> u8 {
         match self {
             Value::Bool(_) => 0,
-            Value::Int(_) | Value::Double(_) => 1,
+            Value::Int(_) | Value::Double(_) | Value::Numeric(_) => 1,
             Value::Text(_) => 2,
             Value::Null => 3,
         }
@@ -146,6 +158,16 @@ impl Value {
                 };
                 Ok(Value::Double(value))
             }
+            DataType::Numeric => {
+                // Whole numbers, and ones whose fraction is zeros (`12.00`): the fraction is not kept.
+                let whole = match trimmed.split_once('.') {
+                    Some((whole, fraction)) if fraction.bytes().all(|b| b == b'0') && !whole.is_empty() => whole,
+                    _ => trimmed,
+                };
+                whole.parse::<i128>().map(Value::Numeric).map_err(|_| {
+                    format!("invalid input syntax for type numeric: \"{text}\" (numadb's numeric holds whole numbers)")
+                })
+            }
             DataType::Text => Ok(Value::text(text)),
             DataType::Boolean => {
                 // PostgreSQL's words, or any prefix of them that is not ambiguous (`tr`, `of`, but not `o`).
@@ -167,6 +189,7 @@ impl Value {
         match self {
             Value::Null => None,
             Value::Int(v) => Some(v.to_string()),
+            Value::Numeric(v) => Some(v.to_string()),
             Value::Double(v) => Some(format_double(*v)),
             Value::Text(v) => Some(v.to_string()),
             Value::Bool(v) => Some(if *v { "t" } else { "f" }.to_string()),
@@ -225,6 +248,7 @@ impl std::hash::Hash for Value {
             Value::Null => 0u8.hash(state),
             // Integers and integral doubles must hash alike because they compare equal.
             Value::Int(v) => (*v as f64).to_bits().hash(state),
+            Value::Numeric(v) => (*v as f64).to_bits().hash(state),
             Value::Double(v) => {
                 let normalised = match *v {
                     v if v.is_nan() => f64::NAN,

@@ -135,6 +135,7 @@ impl PgType {
             DataType::Double => PgType::Float8,
             DataType::Text => PgType::Text,
             DataType::Boolean => PgType::Bool,
+            DataType::Numeric => PgType::Numeric,
         }
     }
 
@@ -214,6 +215,7 @@ fn encode_text(value: &Value, pg_type: PgType, digits: FloatDigits, out: &mut By
                 out.put_slice(format_double_rounded(*v, (15 + digits.0).max(1) as usize).as_bytes());
             }
         }
+        Value::Numeric(v) => out.put_slice(v.to_string().as_bytes()),
         Value::Text(v) => out.put_slice(v.as_bytes()),
         Value::Bool(v) => out.put_u8(if *v { b't' } else { b'f' }),
         Value::Null => return Err(mismatch(value, pg_type)),
@@ -230,6 +232,8 @@ fn encode_binary(value: &Value, pg_type: PgType, out: &mut BytesMut) -> Result<(
         (Value::Int(v), PgType::Float8) => out.put_f64(*v as f64),
         (Value::Double(v), PgType::Float8) => out.put_f64(*v),
         (Value::Double(v), PgType::Float4) => out.put_f32(*v as f32),
+        (Value::Numeric(v), PgType::Numeric) => encode_numeric(*v, out),
+        (Value::Int(v), PgType::Numeric) => encode_numeric(i128::from(*v), out),
         (Value::Bool(v), PgType::Bool) => out.put_u8(u8::from(*v)),
         (Value::Text(v), PgType::Text | PgType::Varchar | PgType::Name | PgType::Bpchar | PgType::Unknown) => {
             out.put_slice(v.as_bytes())
@@ -238,6 +242,29 @@ fn encode_binary(value: &Value, pg_type: PgType, out: &mut BytesMut) -> Result<(
         _ => return Err(mismatch(value, pg_type)),
     }
     Ok(())
+}
+
+/// PostgreSQL's binary `numeric` of a whole number: `ndigits`, `weight` (of the first base-10000 digit), `sign`,
+/// `dscale` (0), then the digits, trailing zero digits left out as PostgreSQL leaves them out.
+fn encode_numeric(value: i128, out: &mut BytesMut) {
+    const NUMERIC_POS: u16 = 0x0000;
+    const NUMERIC_NEG: u16 = 0x4000;
+    let mut magnitude = value.unsigned_abs();
+    let mut digits = Vec::new();
+    while magnitude > 0 {
+        digits.push((magnitude % 10_000) as u16);
+        magnitude /= 10_000;
+    }
+    digits.reverse();
+    let weight = digits.len().saturating_sub(1) as i16;
+    while digits.last() == Some(&0) {
+        digits.pop();
+    }
+    out.put_u16(digits.len() as u16);
+    out.put_i16(weight);
+    out.put_u16(if value < 0 { NUMERIC_NEG } else { NUMERIC_POS });
+    out.put_u16(0);
+    digits.iter().for_each(|&d| out.put_u16(d));
 }
 
 /// A stack buffer for integer formatting.
@@ -342,6 +369,8 @@ fn conform(value: Value, target: DataType) -> Option<Value> {
         {
             Some(Value::Int(v as i64))
         }
+        (Value::Int(v), DataType::Numeric) => Some(Value::Numeric(i128::from(v))),
+        (Value::Double(v), DataType::Numeric) if v.fract() == 0.0 && v.abs() < 1e38 => Some(Value::Numeric(v as i128)),
         (Value::Bool(v), DataType::Boolean) => Some(Value::Bool(v)),
         (Value::Text(v), DataType::Text) => Some(Value::Text(v)),
         (Value::Text(v), other) => Value::parse(&v, other).ok(),
@@ -518,5 +547,24 @@ mod tests {
         let numeric = [0, 2, 0, 0, 0x40, 0, 0, 1, 0, 1, 0x13, 0x88];
         assert_eq!(decode_numeric(&numeric), Some(Value::Double(-1.5)));
         assert_eq!(decode_numeric(&[0, 9, 0, 0]), None);
+    }
+
+    #[test]
+    fn whole_numerics_go_out_as_postgresql_encodes_them() {
+        assert_eq!(
+            binary(Value::Numeric(12_345_678), PgType::Numeric),
+            [0, 2, 0, 1, 0, 0, 0, 0, 0x04, 0xd2, 0x16, 0x2e]
+        );
+        // 10^8: one digit (1) of weight 2, the two zero digits after it left out; zero has no digits.
+        assert_eq!(binary(Value::Numeric(100_000_000), PgType::Numeric), [0, 1, 0, 2, 0, 0, 0, 0, 0, 1]);
+        assert_eq!(binary(Value::Numeric(0), PgType::Numeric), [0, 0, 0, 0, 0, 0, 0, 0]);
+        for value in [-1, 9_999, -10_000, i128::from(i64::MIN), i128::from(i64::MAX)] {
+            let bytes = binary(Value::Numeric(value), PgType::Numeric);
+            assert_eq!(decode_numeric(&bytes), Some(Value::Int(value as i64)), "{value}");
+        }
+        let beyond_bigint = i128::from(i64::MAX) * 4;
+        assert_eq!(text(Value::Numeric(beyond_bigint), PgType::Numeric), "36893488147419103228");
+        let bytes = binary(Value::Numeric(-beyond_bigint), PgType::Numeric);
+        assert_eq!(decode_numeric(&bytes), Some(Value::Double(-beyond_bigint as f64)));
     }
 }
