@@ -15,6 +15,9 @@
 //! frames) with PARTITION BY and ORDER BY. Doubles compare with a relative tolerance
 //! (summation order differs); everything else must be equal.
 //!
+//! A second test, [`wide_values_agree_with_duckdb_exactly`], keeps to the subset but over integers that
+//! span their types' whole ranges, comparing integers exactly.
+//!
 //! `NUMADB_PYTHON` names a Python with `duckdb` installed (the project's test command sets up a virtual
 //! environment); without one the test says so and passes, unless `NUMADB_REQUIRE_TOOLS=1`.
 //! `NUMADB_DIFF_SEED` and `NUMADB_DIFF_QUERIES` change the seed and the number of queries; `NUMADB_DIFF_KEEP`
@@ -684,6 +687,173 @@ fn random_queries_agree_with_duckdb() {
         let equal = ours.len() == theirs.len()
             && ours.iter().zip(&theirs).all(|(a, b)| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same(x, y)));
         if !equal {
+            mismatches.push(format!("{sql}\n  numadb: {ours:?}\n  DuckDB: {theirs:?}"));
+        }
+    }
+    assert!(
+        mismatches.is_empty(),
+        "{} of {} queries differ (seed {seed}):\n{}",
+        mismatches.len(),
+        queries.len(),
+        mismatches.iter().take(10).cloned().collect::<Vec<_>>().join("\n\n")
+    );
+}
+
+/// Wide values: the query subset (filters of comparisons, BETWEEN, IN and IS NULL under AND/OR/NOT;
+/// COUNT/SUM/MIN/MAX/AVG; GROUP BY; ORDER BY with LIMIT; UNION ALL) over INTEGER and BIGINT columns that span
+/// their whole ranges (their ends included), a column sorted so zone maps decide whole blocks, stretches of
+/// constant and all-NULL blocks, with constants taken from the data and from the ends of the ranges. Integers are
+/// compared exactly, past 2^53 too: a sum of bigints is PostgreSQL's numeric, which DuckDB's HUGEINT matches.
+#[test]
+fn wide_values_agree_with_duckdb_exactly() {
+    let Some(python) = python() else { return };
+    let seed: u64 = std::env::var("NUMADB_DIFF_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x0057_1DE5);
+    let count: usize = std::env::var("NUMADB_DIFF_QUERIES").ok().and_then(|s| s.parse().ok()).unwrap_or(400);
+    let mut rng = Rng(fastrand::Rng::with_seed(seed));
+    const ROWS: i64 = 9000;
+    let ends_i32 =
+        [i64::from(i32::MIN), i64::from(i32::MIN) + 1, -1, 0, 1, i64::from(i32::MAX) - 1, i64::from(i32::MAX)];
+    let ends_i64 = [i64::MIN, i64::MIN + 1, -(1 << 53) - 1, 0, (1 << 53) + 1, i64::MAX - 1, i64::MAX];
+    let mut columns: Vec<[Option<i64>; 4]> = Vec::new();
+    for k in 0..ROWS {
+        let mut pick = |ends: &[i64; 7], wide: fn(&mut Rng) -> i64| -> Option<i64> {
+            match rng.below(100) {
+                0..8 => None,
+                8..20 => Some(*rng.pick(ends)),
+                20..55 => Some(rng.below(2001) as i64 - 1000),
+                _ => Some(wide(&mut rng)),
+            }
+        };
+        let i = pick(&ends_i32, |r| r.0.i64(i64::from(i32::MIN)..=i64::from(i32::MAX)));
+        let b = pick(&ends_i64, |r| r.0.i64(..));
+        // Every third 1024-row stretch holds one value of `i` and no `b` at all.
+        let (i, b) = if (k / 1024) % 3 == 1 { (Some(42), None) } else { (i, b) };
+        columns.push([Some(k), i, b, (rng.below(20) != 0).then_some(k * 7 / 3)]);
+    }
+    let literal = |v: Option<i64>| v.map_or("NULL".to_string(), |v| v.to_string());
+    let mut setup = vec!["CREATE TABLE w (k INTEGER, i INTEGER, b BIGINT, c INTEGER)".to_string()];
+    for chunk in columns.chunks(1000) {
+        let rows: Vec<String> = chunk.iter().map(|r| format!("({})", r.map(literal).join(", "))).collect();
+        setup.push(format!("INSERT INTO w VALUES {}", rows.join(", ")));
+    }
+    let database = Database::new().unwrap();
+    let mut session = database.session();
+    session
+        .execute_one("CREATE TABLE w (k INTEGER, i INTEGER, b BIGINT, c INTEGER) WITH (partition_rows = 1024)")
+        .unwrap();
+    for statement in &setup[1..] {
+        session.execute_one(statement).unwrap();
+    }
+    session.database().catalog().table("w").unwrap().seal().unwrap();
+
+    // A constant for `column`: a value in the data, one of the ends, or any value of the type.
+    let mut constant = |rng: &mut Rng, column: usize| -> String {
+        let ends = if column == 2 { &ends_i64 } else { &ends_i32 };
+        match rng.below(3) {
+            0 => literal(columns[rng.below(ROWS as u64) as usize][column].or(Some(7))),
+            1 => rng.pick(ends).to_string(),
+            _ if column == 2 => rng.0.i64(..).to_string(),
+            _ => rng.0.i64(i64::from(i32::MIN)..=i64::from(i32::MAX)).to_string(),
+        }
+    };
+    fn predicate(rng: &mut Rng, depth: u32, constant: &mut dyn FnMut(&mut Rng, usize) -> String) -> String {
+        if depth > 0 && rng.chance(40) {
+            let (left, right) = (predicate(rng, depth - 1, constant), predicate(rng, depth - 1, constant));
+            return match rng.below(3) {
+                0 => format!("({left} AND {right})"),
+                1 => format!("({left} OR {right})"),
+                _ => format!("(NOT {left})"),
+            };
+        }
+        let column = 1 + rng.below(3) as usize;
+        let name = ["k", "i", "b", "c"][column];
+        let not = if rng.chance(30) { "NOT " } else { "" };
+        match rng.below(10) {
+            0 => format!("{name} IS {not}NULL"),
+            1 | 2 => format!("{name} {not}BETWEEN {} AND {}", constant(rng, column), constant(rng, column)),
+            3 => {
+                let items: Vec<String> = (0..1 + rng.below(4)).map(|_| constant(rng, column)).collect();
+                format!("{name} {not}IN ({})", items.join(", "))
+            }
+            _ => format!("{name} {} {}", rng.pick(&["=", "<>", "<", "<=", ">", ">="]), constant(rng, column)),
+        }
+    }
+    let aggregates = [
+        "count(*)", "count(b)", "sum(i)", "sum(b)", "sum(c)", "min(i)", "max(i)", "min(b)", "max(b)", "avg(i)",
+        "avg(c)",
+    ];
+    let queries: Vec<(String, bool)> = (0..count)
+        .map(|_| {
+            let filter = format!(" WHERE {}", predicate(&mut rng, 3, &mut constant));
+            let chosen: Vec<&str> = (0..1 + rng.below(3)).map(|_| *rng.pick(&aggregates)).collect();
+            let chosen = chosen.join(", ");
+            match rng.below(5) {
+                0 => (format!("SELECT {chosen} FROM w{filter}"), false),
+                1 => {
+                    let key = rng.pick(&["i", "k % 7", "b < 0", "c % 3"]);
+                    (format!("SELECT {key}, {chosen} FROM w{filter} GROUP BY {key}"), false)
+                }
+                2 => {
+                    let (column, direction) = (rng.pick(&["i", "b", "c"]), rng.pick(&["ASC", "DESC"]));
+                    let limit = 1 + rng.below(40);
+                    (
+                        format!(
+                            "SELECT k, i, b FROM w{filter} ORDER BY {column} {direction} NULLS LAST, k LIMIT {limit}"
+                        ),
+                        true,
+                    )
+                }
+                3 => {
+                    let other = format!(" WHERE {}", predicate(&mut rng, 2, &mut constant));
+                    (
+                        format!(
+                            "SELECT count(*), sum(b) FROM w{filter} UNION ALL SELECT count(*), sum(b) FROM w{other}"
+                        ),
+                        false,
+                    )
+                }
+                _ => (format!("SELECT k, i, b, c FROM w{filter} ORDER BY k LIMIT 30"), true),
+            }
+        })
+        .collect();
+
+    let directory = tempfile::tempdir().unwrap();
+    let (input, output, script) =
+        (directory.path().join("input.json"), directory.path().join("output.json"), directory.path().join("runner.py"));
+    // Integers as their digits, so that nothing rounds them on the way.
+    std::fs::write(&script, DUCKDB_RUNNER.replace("float(v) if isinstance(v, int)", "str(v) if isinstance(v, int)"))
+        .unwrap();
+    let query_texts: Vec<&String> = queries.iter().map(|(q, _)| q).collect();
+    std::fs::write(&input, serde_json::to_string(&(setup, query_texts)).unwrap()).unwrap();
+    let status = Command::new(&python).arg(&script).arg(&input).arg(&output).status().unwrap();
+    assert!(status.success(), "the DuckDB runner failed");
+    let expected: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&output).unwrap()).unwrap();
+
+    // Integers as digits (both sides), doubles as numbers.
+    let exact = |value: &Value| match value {
+        Value::Int(v) => serde_json::json!(v.to_string()),
+        Value::Numeric(v) => serde_json::json!(v.to_string()),
+        other => normalise(other),
+    };
+    let mut mismatches = Vec::new();
+    for ((sql, ordered), duck) in queries.iter().zip(&expected) {
+        let Some(duck_rows) = duck.get("rows").and_then(|r| r.as_array()) else {
+            mismatches.push(format!("{sql}\n  DuckDB failed: {}", duck["error"]));
+            continue;
+        };
+        let theirs: Vec<Vec<serde_json::Value>> =
+            duck_rows.iter().map(|r| r.as_array().cloned().unwrap_or_default()).collect();
+        let ours: Vec<Vec<serde_json::Value>> = match session.execute_one(sql) {
+            Ok(output) => output.rows.iter().map(|r| r.iter().map(exact).collect()).collect(),
+            Err(error) => {
+                mismatches.push(format!("{sql}\n  numadb failed: {}: {}", error.sqlstate, error.message));
+                continue;
+            }
+        };
+        let (ours, theirs) = if *ordered { (ours, theirs) } else { (sorted(ours), sorted(theirs)) };
+        if ours.len() != theirs.len()
+            || ours.iter().zip(&theirs).any(|(a, b)| a.len() != b.len() || a.iter().zip(b).any(|(x, y)| !same(x, y)))
+        {
             mismatches.push(format!("{sql}\n  numadb: {ours:?}\n  DuckDB: {theirs:?}"));
         }
     }
