@@ -662,6 +662,17 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
     let mut selected_total = 0u64;
     let mut cache = BlockCache::new(width);
     let mut row = vec![Value::Null; width];
+    // Output rows of plain columns (a join's inputs, `SELECT *`) are copied out of the row, not evaluated.
+    let plain_columns: Option<Vec<usize>> = match &job.output {
+        ScanOutput::Rows(projections) => projections
+            .iter()
+            .map(|e| match e {
+                Expr::Column { index, .. } if *index < width => Some(*index),
+                _ => None,
+            })
+            .collect(),
+        ScanOutput::Aggregate { .. } => None,
+    };
     let mut output = match &job.output {
         ScanOutput::Rows(_) => TaskOutput::Rows(Vec::new()),
         ScanOutput::Aggregate { .. } => TaskOutput::Aggregate(PartialAggregate::default()),
@@ -762,6 +773,14 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
                 if let Some(error) = error {
                     return Err(error);
                 }
+            }
+            (ScanOutput::Rows(_), TaskOutput::Rows(rows)) if let Some(columns) = &plain_columns => {
+                let before = rows.len();
+                for_each_set(&mask, |i| {
+                    cache.fill_row(partition, &job.columns_read, first_row + i, &mut row);
+                    rows.push(columns.iter().map(|&c| row[c].clone()).collect());
+                });
+                job.budget.charge(&rows[before..])?;
             }
             (ScanOutput::Rows(projections), TaskOutput::Rows(rows)) => {
                 let before = rows.len();
@@ -1327,31 +1346,27 @@ fn finish(
             Ok(rows)
         }
         Plan::Join(join) => {
-            let (left, right) = match key_filter(join, executor) {
-                None => (
-                    finish(&join.left, executor, jobs, next_job, budget, result)?,
-                    finish(&join.right, executor, jobs, next_job, budget, result)?,
-                ),
-                Some(filter) => {
-                    let (other, other_key, scanned) = if filter.scans_right {
-                        (&join.left, &join.left_keys[filter.key], &join.right)
-                    } else {
-                        (&join.right, &join.right_keys[filter.key], &join.left)
-                    };
-                    let other = finish(other, executor, jobs, next_job, budget, result)?;
-                    let Plan::Scan(scan) = scanned.as_ref() else {
-                        return Err(ExecError::internal("a join's keyed input is not a scan"));
-                    };
-                    let keys = join_keys(&other, other_key, executor)?;
-                    let scanned = keyed_scan(scan, filter.column, keys, executor, budget, result)?;
-                    if filter.scans_right { (other, scanned) } else { (scanned, other) }
-                }
-            };
+            let (left, right) = join_inputs(join, executor, jobs, next_job, budget, result)?;
             let started = Instant::now();
             let rows = join_rows(join, left, right, executor, budget)?;
-            let method = if join.left_keys.is_empty() { "Nested Loop" } else { "Hash Join" };
-            result.operator(format!("{method} ({})", join.kind.keyword()), rows.len(), started);
+            result.operator(join_operator(join), rows.len(), started);
             Ok(rows)
+        }
+        // An aggregate over a join takes the joined rows as they come: they are never held (nor copied).
+        Plan::Aggregate { input, group_by, aggregates, sets } if let Plan::Join(join) = input.as_ref() => {
+            let (left, right) = join_inputs(join, executor, jobs, next_job, budget, result)?;
+            let started = Instant::now();
+            let mut partial = PartialAggregate::default();
+            let mut joined = 0;
+            join_into(join, left, right, executor, &mut |row| {
+                joined += 1;
+                group_row(group_by, aggregates, &mut partial, row, executor.params)
+            })?;
+            result.operator(join_operator(join), joined, started);
+            let started = Instant::now();
+            let output = finish_groups(partial, group_by.len(), aggregates, sets.as_deref(), Some(budget))?;
+            result.operator("Aggregate", output.len(), started);
+            Ok(output)
         }
         Plan::Aggregate { input, group_by, aggregates, sets } => {
             let rows = finish(input, executor, jobs, next_job, budget, result)?;
@@ -1445,14 +1460,48 @@ fn join_rows(
     executor: &Executor<'_>,
     budget: &ResultBudget,
 ) -> Result<Vec<Vec<Value>>, ExecError> {
+    let mut rows: Vec<Vec<Value>> = Vec::new();
+    let mut charged = 0;
+    join_into(join, left, right, executor, &mut |row| {
+        rows.push(row.to_vec());
+        if rows.len() - charged >= INTERRUPT_CHECK_ROWS {
+            budget.charge(&rows[charged..])?;
+            charged = rows.len();
+        }
+        Ok(())
+    })?;
+    budget.charge(&rows[charged..])?;
+    Ok(rows)
+}
+
+/// Where a join hands its rows: collected ([`join_rows`]) or aggregated as they come, never held.
+type RowSink<'s> = &'s mut dyn FnMut(&[Value]) -> Result<(), ExecError>;
+
+/// Joins `left` and `right`, handing each joined row to `emit`.
+fn join_into(
+    join: &JoinPlan,
+    left: Vec<Vec<Value>>,
+    right: Vec<Vec<Value>>,
+    executor: &Executor<'_>,
+    emit: RowSink<'_>,
+) -> Result<(), ExecError> {
     let params = executor.params;
     // `=` is never TRUE with a NULL: a NULL key (`None`) has no partner.
     match (join.left_keys.as_slice(), join.right_keys.as_slice()) {
-        ([], _) => join_with_keys::<()>(join, left, right, executor, budget, None),
+        ([], _) => join_with_keys::<()>(join, left, right, executor, emit, None),
         // Integer keys (the common case) hash and compare as plain integers.
         ([left_key], [right_key]) if left_key.data_type().is_integer() && right_key.data_type().is_integer() => {
             let key = |expr: &Expr, row: &[Value]| -> Result<Option<i64>, ExecError> {
-                match expr.eval(row, params)? {
+                // A column (the common key) is read, not evaluated.
+                let value = match expr {
+                    Expr::Column { index, .. } if *index < row.len() => match &row[*index] {
+                        Value::Int(v) => return Ok(Some(*v)),
+                        Value::Null => return Ok(None),
+                        other => other.clone(),
+                    },
+                    _ => expr.eval(row, params)?,
+                };
+                match value {
                     Value::Int(v) => Ok(Some(v)),
                     Value::Null => Ok(None),
                     other => Err(ExecError::internal(format!("an integer join key evaluated to {other:?}"))),
@@ -1460,7 +1509,7 @@ fn join_rows(
             };
             let keys = |hash_left: bool, row: &[Value]| key(if hash_left { left_key } else { right_key }, row);
             let probes = |hash_left: bool, row: &[Value]| key(if hash_left { right_key } else { left_key }, row);
-            join_with_keys(join, left, right, executor, budget, Some((&keys, &probes)))
+            join_with_keys(join, left, right, executor, emit, Some((&keys, &probes)))
         }
         ([left_key], [right_key]) => {
             let key = |expr: &Expr, row: &[Value]| -> Result<Option<Value>, ExecError> {
@@ -1469,7 +1518,7 @@ fn join_rows(
             };
             let keys = |hash_left: bool, row: &[Value]| key(if hash_left { left_key } else { right_key }, row);
             let probes = |hash_left: bool, row: &[Value]| key(if hash_left { right_key } else { left_key }, row);
-            join_with_keys(join, left, right, executor, budget, Some((&keys, &probes)))
+            join_with_keys(join, left, right, executor, emit, Some((&keys, &probes)))
         }
         (left_keys, right_keys) => {
             let key = |exprs: &[Expr], row: &[Value]| -> Result<Option<Vec<Value>>, ExecError> {
@@ -1478,9 +1527,45 @@ fn join_rows(
             };
             let keys = |hash_left: bool, row: &[Value]| key(if hash_left { left_keys } else { right_keys }, row);
             let probes = |hash_left: bool, row: &[Value]| key(if hash_left { right_keys } else { left_keys }, row);
-            join_with_keys(join, left, right, executor, budget, Some((&keys, &probes)))
+            join_with_keys(join, left, right, executor, emit, Some((&keys, &probes)))
         }
     }
+}
+
+/// A join's inputs' rows: both finished, or the one the other's keys filter ([`JoinPlan::key_filter`]) scanned
+/// after the other.
+fn join_inputs(
+    join: &JoinPlan,
+    executor: &Executor<'_>,
+    jobs: &[Arc<ScanJob>],
+    next_job: &mut usize,
+    budget: &ResultBudget,
+    result: &mut ExecutionResult,
+) -> Result<(Vec<Vec<Value>>, Vec<Vec<Value>>), ExecError> {
+    let Some(filter) = key_filter(join, executor) else {
+        return Ok((
+            finish(&join.left, executor, jobs, next_job, budget, result)?,
+            finish(&join.right, executor, jobs, next_job, budget, result)?,
+        ));
+    };
+    let (other, other_key, scanned) = if filter.scans_right {
+        (&join.left, &join.left_keys[filter.key], &join.right)
+    } else {
+        (&join.right, &join.right_keys[filter.key], &join.left)
+    };
+    let other = finish(other, executor, jobs, next_job, budget, result)?;
+    let Plan::Scan(scan) = scanned.as_ref() else {
+        return Err(ExecError::internal("a join's keyed input is not a scan"));
+    };
+    let keys = join_keys(&other, other_key, executor)?;
+    let scanned = keyed_scan(scan, filter.column, keys, executor, budget, result)?;
+    Ok(if filter.scans_right { (other, scanned) } else { (scanned, other) })
+}
+
+/// The join's line in EXPLAIN ANALYZE.
+fn join_operator(join: &JoinPlan) -> String {
+    let method = if join.left_keys.is_empty() { "Nested Loop" } else { "Hash Join" };
+    format!("{method} ({})", join.kind.keyword())
 }
 
 /// Which input of a join is scanned with the other's keys, unless the session turned that off.
@@ -1669,9 +1754,9 @@ fn join_with_keys<K: JoinKey>(
     left: Vec<Vec<Value>>,
     right: Vec<Vec<Value>>,
     executor: &Executor<'_>,
-    budget: &ResultBudget,
+    emit: RowSink<'_>,
     keys: Option<(KeyOf<'_, K>, KeyOf<'_, K>)>,
-) -> Result<Vec<Vec<Value>>, ExecError> {
+) -> Result<(), ExecError> {
     let params = executor.params;
     let hash_left = keys.is_some() && left.len() < right.len();
     let (build, probe) = if hash_left { (left, right) } else { (right, left) };
@@ -1728,8 +1813,6 @@ fn join_with_keys<K: JoinKey>(
     .map(|bitmap| (bitmap, 0u32, 0u32));
 
     let mut build_matched = vec![false; if keep_build { build_rows } else { 0 }];
-    let mut rows: Vec<Vec<Value>> = Vec::new();
-    let mut charged = 0;
     let mut steps = 0usize;
     let width = join.left_width + join.right_width;
     let mut joined: Vec<Value> = Vec::with_capacity(width);
@@ -1776,8 +1859,6 @@ fn join_with_keys<K: JoinKey>(
             steps += 1;
             if steps.is_multiple_of(INTERRUPT_CHECK_ROWS) {
                 check_interrupts(executor)?;
-                budget.charge(&rows[charged..])?;
-                charged = rows.len();
             }
             let this = candidate;
             candidate = following;
@@ -1804,21 +1885,20 @@ fn join_with_keys<K: JoinKey>(
             if keep_build {
                 build_matched[this] = true;
             }
-            rows.push(joined.clone());
+            emit(&joined)?;
         }
         if !matched && keep_probe {
-            rows.push(padded(probe_row, !hash_left, join.left_width, width));
+            emit(&padded(probe_row, !hash_left, join.left_width, width))?;
         }
     }
     if keep_build {
         for (position, matched) in build_matched.into_iter().enumerate() {
             if !matched {
-                rows.push(padded(build_row(position).to_vec(), hash_left, join.left_width, width));
+                emit(&padded(build_row(position).to_vec(), hash_left, join.left_width, width))?;
             }
         }
     }
-    budget.charge(&rows[charged..])?;
-    Ok(rows)
+    Ok(())
 }
 
 /// A row of one join input without a partner, padded with NULLs for the other input's columns.
