@@ -1532,6 +1532,9 @@ fn join_into(
     }
 }
 
+/// Rows of values, as operators hand them on.
+type Rows = Vec<Vec<Value>>;
+
 /// A join's inputs' rows: both finished, or the one the other's keys filter ([`JoinPlan::key_filter`]) scanned
 /// after the other.
 fn join_inputs(
@@ -1541,7 +1544,7 @@ fn join_inputs(
     next_job: &mut usize,
     budget: &ResultBudget,
     result: &mut ExecutionResult,
-) -> Result<(Vec<Vec<Value>>, Vec<Vec<Value>>), ExecError> {
+) -> Result<(Rows, Rows), ExecError> {
     let Some(filter) = key_filter(join, executor) else {
         return Ok((
             finish(&join.left, executor, jobs, next_job, budget, result)?,
