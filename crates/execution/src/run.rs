@@ -1358,10 +1358,22 @@ fn finish(
             let started = Instant::now();
             let mut partial = PartialAggregate::default();
             let mut joined = 0;
-            join_into(join, left, right, executor, &mut |row| {
-                joined += 1;
-                group_row(group_by, aggregates, &mut partial, row, executor.params)
-            })?;
+            if group_by.is_empty() {
+                // One group: its state is at hand, not looked up per row.
+                let mut state: GroupState = aggregates.iter().map(Accumulator::new).collect();
+                join_into(join, left, right, executor, &mut |row| {
+                    joined += 1;
+                    aggregates.iter().zip(state.iter_mut()).try_for_each(|(call, a)| call.feed(a, row, executor.params))
+                })?;
+                if joined > 0 {
+                    partial.groups.insert(Vec::new(), state);
+                }
+            } else {
+                join_into(join, left, right, executor, &mut |row| {
+                    joined += 1;
+                    group_row(group_by, aggregates, &mut partial, row, executor.params)
+                })?;
+            }
             result.operator(join_operator(join), joined, started);
             let started = Instant::now();
             let output = finish_groups(partial, group_by.len(), aggregates, sets.as_deref(), Some(budget))?;
