@@ -8,7 +8,7 @@
 //! every node, so they raise no error; any other row that overflows its type or divides by zero raises the error
 //! the row-at-a-time evaluation raises (22003, 22012).
 
-use numadb_storage::bitpack::{BLOCK_ROWS, BlockMask, MASK_WORDS};
+use numadb_storage::bitpack::{BLOCK_ROWS, BlockMask, Isa, MASK_WORDS};
 use numadb_storage::{ColumnData, DataType, Partition, Value};
 
 use crate::error::ExecError;
@@ -123,19 +123,19 @@ pub(crate) fn predicate_block(
 /// AVX2 and AVX-512 (compares of 4 or 8 rows at once), picked at run time where the CPU has them.
 #[inline]
 fn compare_rows(a: &[i64; BLOCK_ROWS], b: &[i64; BLOCK_ROWS], compare: impl Fn(i64, i64) -> bool) -> BlockMask {
-    match isa() {
-        // SAFETY: `isa` found every feature the function is compiled with on this CPU.
+    match Isa::best() {
+        // SAFETY: `Isa::best` found every feature the function is compiled with on this CPU.
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => unsafe { compare_rows_avx512(a, b, compare) },
         // SAFETY: as above.
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => unsafe { compare_rows_avx2(a, b, compare) },
-        Isa::Portable => compare_rows_portable(a, b, compare),
+        _ => compare_rows_portable(a, b, compare),
     }
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,bmi2")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,bmi2")]
 fn compare_rows_avx512(a: &[i64; BLOCK_ROWS], b: &[i64; BLOCK_ROWS], compare: impl Fn(i64, i64) -> bool) -> BlockMask {
     compare_rows_portable(a, b, compare)
 }
@@ -160,35 +160,6 @@ fn compare_rows_portable(
         }
     }
     hits
-}
-
-/// Which variant of the block loops this CPU runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Isa {
-    #[cfg(target_arch = "x86_64")]
-    Avx512,
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
-    Portable,
-}
-
-/// The best variant this CPU runs (found once).
-fn isa() -> Isa {
-    static BEST: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
-    *BEST.get_or_init(|| {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::is_x86_feature_detected as has;
-            let avx2 = has!("avx2") && has!("bmi2");
-            if avx2 && has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512dq") {
-                return Isa::Avx512;
-            }
-            if avx2 {
-                return Isa::Avx2;
-            }
-        }
-        Isa::Portable
-    })
 }
 
 /// `expr` (an [`is_int_expr`]) over block `block` of `partition`, except the rows set in `skip` (NULL).
@@ -329,14 +300,14 @@ fn rows_failing(
     values: &mut [i64; BLOCK_ROWS],
     op: impl Fn(usize, i64) -> (i64, bool),
 ) -> bool {
-    match isa() {
-        // SAFETY: `isa` found every feature the function is compiled with on this CPU.
+    match Isa::best() {
+        // SAFETY: `Isa::best` found every feature the function is compiled with on this CPU.
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => unsafe { rows_failing_avx512(nulls, data_type, values, op) },
         // SAFETY: as above.
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => unsafe { rows_failing_avx2(nulls, data_type, values, op) },
-        Isa::Portable => rows_failing_portable(nulls, data_type, values, op),
+        _ => rows_failing_portable(nulls, data_type, values, op),
     }
 }
 
@@ -352,7 +323,7 @@ fn rows_failing_avx2(
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,bmi2")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,bmi2")]
 fn rows_failing_avx512(
     nulls: &BlockMask,
     data_type: DataType,
@@ -439,12 +410,12 @@ mod tests {
 
     /// The portable variant and every other one this CPU runs.
     fn variants() -> Vec<Isa> {
-        match isa() {
+        match Isa::best() {
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => vec![Isa::Portable, Isa::Avx2, Isa::Avx512],
+            Isa::Avx512 => vec![Isa::Baseline, Isa::Avx2, Isa::Avx512],
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => vec![Isa::Portable, Isa::Avx2],
-            Isa::Portable => vec![Isa::Portable],
+            Isa::Avx2 => vec![Isa::Baseline, Isa::Avx2],
+            _ => vec![Isa::Baseline],
         }
     }
 
@@ -456,7 +427,7 @@ mod tests {
             // SAFETY: as above.
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => unsafe { compare_rows_avx2(a, b, f) },
-            Isa::Portable => compare_rows_portable(a, b, f),
+            _ => compare_rows_portable(a, b, f),
         }
     }
 
@@ -474,7 +445,7 @@ mod tests {
             // SAFETY: as above.
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => unsafe { rows_failing_avx2(nulls, data_type, values, op) },
-            Isa::Portable => rows_failing_portable(nulls, data_type, values, op),
+            _ => rows_failing_portable(nulls, data_type, values, op),
         }
     }
 

@@ -98,7 +98,7 @@ pub fn unpack(words: &[u32], width: u32, out: &mut [u32; BLOCK_ROWS]) {
 /// Calls `put(row, code)` for every row of a block, position by position: the 16 lanes of a position share one
 /// shift, so each position is one loop over 16 words that the compiler vectorizes (a row at a time, the shift
 /// and the word differ from row to row).
-#[inline]
+#[inline(always)]
 pub fn unpack_with(words: &[u32], width: u32, mut put: impl FnMut(usize, u32)) {
     if width == 0 {
         (0..BLOCK_ROWS).for_each(|row| put(row, 0));
