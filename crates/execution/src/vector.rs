@@ -258,6 +258,12 @@ fn int_block(
                     BinaryOp::Add => rows_failing(&nulls, data_type, values, |r, a| add_flagged(a, b[r])),
                     BinaryOp::Sub => rows_failing(&nulls, data_type, values, |r, a| sub_flagged(a, b[r])),
                     BinaryOp::Mul => rows_failing(&nulls, data_type, values, |r, a| a.overflowing_mul(b[r])),
+                    BinaryOp::Div if divides_in_doubles(values, b) => {
+                        rows_failing(&nulls, data_type, values, |r, a| (quotient_in_doubles(a, b[r]), false))
+                    }
+                    BinaryOp::Mod if divides_in_doubles(values, b) => {
+                        rows_failing(&nulls, data_type, values, |r, a| (remainder_in_doubles(a, b[r]), false))
+                    }
                     BinaryOp::Div => rows_failing(&nulls, data_type, values, |r, a| {
                         if b[r] == 0 { (0, true) } else { a.overflowing_div(b[r]) }
                     }),
@@ -377,6 +383,71 @@ fn neg_flagged(a: i64) -> (i64, bool) {
     (a.wrapping_neg(), a == i64::MIN)
 }
 
+/// Integers below this in magnitude convert to and from doubles exactly, by [`exact_double`] and [`exact_int`].
+const DOUBLE_EXACT: u64 = 1 << 51;
+/// 1.5 * 2^52: added to an integer below 2^51 in magnitude, the sum's low mantissa bits are that integer.
+const MAGIC: f64 = 6_755_399_441_055_744.0;
+
+/// `a` as a double, for `|a| < 2^51`: through the mantissa, which vectorizes without AVX-512's conversions.
+#[inline(always)]
+fn exact_double(a: i64) -> f64 {
+    f64::from_bits((a as u64).wrapping_add(MAGIC.to_bits())) - MAGIC
+}
+
+/// A whole double below 2^51 in magnitude as an integer (the reverse of [`exact_double`]).
+#[inline(always)]
+fn exact_int(x: f64) -> i64 {
+    ((x + MAGIC).to_bits() as i64).wrapping_sub(MAGIC.to_bits() as i64)
+}
+
+/// Whether every row of the block divides in doubles: operands below 2^51 in magnitude and no divisor 0. An
+/// integer division takes tens of cycles a row, a double one a few cycles for 4 or 8 rows; and the quotient of
+/// two such integers never rounds up to the next integer (it is at least `1/|b|` from it, more than half the
+/// spacing of doubles there), so truncating it gives the integer quotient.
+#[inline]
+fn divides_in_doubles(a: &[i64; BLOCK_ROWS], b: &[i64; BLOCK_ROWS]) -> bool {
+    match Isa::best() {
+        // SAFETY: `Isa::best` found every feature the function is compiled with on this CPU.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { divides_in_doubles_avx512(a, b) },
+        // SAFETY: as above.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { divides_in_doubles_avx2(a, b) },
+        _ => divides_in_doubles_portable(a, b),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,bmi2")]
+fn divides_in_doubles_avx512(a: &[i64; BLOCK_ROWS], b: &[i64; BLOCK_ROWS]) -> bool {
+    divides_in_doubles_portable(a, b)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,bmi2")]
+fn divides_in_doubles_avx2(a: &[i64; BLOCK_ROWS], b: &[i64; BLOCK_ROWS]) -> bool {
+    divides_in_doubles_portable(a, b)
+}
+
+#[inline(always)]
+fn divides_in_doubles_portable(a: &[i64; BLOCK_ROWS], b: &[i64; BLOCK_ROWS]) -> bool {
+    a.iter().zip(b.iter()).fold(true, |all, (&a, &b)| {
+        all & (a.unsigned_abs() < DOUBLE_EXACT) & (b != 0) & (b.unsigned_abs() < DOUBLE_EXACT)
+    })
+}
+
+/// `a / b` truncated toward zero, as an integer division gives it (for a block [`divides_in_doubles`] takes).
+#[inline(always)]
+fn quotient_in_doubles(a: i64, b: i64) -> i64 {
+    exact_int((exact_double(a) / exact_double(b)).trunc())
+}
+
+/// `a % b` with the sign of `a`, as an integer remainder (for a block [`divides_in_doubles`] takes).
+#[inline(always)]
+fn remainder_in_doubles(a: i64, b: i64) -> i64 {
+    a - quotient_in_doubles(a, b) * b
+}
+
 /// An integer result checked against its type's range, as [`Expr::eval`] checks it.
 #[inline]
 fn int_result(value: Option<i64>, data_type: DataType) -> Result<i64, ExecError> {
@@ -467,6 +538,51 @@ mod tests {
             };
         }
         values
+    }
+
+    #[test]
+    fn division_in_doubles_is_integer_division_below_2_to_the_51() {
+        let mut rng = fastrand::Rng::with_seed(5);
+        let bound = DOUBLE_EXACT as i64 - 1;
+        let mut cases = vec![(bound, 1), (-bound, 1), (bound, bound), (bound, -1), (bound - 1, bound), (-bound, 7)];
+        cases.extend([(bound, 3), (bound - 1, 2), (-(bound - 2), 3), (0, 5), (99, 100), (-99, 100), (100, -100)]);
+        for _ in 0..200_000 {
+            let a = match rng.u8(..3) {
+                0 => rng.i64(-bound..=bound),
+                1 => rng.i64(-10_000..10_000),
+                _ => rng.i64(-bound..=bound) / rng.i64(1..1_000_000),
+            };
+            let b = match rng.u8(..3) {
+                0 => rng.i64(-bound..=bound),
+                1 => rng.i64(-100..100),
+                _ => a / rng.i64(1..1000) + rng.i64(-1..=1),
+            };
+            cases.push((a, if b == 0 { 1 } else { b }));
+        }
+        for (a, b) in cases {
+            assert_eq!(exact_int(exact_double(a)), a);
+            assert_eq!(quotient_in_doubles(a, b), a / b, "{a} / {b}");
+            assert_eq!(remainder_in_doubles(a, b), a % b, "{a} % {b}");
+        }
+        let divides = |isa: Isa, a: &[i64; BLOCK_ROWS], b: &[i64; BLOCK_ROWS]| match isa {
+            // SAFETY: `variants` lists only what this CPU runs.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => unsafe { divides_in_doubles_avx512(a, b) },
+            // SAFETY: as above.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => unsafe { divides_in_doubles_avx2(a, b) },
+            _ => divides_in_doubles_portable(a, b),
+        };
+        for isa in variants() {
+            let mut a = filled(bound);
+            let mut b = filled(-bound);
+            assert!(divides(isa, &a, &b), "{isa:?}");
+            b[1023] = 0;
+            assert!(!divides(isa, &a, &b), "{isa:?}: a divisor of 0");
+            b[1023] = 1;
+            a[512] = -bound - 1;
+            assert!(!divides(isa, &a, &b), "{isa:?}: -2^51 itself");
+        }
     }
 
     #[test]
