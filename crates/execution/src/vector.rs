@@ -45,6 +45,38 @@ impl IntBlock {
     }
 }
 
+/// `fn $name(isa, args) -> ret`: `$portable` (an `#[inline(always)]` loop written for the compiler to vectorize)
+/// compiled for `isa`: AVX-512, AVX2 or the baseline. `$name` is unsafe: the CPU must run `isa`.
+macro_rules! on_every_isa {
+    ($name:ident($($arg:ident: $type:ty),*) -> $ret:ty = $portable:ident) => {
+        /// # Safety
+        /// The CPU runs `isa` ([`Isa::is_available`]).
+        #[inline]
+        unsafe fn $name(isa: Isa, $($arg: $type),*) -> $ret {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,bmi2")]
+                fn avx512($($arg: $type),*) -> $ret {
+                    $portable($($arg),*)
+                }
+                #[target_feature(enable = "avx2,bmi2")]
+                fn avx2($($arg: $type),*) -> $ret {
+                    $portable($($arg),*)
+                }
+                match isa {
+                    // SAFETY: the caller vouches that the CPU runs `isa`.
+                    Isa::Avx512 => return unsafe { avx512($($arg),*) },
+                    // SAFETY: as above.
+                    Isa::Avx2 => return unsafe { avx2($($arg),*) },
+                    Isa::Baseline => {}
+                }
+            }
+            let _ = isa;
+            $portable($($arg),*)
+        }
+    };
+}
+
 /// Whether `expr` is a comparison that [`predicate_block`] evaluates.
 pub(crate) fn is_int_comparison(expr: &Expr) -> bool {
     match expr {
@@ -123,28 +155,15 @@ pub(crate) fn predicate_block(
 /// AVX2 and AVX-512 (compares of 4 or 8 rows at once), picked at run time where the CPU has them.
 #[inline]
 fn compare_rows(a: &[i64; BLOCK_ROWS], b: &[i64; BLOCK_ROWS], compare: impl Fn(i64, i64) -> bool) -> BlockMask {
-    match Isa::best() {
-        // SAFETY: `Isa::best` found every feature the function is compiled with on this CPU.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { compare_rows_avx512(a, b, compare) },
-        // SAFETY: as above.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe { compare_rows_avx2(a, b, compare) },
-        _ => compare_rows_portable(a, b, compare),
-    }
+    // SAFETY: `Isa::best` runs on this CPU.
+    unsafe { compare_rows_on(Isa::best(), a, b, compare) }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,bmi2")]
-fn compare_rows_avx512(a: &[i64; BLOCK_ROWS], b: &[i64; BLOCK_ROWS], compare: impl Fn(i64, i64) -> bool) -> BlockMask {
-    compare_rows_portable(a, b, compare)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,bmi2")]
-fn compare_rows_avx2(a: &[i64; BLOCK_ROWS], b: &[i64; BLOCK_ROWS], compare: impl Fn(i64, i64) -> bool) -> BlockMask {
-    compare_rows_portable(a, b, compare)
-}
+on_every_isa!(compare_rows_on(
+    a: &[i64; BLOCK_ROWS],
+    b: &[i64; BLOCK_ROWS],
+    compare: impl Fn(i64, i64) -> bool
+) -> BlockMask = compare_rows_portable);
 
 #[inline(always)]
 fn compare_rows_portable(
@@ -306,38 +325,16 @@ fn rows_failing(
     values: &mut [i64; BLOCK_ROWS],
     op: impl Fn(usize, i64) -> (i64, bool),
 ) -> bool {
-    match Isa::best() {
-        // SAFETY: `Isa::best` found every feature the function is compiled with on this CPU.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { rows_failing_avx512(nulls, data_type, values, op) },
-        // SAFETY: as above.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe { rows_failing_avx2(nulls, data_type, values, op) },
-        _ => rows_failing_portable(nulls, data_type, values, op),
-    }
+    // SAFETY: `Isa::best` runs on this CPU.
+    unsafe { rows_failing_on(Isa::best(), nulls, data_type, values, op) }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,bmi2")]
-fn rows_failing_avx2(
+on_every_isa!(rows_failing_on(
     nulls: &BlockMask,
     data_type: DataType,
     values: &mut [i64; BLOCK_ROWS],
-    op: impl Fn(usize, i64) -> (i64, bool),
-) -> bool {
-    rows_failing_portable(nulls, data_type, values, op)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,bmi2")]
-fn rows_failing_avx512(
-    nulls: &BlockMask,
-    data_type: DataType,
-    values: &mut [i64; BLOCK_ROWS],
-    op: impl Fn(usize, i64) -> (i64, bool),
-) -> bool {
-    rows_failing_portable(nulls, data_type, values, op)
-}
+    op: impl Fn(usize, i64) -> (i64, bool)
+) -> bool = rows_failing_portable);
 
 #[inline(always)]
 fn rows_failing_portable(
@@ -406,28 +403,14 @@ fn exact_int(x: f64) -> i64 {
 /// spacing of doubles there), so truncating it gives the integer quotient.
 #[inline]
 fn divides_in_doubles(a: &[i64; BLOCK_ROWS], b: &[i64; BLOCK_ROWS]) -> bool {
-    match Isa::best() {
-        // SAFETY: `Isa::best` found every feature the function is compiled with on this CPU.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { divides_in_doubles_avx512(a, b) },
-        // SAFETY: as above.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe { divides_in_doubles_avx2(a, b) },
-        _ => divides_in_doubles_portable(a, b),
-    }
+    // SAFETY: `Isa::best` runs on this CPU.
+    unsafe { divides_in_doubles_on(Isa::best(), a, b) }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,bmi2")]
-fn divides_in_doubles_avx512(a: &[i64; BLOCK_ROWS], b: &[i64; BLOCK_ROWS]) -> bool {
-    divides_in_doubles_portable(a, b)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,bmi2")]
-fn divides_in_doubles_avx2(a: &[i64; BLOCK_ROWS], b: &[i64; BLOCK_ROWS]) -> bool {
-    divides_in_doubles_portable(a, b)
-}
+on_every_isa!(divides_in_doubles_on(
+    a: &[i64; BLOCK_ROWS],
+    b: &[i64; BLOCK_ROWS]
+) -> bool = divides_in_doubles_portable);
 
 #[inline(always)]
 fn divides_in_doubles_portable(a: &[i64; BLOCK_ROWS], b: &[i64; BLOCK_ROWS]) -> bool {
@@ -491,15 +474,8 @@ mod tests {
     }
 
     fn compare_with(isa: Isa, a: &[i64; BLOCK_ROWS], b: &[i64; BLOCK_ROWS], f: fn(i64, i64) -> bool) -> BlockMask {
-        match isa {
-            // SAFETY: `variants` lists only what this CPU runs.
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => unsafe { compare_rows_avx512(a, b, f) },
-            // SAFETY: as above.
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { compare_rows_avx2(a, b, f) },
-            _ => compare_rows_portable(a, b, f),
-        }
+        // SAFETY: `variants` lists only what this CPU runs.
+        unsafe { compare_rows_on(isa, a, b, f) }
     }
 
     fn failing_with(
@@ -509,15 +485,8 @@ mod tests {
         values: &mut [i64; BLOCK_ROWS],
         op: impl Fn(usize, i64) -> (i64, bool),
     ) -> bool {
-        match isa {
-            // SAFETY: `variants` lists only what this CPU runs.
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => unsafe { rows_failing_avx512(nulls, data_type, values, op) },
-            // SAFETY: as above.
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { rows_failing_avx2(nulls, data_type, values, op) },
-            _ => rows_failing_portable(nulls, data_type, values, op),
-        }
+        // SAFETY: `variants` lists only what this CPU runs.
+        unsafe { rows_failing_on(isa, nulls, data_type, values, op) }
     }
 
     /// An operation's checked and wrapping forms.
@@ -564,15 +533,9 @@ mod tests {
             assert_eq!(quotient_in_doubles(a, b), a / b, "{a} / {b}");
             assert_eq!(remainder_in_doubles(a, b), a % b, "{a} % {b}");
         }
-        let divides = |isa: Isa, a: &[i64; BLOCK_ROWS], b: &[i64; BLOCK_ROWS]| match isa {
-            // SAFETY: `variants` lists only what this CPU runs.
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => unsafe { divides_in_doubles_avx512(a, b) },
-            // SAFETY: as above.
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { divides_in_doubles_avx2(a, b) },
-            _ => divides_in_doubles_portable(a, b),
-        };
+        // SAFETY: `variants` lists only what this CPU runs.
+        let divides =
+            |isa: Isa, a: &[i64; BLOCK_ROWS], b: &[i64; BLOCK_ROWS]| unsafe { divides_in_doubles_on(isa, a, b) };
         for isa in variants() {
             let mut a = filled(bound);
             let mut b = filled(-bound);
