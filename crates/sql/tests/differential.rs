@@ -587,6 +587,46 @@ fn sorted(mut rows: Vec<Vec<serde_json::Value>>) -> Vec<Vec<serde_json::Value>> 
     rows
 }
 
+/// Runs `queries` (each with whether its order counts) and checks their rows against DuckDB's (`expected`, the
+/// runner's output), numadb's values turned into DuckDB's shapes by `normalise`.
+fn assert_agree(
+    session: &mut numadb_sql::Session,
+    queries: &[(String, bool)],
+    expected: &[serde_json::Value],
+    normalise: impl Fn(&Value) -> serde_json::Value,
+    seed: u64,
+) {
+    let mut mismatches = Vec::new();
+    for ((sql, ordered), duck) in queries.iter().zip(expected) {
+        let Some(duck_rows) = duck.get("rows").and_then(|r| r.as_array()) else {
+            mismatches.push(format!("{sql}\n  DuckDB failed: {}", duck["error"]));
+            continue;
+        };
+        let theirs: Vec<Vec<serde_json::Value>> =
+            duck_rows.iter().map(|r| r.as_array().cloned().unwrap_or_default()).collect();
+        let ours: Vec<Vec<serde_json::Value>> = match session.execute_one(sql) {
+            Ok(output) => output.rows.iter().map(|r| r.iter().map(&normalise).collect()).collect(),
+            Err(error) => {
+                mismatches.push(format!("{sql}\n  numadb failed: {}: {}", error.sqlstate, error.message));
+                continue;
+            }
+        };
+        let (ours, theirs) = if *ordered { (ours, theirs) } else { (sorted(ours), sorted(theirs)) };
+        let equal = ours.len() == theirs.len()
+            && ours.iter().zip(&theirs).all(|(a, b)| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same(x, y)));
+        if !equal {
+            mismatches.push(format!("{sql}\n  numadb: {ours:?}\n  DuckDB: {theirs:?}"));
+        }
+    }
+    assert!(
+        mismatches.is_empty(),
+        "{} of {} queries differ (seed {seed}):\n{}",
+        mismatches.len(),
+        queries.len(),
+        mismatches.iter().take(10).cloned().collect::<Vec<_>>().join("\n\n")
+    );
+}
+
 const DUCKDB_RUNNER: &str = r#"
 import duckdb, json, sys
 setup, queries = json.load(open(sys.argv[1]))
@@ -667,36 +707,7 @@ fn random_queries_agree_with_duckdb() {
     assert!(status.success(), "the DuckDB runner failed");
     let expected: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&output).unwrap()).unwrap();
 
-    let mut mismatches = Vec::new();
-    for ((sql, ordered), duck) in queries.iter().zip(&expected) {
-        let ours = session.execute_one(sql);
-        let Some(duck_rows) = duck.get("rows").and_then(|r| r.as_array()) else {
-            mismatches.push(format!("{sql}\n  DuckDB failed: {}", duck["error"]));
-            continue;
-        };
-        let duck_rows: Vec<Vec<serde_json::Value>> =
-            duck_rows.iter().map(|r| r.as_array().cloned().unwrap_or_default()).collect();
-        let ours = match ours {
-            Ok(output) => output.rows.iter().map(|r| r.iter().map(normalise).collect()).collect::<Vec<Vec<_>>>(),
-            Err(error) => {
-                mismatches.push(format!("{sql}\n  numadb failed: {}: {}", error.sqlstate, error.message));
-                continue;
-            }
-        };
-        let (ours, theirs) = if *ordered { (ours, duck_rows) } else { (sorted(ours), sorted(duck_rows)) };
-        let equal = ours.len() == theirs.len()
-            && ours.iter().zip(&theirs).all(|(a, b)| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same(x, y)));
-        if !equal {
-            mismatches.push(format!("{sql}\n  numadb: {ours:?}\n  DuckDB: {theirs:?}"));
-        }
-    }
-    assert!(
-        mismatches.is_empty(),
-        "{} of {} queries differ (seed {seed}):\n{}",
-        mismatches.len(),
-        queries.len(),
-        mismatches.iter().take(10).cloned().collect::<Vec<_>>().join("\n\n")
-    );
+    assert_agree(&mut session, &queries, &expected, normalise, seed);
 }
 
 /// Wide values: the issue's query subset (filters of comparisons, BETWEEN, IN and IS NULL under AND/OR/NOT;
@@ -835,33 +846,5 @@ fn wide_values_agree_with_duckdb_exactly() {
         Value::Numeric(v) => serde_json::json!(v.to_string()),
         other => normalise(other),
     };
-    let mut mismatches = Vec::new();
-    for ((sql, ordered), duck) in queries.iter().zip(&expected) {
-        let Some(duck_rows) = duck.get("rows").and_then(|r| r.as_array()) else {
-            mismatches.push(format!("{sql}\n  DuckDB failed: {}", duck["error"]));
-            continue;
-        };
-        let theirs: Vec<Vec<serde_json::Value>> =
-            duck_rows.iter().map(|r| r.as_array().cloned().unwrap_or_default()).collect();
-        let ours: Vec<Vec<serde_json::Value>> = match session.execute_one(sql) {
-            Ok(output) => output.rows.iter().map(|r| r.iter().map(exact).collect()).collect(),
-            Err(error) => {
-                mismatches.push(format!("{sql}\n  numadb failed: {}: {}", error.sqlstate, error.message));
-                continue;
-            }
-        };
-        let (ours, theirs) = if *ordered { (ours, theirs) } else { (sorted(ours), sorted(theirs)) };
-        if ours.len() != theirs.len()
-            || ours.iter().zip(&theirs).any(|(a, b)| a.len() != b.len() || a.iter().zip(b).any(|(x, y)| !same(x, y)))
-        {
-            mismatches.push(format!("{sql}\n  numadb: {ours:?}\n  DuckDB: {theirs:?}"));
-        }
-    }
-    assert!(
-        mismatches.is_empty(),
-        "{} of {} queries differ (seed {seed}):\n{}",
-        mismatches.len(),
-        queries.len(),
-        mismatches.iter().take(10).cloned().collect::<Vec<_>>().join("\n\n")
-    );
+    assert_agree(&mut session, &queries, &expected, exact, seed);
 }
