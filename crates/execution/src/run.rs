@@ -984,15 +984,12 @@ impl<'k> TopRows<'k> {
         };
         let Value::Int(bound) = bound[0] else { return by_row(mask) };
         let (values, nulls) = (first_keys.values(), first_keys.nulls());
-        let mut kept: BlockMask = std::array::from_fn(|word| {
-            let keys = &values[word * 64..(word + 1) * 64];
-            let bits = if first.descending {
-                keys.iter().enumerate().fold(0u64, |bits, (bit, &key)| bits | (u64::from(key >= bound) << bit))
-            } else {
-                keys.iter().enumerate().fold(0u64, |bits, (bit, &key)| bits | (u64::from(key <= bound) << bit))
-            };
-            bits & mask[word] & !nulls[word]
-        });
+        let bits = if first.descending {
+            crate::vector::rows_where(values, |key| key >= bound)
+        } else {
+            crate::vector::rows_where(values, |key| key <= bound)
+        };
+        let mut kept: BlockMask = std::array::from_fn(|word| bits[word] & mask[word] & !nulls[word]);
         let null_rows: BlockMask = std::array::from_fn(|word| mask[word] & nulls[word]);
         if null_rows.iter().any(|&word| word != 0) {
             let null_kept = by_row(&null_rows);

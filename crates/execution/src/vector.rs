@@ -165,6 +165,25 @@ on_every_isa!(compare_rows_on(
     compare: impl Fn(i64, i64) -> bool
 ) -> BlockMask = compare_rows_portable);
 
+/// The rows where `keep(values[row])` holds, as a block mask (a block compared with one bound: a top-N's cut).
+#[inline]
+pub(crate) fn rows_where(values: &[i64; BLOCK_ROWS], keep: impl Fn(i64) -> bool) -> BlockMask {
+    // SAFETY: `Isa::best` runs on this CPU.
+    unsafe { rows_where_on(Isa::best(), values, keep) }
+}
+
+on_every_isa!(rows_where_on(values: &[i64; BLOCK_ROWS], keep: impl Fn(i64) -> bool) -> BlockMask = rows_where_portable);
+
+#[inline(always)]
+fn rows_where_portable(values: &[i64; BLOCK_ROWS], keep: impl Fn(i64) -> bool) -> BlockMask {
+    std::array::from_fn(|word| {
+        values[word * 64..word * 64 + 64]
+            .iter()
+            .enumerate()
+            .fold(0u64, |bits, (bit, &v)| bits | u64::from(keep(v)) << bit)
+    })
+}
+
 #[inline(always)]
 fn compare_rows_portable(
     a: &[i64; BLOCK_ROWS],
@@ -561,6 +580,15 @@ mod tests {
                 });
                 for isa in variants() {
                     assert_eq!(compare_with(isa, &a, &b, compare), expected, "{isa:?}, round {round}");
+                }
+                let bound = b[round];
+                let against_bound: BlockMask = std::array::from_fn(|w| {
+                    (0..64).fold(0, |m, bit| m | u64::from(compare(a[w * 64 + bit], bound)) << bit)
+                });
+                for isa in variants() {
+                    // SAFETY: `variants` lists only what this CPU runs.
+                    let kept = unsafe { rows_where_on(isa, &a, |v| compare(v, bound)) };
+                    assert_eq!(kept, against_bound, "{isa:?}, round {round}, against {bound}");
                 }
             }
             // A row fails when its result overflows (or leaves INTEGER's range), unless it is NULL: each row is
