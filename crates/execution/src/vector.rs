@@ -9,6 +9,7 @@
 //! the row-at-a-time evaluation raises (22003, 22012).
 
 use numadb_storage::bitpack::{BLOCK_ROWS, BlockMask, Isa, MASK_WORDS};
+use numadb_storage::on_every_isa;
 use numadb_storage::{ColumnData, DataType, Partition, Value};
 
 use crate::error::ExecError;
@@ -43,38 +44,6 @@ impl IntBlock {
     pub(crate) fn int(&self, row: usize) -> Option<i64> {
         if self.nulls[row / 64] >> (row % 64) & 1 == 1 { None } else { Some(self.values[row]) }
     }
-}
-
-/// `fn $name(isa, args) -> ret`: `$portable` (an `#[inline(always)]` loop written for the compiler to vectorize)
-/// compiled for `isa`: AVX-512, AVX2 or the baseline. `$name` is unsafe: the CPU must run `isa`.
-macro_rules! on_every_isa {
-    ($name:ident($($arg:ident: $type:ty),*) -> $ret:ty = $portable:ident) => {
-        /// # Safety
-        /// The CPU runs `isa` ([`Isa::is_available`]).
-        #[inline]
-        unsafe fn $name(isa: Isa, $($arg: $type),*) -> $ret {
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,bmi2")]
-                fn avx512($($arg: $type),*) -> $ret {
-                    $portable($($arg),*)
-                }
-                #[target_feature(enable = "avx2,bmi2")]
-                fn avx2($($arg: $type),*) -> $ret {
-                    $portable($($arg),*)
-                }
-                match isa {
-                    // SAFETY: the caller vouches that the CPU runs `isa`.
-                    Isa::Avx512 => return unsafe { avx512($($arg),*) },
-                    // SAFETY: as above.
-                    Isa::Avx2 => return unsafe { avx2($($arg),*) },
-                    Isa::Baseline => {}
-                }
-            }
-            let _ = isa;
-            $portable($($arg),*)
-        }
-    };
 }
 
 /// Whether `expr` is a comparison that [`predicate_block`] evaluates.

@@ -28,6 +28,39 @@
 
 use std::sync::OnceLock;
 
+/// `fn $name(isa, args) -> ret`: `$portable` (an `#[inline(always)]` loop written for the compiler to vectorize)
+/// compiled for `isa`: AVX-512, AVX2 or the baseline. `$name` is unsafe: the CPU must run `isa`.
+#[macro_export]
+macro_rules! on_every_isa {
+    ($name:ident($($arg:ident: $type:ty),*) -> $ret:ty = $portable:ident) => {
+        /// # Safety
+        /// The CPU runs `isa` ([`Isa::is_available`]($crate::bitpack::Isa::is_available)).
+        #[inline]
+        unsafe fn $name(isa: $crate::bitpack::Isa, $($arg: $type),*) -> $ret {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,bmi2")]
+                fn avx512($($arg: $type),*) -> $ret {
+                    $portable($($arg),*)
+                }
+                #[target_feature(enable = "avx2,bmi2")]
+                fn avx2($($arg: $type),*) -> $ret {
+                    $portable($($arg),*)
+                }
+                match isa {
+                    // SAFETY: the caller vouches that the CPU runs `isa`.
+                    $crate::bitpack::Isa::Avx512 => return unsafe { avx512($($arg),*) },
+                    // SAFETY: as above.
+                    $crate::bitpack::Isa::Avx2 => return unsafe { avx2($($arg),*) },
+                    $crate::bitpack::Isa::Baseline => {}
+                }
+            }
+            let _ = isa;
+            $portable($($arg),*)
+        }
+    };
+}
+
 /// Codes per block.
 pub const BLOCK_ROWS: usize = 1024;
 /// Interleaving lanes (32-bit words per 512 bits).

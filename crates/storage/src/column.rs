@@ -203,15 +203,8 @@ impl IntColumn {
             return;
         }
         // The loop of `unpack_with` widens 16 codes at a time: compiled for the baseline it does so 2 at a time.
-        match bitpack::Isa::best() {
-            // SAFETY: `Isa::best` found every feature the function is compiled with on this CPU.
-            #[cfg(target_arch = "x86_64")]
-            bitpack::Isa::Avx512 => unsafe { decode_avx512(words, meta.width, meta.base, out) },
-            // SAFETY: as above.
-            #[cfg(target_arch = "x86_64")]
-            bitpack::Isa::Avx2 => unsafe { decode_avx2(words, meta.width, meta.base, out) },
-            _ => decode(words, meta.width, meta.base, out),
-        }
+        // SAFETY: `Isa::best` runs on this CPU.
+        unsafe { decode_on(bitpack::Isa::best(), words, meta.width, meta.base, out) }
     }
 
     /// For each block of `blocks`, combines the rows whose value lies in `[low, high]` (inclusive) into that
@@ -367,17 +360,7 @@ fn decode(words: &[u32], width: u8, base: i64, out: &mut [i64; BLOCK_ROWS]) {
     bitpack::unpack_with(words, u32::from(width), |row, code| out[row] = base.wrapping_add(i64::from(code)));
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,bmi2")]
-fn decode_avx512(words: &[u32], width: u8, base: i64, out: &mut [i64; BLOCK_ROWS]) {
-    decode(words, width, base, out)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,bmi2")]
-fn decode_avx2(words: &[u32], width: u8, base: i64, out: &mut [i64; BLOCK_ROWS]) {
-    decode(words, width, base, out)
-}
+crate::on_every_isa!(decode_on(words: &[u32], width: u8, base: i64, out: &mut [i64; BLOCK_ROWS]) -> () = decode);
 
 /// Sets `out` to the rows of a block (its `words`, codes of `width` bits) whose code lies in
 /// `[code_low, code_low + span]` (a range the zone map could not settle), asking for `ahead` meanwhile.
@@ -756,12 +739,11 @@ mod tests {
             let mut dispatched = [0i64; BLOCK_ROWS];
             column.decode_block(0, &mut dispatched);
             assert_eq!(dispatched, portable, "width {width}, {:?}", bitpack::Isa::best());
-            #[cfg(target_arch = "x86_64")]
-            if bitpack::Isa::Avx2.is_available() {
-                let mut avx2 = [0i64; BLOCK_ROWS];
-                // SAFETY: checked just above.
-                unsafe { decode_avx2(words, meta.width, meta.base, &mut avx2) };
-                assert_eq!(avx2, portable, "width {width}, AVX2");
+            for isa in [bitpack::Isa::Avx2, bitpack::Isa::Avx512].into_iter().filter(|isa| isa.is_available()) {
+                let mut decoded = [0i64; BLOCK_ROWS];
+                // SAFETY: filtered to what this CPU runs.
+                unsafe { decode_on(isa, words, meta.width, meta.base, &mut decoded) };
+                assert_eq!(decoded, portable, "width {width}, {isa:?}");
             }
         }
     }
