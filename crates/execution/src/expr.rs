@@ -547,7 +547,8 @@ enum LikeToken {
 /// Whether `text` matches the LIKE `pattern` (PostgreSQL's rules: the whole text must match; a pattern ending in
 /// the escape character is an error).
 pub fn like(text: &str, pattern: &str, escape: Option<char>, case_insensitive: bool) -> Result<bool, ExecError> {
-    let fold = |s: &str| if case_insensitive { s.to_ascii_lowercase() } else { s.to_string() };
+    let fold =
+        |s: &str| if case_insensitive { s.chars().map(crate::function::lower_char).collect() } else { s.to_string() };
     let (text, pattern) = (fold(text), fold(pattern));
     let mut tokens = Vec::with_capacity(pattern.len());
     let mut chars = pattern.chars();

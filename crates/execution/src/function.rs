@@ -3,11 +3,13 @@
 //! Each function is known here by its names, the arguments it takes ([`ScalarFunction::signature`]) and its
 //! evaluation, so that the binder resolves a call from nothing but its name and argument count and adding a
 //! function touches one file. Semantics follow PostgreSQL, including its errors (`ln(0)` is 2201E, `repeat` past
-//! 1 GiB is 54000), with one deliberate difference: numadb has no NUMERIC type, so `round` of a double rounds
-//! half away from zero, as PostgreSQL's `round(numeric)` does (`round(2.5)` is 3 in both), not half to even as
-//! its `round(double precision)` does, and `round(x, places)` rounds the double's 15 significant digits as
-//! PostgreSQL's `round(x::numeric, places)` does. Text functions count characters, not bytes; `lower`/`upper` map ASCII
-//! letters only (the C locale, whose byte order numadb's text comparisons follow). Regular expressions are the
+//! 1 GiB is 54000), with one deliberate difference: numadb's NUMERIC holds whole numbers only, so a decimal
+//! literal is a double, and `round` of a double rounds half away from zero, as PostgreSQL's `round(numeric)` does
+//! (`round(2.5)` is 3 in both), not half to even as its `round(double precision)` does, and `round(x, places)`
+//! rounds the double's 15 significant digits as PostgreSQL's `round(x::numeric, places)` does. Text functions
+//! count characters, not bytes; `lower`/`upper`/`initcap` map every letter one character for one, as
+//! PostgreSQL's builtin C.UTF-8 locale does (whose code-point order numadb's text comparisons follow, and which
+//! DuckDB's case mapping agrees with). Regular expressions are the
 //! `regex` crate's (linear time, so no pattern can make a scan hang), compiled once per worker thread and pattern.
 
 use std::sync::Arc;
@@ -112,8 +114,8 @@ pub enum ScalarFunction {
     OctetLength,
     /// `bit_length(s)`: bits.
     BitLength,
-    /// `initcap(s)`: each word's first letter upper case, the rest lower case (words: runs of ASCII letters
-    /// and digits).
+    /// `initcap(s)`: each word's first letter upper case, the rest lower case (words: runs of letters and
+    /// digits).
     Initcap,
     /// `translate(s, from, to)`: each character of `from` in `s` replaced by the one at its place in `to`, or
     /// removed where `to` is shorter.
@@ -524,8 +526,8 @@ impl ScalarFunction {
                 Some(Value::Numeric(v)) => Value::Numeric(v.checked_abs().unwrap_or(i128::MAX)),
                 _ => Value::Double(double(0)?.abs()),
             },
-            F::Lower => text_value(text(0)?.to_ascii_lowercase()),
-            F::Upper => text_value(text(0)?.to_ascii_uppercase()),
+            F::Lower => text_value(text(0)?.chars().map(lower_char).collect()),
+            F::Upper => text_value(text(0)?.chars().map(upper_char).collect()),
             F::Length => Value::Int(text(0)?.chars().count() as i64),
             F::Round | F::Trunc => {
                 let rounding = if self == F::Round { Rounding::HalfAwayFromZero } else { Rounding::TowardZero };
@@ -685,8 +687,8 @@ impl ScalarFunction {
                     text(0)?
                         .chars()
                         .map(|c| {
-                            let mapped = if word { c.to_ascii_lowercase() } else { c.to_ascii_uppercase() };
-                            word = c.is_ascii_alphanumeric();
+                            let mapped = if word { lower_char(c) } else { upper_char(c) };
+                            word = c.is_alphanumeric();
                             mapped
                         })
                         .collect(),
@@ -738,6 +740,25 @@ impl ScalarFunction {
 }
 
 /// Euclid's greatest common divisor, never negative (`gcd(0, 0)` is 0).
+/// `c` in upper case, one character for one as PostgreSQL's `upper` in a UTF-8 locale maps them (glibc's
+/// `towupper`): `é` becomes `É`; a character whose upper case is several (`ß`) stays as it is.
+pub fn upper_char(c: char) -> char {
+    let mut upper = c.to_uppercase();
+    match (upper.next(), upper.next()) {
+        (Some(single), None) => single,
+        _ => c,
+    }
+}
+
+/// `c` in lower case, one character for one (see [`upper_char`]).
+pub fn lower_char(c: char) -> char {
+    let mut lower = c.to_lowercase();
+    match (lower.next(), lower.next()) {
+        (Some(single), None) => single,
+        _ => c,
+    }
+}
+
 fn gcd(mut a: i128, mut b: i128) -> i128 {
     while b != 0 {
         (a, b) = (b, a % b);
