@@ -137,6 +137,9 @@ struct Relation {
     source: Source,
     start: usize,
     width: usize,
+    /// Its columns (offsets from `start`) the joins pass on: all, until [`prune_columns`] leaves out those only
+    /// its own pushed filters read.
+    output: Vec<usize>,
     /// An outer join pads it with NULLs: a WHERE conjunct over it cannot go into its scan.
     null_supplied: bool,
     /// Conjuncts (over the joined row) that filter its rows before the joins.
@@ -344,16 +347,19 @@ impl Binder<'_> {
         };
         clauses.filter = (!remaining_where.is_empty()).then(|| fold_boolean(remaining_where, BinaryOp::And));
 
-        // Positions in the joined row as written → positions in the row the joins (in `order`) produce.
         let total_width: usize = relations.iter().map(|r| r.width).sum();
-        let mut moved_to = vec![0; total_width];
+        prune_columns(&mut relations, &mut clauses, &step_conditions, total_width);
+        // Positions in the joined row as written → positions in the row the joins (in `order`) produce (a column
+        // pruned away has none: nothing after its scan reads it).
+        let mut moved_to = vec![usize::MAX; total_width];
         let mut joined_start = 0;
         for &r in &order {
-            for offset in 0..relations[r].width {
-                moved_to[relations[r].start + offset] = joined_start + offset;
+            for (position, offset) in relations[r].output.iter().enumerate() {
+                moved_to[relations[r].start + offset] = joined_start + position;
             }
-            joined_start += relations[r].width;
+            joined_start += relations[r].output.len();
         }
+        relations.iter_mut().for_each(|r| r.width = r.output.len());
         let mut relations: Vec<Option<Relation>> = relations.into_iter().map(Some).collect();
         let mut take = |r: usize| relations[r].take().ok_or_else(|| ExecError::internal("a relation joined twice"));
         let first = take(order[0])?;
@@ -394,6 +400,7 @@ impl Binder<'_> {
         for column in &names.columns {
             if let Expr::Column { index, .. } = column.expr
                 && column.qualifier.is_some()
+                && moved_to[index] != usize::MAX
             {
                 row_names[moved_to[index]] = column.name.clone();
             }
@@ -490,7 +497,8 @@ impl Binder<'_> {
                 Source::Query(post(plan, None, Some(projection), Dedup::No, Vec::new(), None, None))
             }
         };
-        relations.push(Relation { source, start, width: kept.len(), null_supplied: false, pushed: Vec::new() });
+        let (width, output) = (kept.len(), (0..kept.len()).collect());
+        relations.push(Relation { source, start, width, output, null_supplied: false, pushed: Vec::new() });
         Ok(())
     }
 
@@ -550,16 +558,19 @@ impl Binder<'_> {
 
     /// A relation's plan, its pushed conjuncts as its filter.
     fn relation_plan(&self, relation: Relation) -> Plan {
-        let Relation { source, start, pushed, .. } = relation;
+        let Relation { source, start, pushed, output, .. } = relation;
         match source {
             Source::Table(table, columns) => {
                 // Over the table's own columns: position `start + i` of the joined row is table column `columns[i]`.
                 let to_table = |expr: &Expr| map_columns(expr, &|index| columns[index - start]);
                 let filter =
                     (!pushed.is_empty()).then(|| fold_boolean(pushed.iter().map(to_table).collect(), BinaryOp::And));
-                let output = columns
+                let output = output
                     .iter()
-                    .map(|&c| Expr::Column { index: c, data_type: table.columns()[c].data_type })
+                    .map(|&offset| Expr::Column {
+                        index: columns[offset],
+                        data_type: table.columns()[columns[offset]].data_type,
+                    })
                     .collect();
                 self.scan_or_lookup(&table, filter, ScanOutput::Rows(output))
             }
@@ -568,6 +579,39 @@ impl Binder<'_> {
                 let filter = fold_boolean(pushed.iter().map(|e| shift_columns(e, start)).collect(), BinaryOp::And);
                 post(plan, Some(filter), None, Dedup::No, Vec::new(), None, None)
             }
+        }
+    }
+}
+
+/// Leaves out of each table's scan output the columns that only its own pushed filters read: in `a JOIN b ON
+/// a.x = b.y WHERE a.z < 10`, `a.z` is read by `a`'s scan and goes no further, so the scan makes, and the joins
+/// carry and copy, one value fewer per row. What stays: every
+/// column the other clauses (select list, remaining WHERE, GROUP BY, HAVING, ORDER BY, aggregates, windows) or a
+/// join condition reads. A relation that is a subquery keeps its columns; a table whose columns none reads keeps
+/// its first, so its rows still count.
+fn prune_columns(
+    relations: &mut [Relation],
+    clauses: &mut super::SelectClauses<'_>,
+    conditions: &[Vec<Expr>],
+    total_width: usize,
+) {
+    let used = std::cell::RefCell::new(vec![false; total_width]);
+    // Renumbering by the identity visits every column the clauses read (positions past the row are
+    // aggregates' and windows', at their own bases).
+    clauses.map_columns(&|index| {
+        if let Some(flag) = used.borrow_mut().get_mut(index) {
+            *flag = true;
+        }
+        index
+    });
+    let mut used = used.into_inner();
+    let mut read = Vec::new();
+    conditions.iter().flatten().for_each(|condition| condition.columns(&mut read));
+    read.into_iter().for_each(|index| used[index] = true);
+    for relation in relations.iter_mut().filter(|r| matches!(r.source, Source::Table(..))) {
+        relation.output = (0..relation.width).filter(|&offset| used[relation.start + offset]).collect();
+        if relation.output.is_empty() && relation.width > 0 {
+            relation.output.push(0);
         }
     }
 }
