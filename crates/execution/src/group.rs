@@ -104,8 +104,12 @@ pub(crate) struct IntGroups {
     functions: Vec<AggregateFunction>,
     /// The group of each row of the block being added.
     groups: Box<[u32; BLOCK_ROWS]>,
-    /// The block's table from key offsets to groups ([`IntGroups::find_groups`]), kept for its allocation.
+    /// The table from key offsets to groups ([`IntGroups::find_groups`]), kept from block to block while the
+    /// blocks' keys fall within its shape: a group's index never changes, so neither does its slot.
     direct: Vec<u32>,
+    /// The shape `direct` was laid out for: per key, its smallest value and its slots (the last one NULL's when
+    /// the key has one); `None` before the first table.
+    direct_shape: Option<[KeyShape; KEYS_MAX]>,
     /// Without GROUP BY, per DISTINCT aggregate: the values already in its set from a range fixed by the first
     /// block (`SEEN_SPAN` values from its smallest), one bit each, so that a value seen before costs a bit test
     /// and not a hash-set insert (`COUNT(DISTINCT x % 1000)` over millions of rows).
@@ -117,6 +121,24 @@ const SEEN_SPAN: usize = 1 << 16;
 
 /// The most slots of the table from key offsets to groups.
 const DIRECT_SLOTS: usize = 4096;
+
+/// The slots of one key in the table from key offsets to groups: `values` values from `low` on, then one slot
+/// for NULL if `null`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct KeyShape {
+    low: i64,
+    values: usize,
+    null: bool,
+}
+
+impl KeyShape {
+    /// Whether every value and NULL of `other` has its slot here.
+    fn covers(&self, other: &KeyShape) -> bool {
+        let (low, high) = (i128::from(self.low), i128::from(self.low) + self.values as i128);
+        let (other_low, other_high) = (i128::from(other.low), i128::from(other.low) + other.values as i128);
+        (other.values == 0 || (other_low >= low && other_high <= high)) && (!other.null || self.null)
+    }
+}
 
 /// What an aggregate keeps of its values.
 enum Kind {
@@ -155,6 +177,7 @@ impl IntGroups {
             functions: aggregates.iter().map(|call| call.function).collect(),
             groups: Box::new([0; BLOCK_ROWS]),
             direct: Vec::new(),
+            direct_shape: None,
             seen: aggregates.iter().map(|_| None).collect(),
         }
     }
@@ -250,7 +273,7 @@ impl IntGroups {
     fn find_groups(&mut self, keys: &[IntBlock], mask: &BlockMask) {
         // Per key: its smallest value in the block, and the slots it takes (one per value from the smallest to the
         // largest, and one for NULL if a row has it).
-        let mut shape = [(0i64, 0usize); KEYS_MAX];
+        let mut shape = [KeyShape::default(); KEYS_MAX];
         let mut slots = 1usize;
         for (k, block) in keys.iter().enumerate() {
             let (mut low, mut high, mut null) = (i64::MAX, i64::MIN, false);
@@ -263,21 +286,31 @@ impl IntGroups {
             });
             let span =
                 if low > high { 0 } else { (high as i128 - low as i128 + 1).min(DIRECT_SLOTS as i128 + 1) as usize };
-            let width = span + usize::from(null);
-            shape[k] = (low, width);
-            slots = slots.saturating_mul(width);
+            shape[k] = KeyShape { low, values: span, null };
+            slots = slots.saturating_mul(span + usize::from(null));
         }
         if slots > DIRECT_SLOTS {
             for_each_set(mask, |row| self.groups[row] = self.group_of(keys, row) as u32);
             return;
         }
+        // The table of the blocks before, if this block's keys fit its shape (as `x % 100`'s do block after block):
+        // then the groups it found are not looked up again.
+        let keys_fit = self
+            .direct_shape
+            .is_some_and(|old| old.iter().zip(&shape).take(keys.len()).all(|(old, new)| old.covers(new)));
         let mut direct = std::mem::take(&mut self.direct);
-        direct.clear();
-        direct.resize(slots, u32::MAX);
+        if let (true, Some(old)) = (keys_fit, self.direct_shape) {
+            shape = old;
+        } else {
+            direct.clear();
+            direct.resize(slots, u32::MAX);
+            self.direct_shape = Some(shape);
+        }
         for_each_set(mask, |row| {
             let mut index = 0usize;
             for (k, block) in keys.iter().enumerate() {
-                let (low, width) = shape[k];
+                let KeyShape { low, values, null } = shape[k];
+                let width = values + usize::from(null);
                 // NULL takes the key's last slot.
                 let offset = block.int(row).map_or(width - 1, |value| value.wrapping_sub(low) as usize);
                 index = index * width + offset;
