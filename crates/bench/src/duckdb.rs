@@ -38,7 +38,9 @@ pub struct PeerQuery {
     pub label: String,
     /// The SQL.
     pub sql: String,
-    /// Timed runs (after one warm-up run).
+    /// Untimed runs before the timed ones (at least one: its rows are the answer compared).
+    pub warmups: usize,
+    /// Timed runs (after the warm-up runs).
     pub repetitions: usize,
 }
 
@@ -68,6 +70,8 @@ for table in spec["tables"]:
 out = []
 for q in spec["queries"]:
     rows = con.execute(q["sql"]).fetchall()
+    for _ in range(q["warmups"] - 1):
+        con.execute(q["sql"]).fetchall()
     seconds = []
     for _ in range(q["repetitions"]):
         started = time.perf_counter()

@@ -271,6 +271,7 @@ pub fn run(options: &EngineOptions, mut progress: impl FnMut(&str)) -> Result<En
             .map(|(range_pred, k, sql, ..)| PeerQuery {
                 label: format!("{range_pred}/{k}"),
                 sql: sql.clone(),
+                warmups: 1,
                 repetitions: options.repetitions,
             })
             .collect();

@@ -94,6 +94,11 @@ pub fn queries(rows: u64) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// Untimed runs of each query before the timed ones, in both systems. More than one: the first queries after
+/// the bulk load ran up to twice as slow for a few runs (the allocator and the kernel still settling the load's
+/// memory), which with one warm-up made the first query's median that of its slow runs.
+const WARMUP_RUNS: usize = 3;
+
 /// Runs the benchmark, calling `progress` with a line for each step.
 pub fn run(options: &QueriesOptions, mut progress: impl FnMut(&str)) -> Result<QueriesReport, String> {
     let database = Database::new().map_err(|e| e.to_string())?;
@@ -109,6 +114,9 @@ pub fn run(options: &QueriesOptions, mut progress: impl FnMut(&str)) -> Result<Q
     for (label, sql) in &list {
         progress(&format!("numadb: {label}"));
         let warm = session.execute_one(sql).map_err(|e| format!("{label}: {e}"))?;
+        for _ in 1..WARMUP_RUNS {
+            session.execute_one(sql).map_err(|e| format!("{label}: {e}"))?;
+        }
         let mut seconds = Vec::with_capacity(options.repetitions);
         for _ in 0..options.repetitions {
             let started = Instant::now();
@@ -124,6 +132,7 @@ pub fn run(options: &QueriesOptions, mut progress: impl FnMut(&str)) -> Result<Q
             .map(|(label, sql)| PeerQuery {
                 label: label.to_string(),
                 sql: sql.clone(),
+                warmups: WARMUP_RUNS,
                 repetitions: options.repetitions,
             })
             .collect();
@@ -185,7 +194,8 @@ pub fn render(report: &QueriesReport) -> String {
         _ => "no DuckDB comparison".into(),
     };
     out.push_str(&format!(
-        "data: TBL_0 and TBL_1, {} rows each; numadb with {} workers; peer: {peer}; median of the timed runs\n",
+        "data: TBL_0 and TBL_1, {} rows each; numadb with {} workers; peer: {peer}; median of the timed runs \
+         (after {WARMUP_RUNS} untimed ones)\n",
         report.rows, report.threads
     ));
     out.push_str("  query                 numadb ms   DuckDB ms  DuckDB/numadb  same rows\n");

@@ -171,7 +171,7 @@ struct QueriesArgs {
     /// Rows per table.
     #[arg(long, default_value_t = 5_000_000)]
     rows: u64,
-    /// Timed runs per query, after one warm-up run.
+    /// Timed runs per query, after three warm-up runs (in both systems).
     #[arg(long, default_value_t = 5)]
     repetitions: usize,
     /// Skip the DuckDB comparison.
