@@ -1582,8 +1582,12 @@ impl<'a> Binder<'a> {
             qualifier.is_none_or(|wanted| q.as_deref() == Some(wanted)) && names.iter().any(|n| n == name)
         });
         if found {
-            return unsupported("correlated subqueries (referring to an enclosing query's columns)")
-                .with_hint("Rewrite with IN (SELECT …) over the inner table, or a subquery in FROM.");
+            return unsupported(&format!("a correlated subquery (\"{name}\" is the enclosing query's) of this form"))
+                .with_hint(
+                    "numadb plans correlated EXISTS, NOT EXISTS and IN in WHERE, and scalar subqueries that \
+                     aggregate, when the subquery meets the outer row only through equalities (inner.x = outer.y); \
+                     rewrite others as a join or a subquery in FROM.",
+                );
         }
         error
     }
