@@ -17,8 +17,10 @@ use sqlparser::ast::{CopyLegacyOption, CopyOption, CopySource, CopyTarget};
 use crate::bind::{fold, object_name};
 use crate::database::{QueryOutput, Session};
 
-/// Loads at least this large are sealed into a partition at the end (encoded and placed).
-const SEAL_AFTER_ROWS: u64 = 65_536;
+/// Loads at least this large (COPY, INSERT, CREATE TABLE … AS) are sealed into a partition at the end, encoded
+/// and placed: the delta's rows are scanned one by one (40 ms to group 500 000 of them, where a sealed partition
+/// takes about one), and smaller loads would leave many small partitions.
+pub(crate) const SEAL_AFTER_ROWS: u64 = 65_536;
 
 /// How the input is formatted.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -634,6 +634,9 @@ impl Session {
                     }
                 }
                 let inserted = table.insert(evaluated)?;
+                if inserted as u64 >= crate::copy::SEAL_AFTER_ROWS {
+                    table.seal()?;
+                }
                 Ok(QueryOutput::command(&format!("INSERT 0 {inserted}")))
             }
             Statement::Delete(delete) => {
@@ -1186,6 +1189,9 @@ impl Session {
             }
             let table = Table::new(&name, columns, None, table_options(create)?)?;
             let inserted = table.insert(rows)?;
+            if inserted as u64 >= crate::copy::SEAL_AFTER_ROWS {
+                table.seal()?;
+            }
             if !self.db.catalog.add(table) {
                 return Err(ExecError::new(sqlstate::DUPLICATE_TABLE, format!("relation \"{name}\" already exists")));
             }
