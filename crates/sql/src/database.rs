@@ -634,7 +634,7 @@ impl Session {
                     }
                 }
                 let inserted = table.insert(evaluated)?;
-                if inserted as u64 >= crate::copy::SEAL_AFTER_ROWS {
+                if inserted >= crate::copy::SEAL_AFTER_ROWS {
                     table.seal()?;
                 }
                 Ok(QueryOutput::command(&format!("INSERT 0 {inserted}")))
@@ -1189,7 +1189,7 @@ impl Session {
             }
             let table = Table::new(&name, columns, None, table_options(create)?)?;
             let inserted = table.insert(rows)?;
-            if inserted as u64 >= crate::copy::SEAL_AFTER_ROWS {
+            if inserted >= crate::copy::SEAL_AFTER_ROWS {
                 table.seal()?;
             }
             if !self.db.catalog.add(table) {
