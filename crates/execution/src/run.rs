@@ -716,6 +716,11 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
         if selected == 0 || counts_only {
             continue;
         }
+        if let Some(top) = &top
+            && top.block_cannot_beat(partition, block, &mask)
+        {
+            continue;
+        }
         for &column in &job.output_columns {
             reads[column] += partition.column(column).bytes_of_blocks(block..block + 1);
         }
@@ -958,6 +963,24 @@ impl<'k> TopRows<'k> {
         let mut reads = vec![0u64; partition.columns().len()];
         let unselected: BlockMask = std::array::from_fn(|word| !mask[word]);
         crate::vector::int_block_of(&first.expr, partition, block, params, &unselected, &mut reads).map(Some)
+    }
+
+    /// Whether no selected row of block `block` can beat the bound: the first sort key is a column whose zone map
+    /// puts every value of the block after the bound's first key (strictly: a tie may still win on the next
+    /// keys), and no selected row is NULL there (NULLs sort by their own rule). Such a block is passed over
+    /// unread: once the bound is good, a top-10 of millions of random values has one block in hundreds to read.
+    fn block_cannot_beat(&self, partition: &Partition, block: usize, mask: &BlockMask) -> bool {
+        let (Some(bound), Some([first, ..])) = (&self.bound, self.read_keys) else { return false };
+        let (Expr::Column { index, .. }, Some(Value::Int(bound))) = (&first.expr, bound.first()) else { return false };
+        let chunk = partition.column(*index);
+        let ColumnData::Int(ints) = chunk.data() else { return false };
+        let Some(meta) = ints.blocks().get(block) else { return false };
+        if let Some(nulls) = chunk.null_mask(block)
+            && nulls.iter().zip(mask).any(|(null, selected)| null & selected != 0)
+        {
+            return false;
+        }
+        if first.descending { meta.max < *bound } else { meta.base > *bound }
     }
 
     /// Whether row `row` of a block sorts after the bound by its first key alone.
