@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -164,6 +164,11 @@ struct ScanJob {
     rows_wanted: Option<u64>,
     /// An ORDER BY with a LIMIT right over the scan: each task need only hand on its best rows.
     top_n: Option<TopN>,
+    /// For such an ORDER BY on an integer first key: the tightest bound any task has found on it so far (its
+    /// `OFFSET + LIMIT`-th best first key; [`NO_SHARED_BOUND`] before any). That many rows of one task are no
+    /// worse, so a row strictly worse cannot be among the statement's best, whichever task reads it: each task
+    /// passes over blocks by the better of this and its own bound ([`TopRows::block_cannot_beat`]).
+    top_bound: AtomicI64,
     /// Rows each morsel produced, [`MORSEL_RUNNING`] until it finished.
     morsel_rows: Vec<AtomicU64>,
     /// The statement's memory for result rows.
@@ -511,6 +516,7 @@ fn add_scan(
         table: scan.table.name().to_string(),
         slots: (0..morsels.len()).map(|_| Mutex::new(None)).collect(),
         rows_wanted,
+        top_bound: AtomicI64::new(NO_SHARED_BOUND),
         top_n,
         morsel_rows: (0..morsels.len()).map(|_| AtomicU64::new(MORSEL_RUNNING)).collect(),
         budget: Arc::clone(budget),
@@ -689,7 +695,7 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
         }
         _ => None,
     };
-    let mut top = job.top_n.as_ref().map(TopRows::new);
+    let mut top = job.top_n.as_ref().map(|top_n| TopRows::new(top_n, &job.top_bound));
     // `COUNT(*)`s alone (the thesis query) need only the number of selected rows: counted per block, added once.
     let counts_only = job.output_columns.is_empty()
         && matches!(&job.output, ScanOutput::Aggregate { group_by, aggregates, .. }
@@ -886,8 +892,14 @@ fn over_read_rows(expr: &Expr, projections: &[Expr]) -> Result<Expr, ExecError> 
 /// scan order. Rows are kept as candidates and cut down to `count` (a selection, not a sort) whenever twice as
 /// many have gathered; after the first cut, the `count`-th row's keys are a bound that a row must sort strictly
 /// before to be kept at all, so most rows of a large morsel cost a key evaluation and one comparison.
+/// [`ScanJob::top_bound`] before a task has published one (no first key is past it either way).
+const NO_SHARED_BOUND: i64 = i64::MIN;
+
 struct TopRows<'k> {
     keys: &'k [SortKey],
+    /// The job's shared bound on the first key ([`ScanJob::top_bound`]), stored as the key's value for a
+    /// descending key and negated (saturating) for an ascending one, so that larger is always tighter.
+    shared: &'k AtomicI64,
     read_keys: Option<&'k [SortKey]>,
     count: usize,
     /// (keys, row number, row).
@@ -899,9 +911,10 @@ struct TopRows<'k> {
 }
 
 impl<'k> TopRows<'k> {
-    fn new(top: &'k TopN) -> TopRows<'k> {
+    fn new(top: &'k TopN, shared: &'k AtomicI64) -> TopRows<'k> {
         TopRows {
             keys: &top.keys,
+            shared,
             read_keys: top.read_keys.as_deref(),
             count: top.count,
             candidates: Vec::new(),
@@ -970,8 +983,19 @@ impl<'k> TopRows<'k> {
     /// keys), and no selected row is NULL there (NULLs sort by their own rule). Such a block is passed over
     /// unread: once the bound is good, a top-10 of millions of random values has one block in hundreds to read.
     fn block_cannot_beat(&self, partition: &Partition, block: usize, mask: &BlockMask) -> bool {
-        let (Some(bound), Some([first, ..])) = (&self.bound, self.read_keys) else { return false };
-        let (Expr::Column { index, .. }, Some(Value::Int(bound))) = (&first.expr, bound.first()) else { return false };
+        let Some([first, ..]) = self.read_keys else { return false };
+        let Expr::Column { index, .. } = &first.expr else { return false };
+        // The tighter of this task's bound and the job's, as a value that is larger when tighter.
+        let own = match self.bound.as_ref().and_then(|b| b.first()) {
+            Some(Value::Int(own)) => Some(if first.descending { *own } else { own.saturating_neg() }),
+            _ => None,
+        };
+        let shared = self.shared.load(Ordering::Relaxed);
+        let tightest = match own {
+            Some(own) => own.max(shared),
+            None if shared != NO_SHARED_BOUND => shared,
+            None => return false,
+        };
         let chunk = partition.column(*index);
         let ColumnData::Int(ints) = chunk.data() else { return false };
         let Some(meta) = ints.blocks().get(block) else { return false };
@@ -980,7 +1004,9 @@ impl<'k> TopRows<'k> {
         {
             return false;
         }
-        if first.descending { meta.max < *bound } else { meta.base > *bound }
+        // Every value of the block is strictly worse than the bound (`-base` may saturate: only ever to a bound no
+        // value is past).
+        if first.descending { meta.max < tightest } else { meta.base.saturating_neg() < tightest }
     }
 
     /// Whether row `row` of a block sorts after the bound by its first key alone.
@@ -1039,7 +1065,13 @@ impl<'k> TopRows<'k> {
             compare_sort_keys(a, b, keys).then(a_number.cmp(b_number))
         });
         self.candidates.truncate(self.count);
-        self.bound = Some(self.candidates[self.count - 1].0.clone());
+        let bound = self.candidates[self.count - 1].0.clone();
+        // An integer first key's bound is published for the job's other tasks.
+        if let (Some(Value::Int(value)), Some([first, ..])) = (bound.first(), self.read_keys) {
+            let tighter_when_larger = if first.descending { *value } else { value.saturating_neg() };
+            self.shared.fetch_max(tighter_when_larger, Ordering::Relaxed);
+        }
+        self.bound = Some(bound);
     }
 
     /// The rows kept, in scan order.
