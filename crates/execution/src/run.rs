@@ -887,14 +887,14 @@ fn over_read_rows(expr: &Expr, projections: &[Expr]) -> Result<Expr, ExecError> 
     }
 }
 
+/// [`ScanJob::top_bound`] before a task has published one (no first key is past it either way).
+const NO_SHARED_BOUND: i64 = i64::MIN;
+
 /// The best `count` rows one task has seen by the sort keys, ties going to the earlier row: exactly the rows of
 /// its morsel that can be among the statement's first `count`, since the final sort is stable over the rows in
 /// scan order. Rows are kept as candidates and cut down to `count` (a selection, not a sort) whenever twice as
 /// many have gathered; after the first cut, the `count`-th row's keys are a bound that a row must sort strictly
 /// before to be kept at all, so most rows of a large morsel cost a key evaluation and one comparison.
-/// [`ScanJob::top_bound`] before a task has published one (no first key is past it either way).
-const NO_SHARED_BOUND: i64 = i64::MIN;
-
 struct TopRows<'k> {
     keys: &'k [SortKey],
     /// The job's shared bound on the first key ([`ScanJob::top_bound`]), stored as the key's value for a
