@@ -345,9 +345,11 @@ fn as_double(value: &Value) -> Option<f64> {
 
 /// A sum of doubles that carries the low-order bits each addition rounds away (Neumaier's variant of Kahan's
 /// summation), so that large values which cancel do not take the small ones with them: `1e300 + 0.1 - 1e300`
-/// is 0.1, where a plain running sum says 0. PostgreSQL adds plainly, so its answer depends on the rows' order;
-/// this one is as near the exact sum as a double gets, whatever the order (DuckDB's is too). Two more additions
-/// per value, and aggregates over doubles are not what the thesis's workloads time.
+/// is 0.1, where a plain running sum says 0. PostgreSQL and DuckDB add plainly, so their answers depend on the
+/// rows' order (and numadb's partials come in no fixed order); this one is far nearer the exact sum, and differs
+/// between orders far less. Its limit: what it carries is itself one double, so when the parts rounded off
+/// differ widely in size (1e300, 1e15 and 0.1 together), the smallest can still be lost. Two more additions per
+/// value, and aggregates over doubles are not what the thesis's workloads time.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct CompensatedSum {
     sum: f64,

@@ -585,10 +585,9 @@ impl Binder<'_> {
 
 /// Leaves out of each table's scan output the columns that only its own pushed filters read: in `a JOIN b ON
 /// a.x = b.y WHERE a.z < 10`, `a.z` is read by `a`'s scan and goes no further, so the scan makes, and the joins
-/// carry and copy, one value fewer per row. What stays: every
-/// column the other clauses (select list, remaining WHERE, GROUP BY, HAVING, ORDER BY, aggregates, windows) or a
-/// join condition reads. A relation that is a subquery keeps its columns; a table whose columns none reads keeps
-/// its first, so its rows still count.
+/// carry and copy, one value fewer per row. What stays: every column the other clauses (select list, remaining
+/// WHERE, GROUP BY, HAVING, ORDER BY, aggregates, windows) or a join condition reads. A relation that is a
+/// subquery keeps its columns; a table whose columns none reads keeps its first, so its rows still count.
 fn prune_columns(
     relations: &mut [Relation],
     clauses: &mut super::SelectClauses<'_>,
