@@ -740,20 +740,20 @@ impl ScalarFunction {
 }
 
 /// Euclid's greatest common divisor, never negative (`gcd(0, 0)` is 0).
-/// `c` in upper case, one character for one as PostgreSQL's `upper` in a UTF-8 locale maps them (glibc's
-/// `towupper`): `é` becomes `É`; a character whose upper case is several (`ß`) stays as it is.
+/// `c` in upper case, one character for one, as PostgreSQL's builtin C.UTF-8 locale maps it: `é` becomes `É`;
+/// a character whose upper case is several (`ß`) stays as it is.
 pub fn upper_char(c: char) -> char {
-    let mut upper = c.to_uppercase();
-    match (upper.next(), upper.next()) {
-        (Some(single), None) => single,
-        _ => c,
-    }
+    one_for_one(c.to_uppercase(), c)
 }
 
 /// `c` in lower case, one character for one (see [`upper_char`]).
 pub fn lower_char(c: char) -> char {
-    let mut lower = c.to_lowercase();
-    match (lower.next(), lower.next()) {
+    one_for_one(c.to_lowercase(), c)
+}
+
+/// The one character `c` maps to, or `c` itself where it maps to several.
+fn one_for_one(mut mapped: impl Iterator<Item = char>, c: char) -> char {
+    match (mapped.next(), mapped.next()) {
         (Some(single), None) => single,
         _ => c,
     }

@@ -634,9 +634,7 @@ impl Session {
                     }
                 }
                 let inserted = table.insert(evaluated)?;
-                if inserted >= crate::copy::SEAL_AFTER_ROWS {
-                    table.seal()?;
-                }
+                crate::copy::seal_after_load(&table, inserted)?;
                 Ok(QueryOutput::command(&format!("INSERT 0 {inserted}")))
             }
             Statement::Delete(delete) => {
@@ -1189,9 +1187,7 @@ impl Session {
             }
             let table = Table::new(&name, columns, None, table_options(create)?)?;
             let inserted = table.insert(rows)?;
-            if inserted >= crate::copy::SEAL_AFTER_ROWS {
-                table.seal()?;
-            }
+            crate::copy::seal_after_load(&table, inserted)?;
             if !self.db.catalog.add(table) {
                 return Err(ExecError::new(sqlstate::DUPLICATE_TABLE, format!("relation \"{name}\" already exists")));
             }
