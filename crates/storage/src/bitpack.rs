@@ -192,7 +192,7 @@ fn range_mask_generic<const W: usize>(words: &[u32], lo: u32, span: u32, out: &m
     }
 }
 
-type RangeKernel = unsafe fn(&[u32], u32, u32, &mut BlockMask, &[u32]);
+type RangeKernel = unsafe fn(&[u32], u32, u32, &mut BlockMask);
 
 macro_rules! width_table {
     ($kernel:ident) => {
@@ -237,8 +237,7 @@ macro_rules! width_table {
 mod baseline {
     use super::*;
     /// The portable kernel (whatever the compiler makes of it for the baseline target).
-    pub(super) fn kernel<const W: usize>(words: &[u32], lo: u32, span: u32, out: &mut BlockMask, ahead: &[u32]) {
-        prefetch(ahead);
+    pub(super) fn kernel<const W: usize>(words: &[u32], lo: u32, span: u32, out: &mut BlockMask) {
         range_mask_generic::<W>(words, lo, span, out)
     }
     pub(super) const TABLE: [RangeKernel; 33] = width_table!(kernel);
@@ -336,38 +335,6 @@ fn dispatch_top_aligned<const W: usize>(
     kernel(&lanes[..2 * W], TopAligned::new::<W>(range), range.lo == 0, selected);
 }
 
-/// Lines ahead, within a block, that the SIMD kernels ask to be moved from L2 into L1: on the thesis aggregation
-/// (2 threads, 50 million rows, every block read) 6 lines scanned 1.5-3% faster than none with the AVX-512
-/// kernel, 12 lines no faster than none.
-#[cfg(all(target_arch = "x86_64", target_endian = "little"))]
-const L1_AHEAD: usize = 6;
-
-/// The SIMD kernels' hints at position `P` of a block of `W`-bit codes (`lanes`, with `ahead` the next block the
-/// scan reads, as long). Once per word (= per 64-byte line) of the lane streams, it asks for the line `L1_AHEAD`
-/// further on into L1: the first blocks of a range are prefetched into L2 only, in a burst, and without this each
-/// of their lines waited out its L2 latency when first loaded. And it asks for the same line of the next block
-/// into L1, so that it arrives over this block's decoding, at the pace the scan consumes lines. Into L1
-/// (`prefetcht0`), not L2: measured in one process, alternating query by query (57 pairs, thesis aggregation with
-/// 3 predicates per table, 2 threads, every block read), the AVX-512 scan took 7% less time (48.6 to 44.9 ms
-/// median), and 4.5% less at range_pred 100 000.
-#[cfg(all(target_arch = "x86_64", target_endian = "little"))]
-#[inline(always)]
-fn prefetch_for_position<const W: usize, const P: usize>(lanes: &[[u32; LANES]], ahead: &[[u32; LANES]]) {
-    use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-    let bit = P * W;
-    let word = bit / 32;
-    if (bit + W) / 32 != word {
-        // SAFETY: SSE, which `prefetcht0` needs, is part of every x86-64 CPU; a prefetch is a hint: it reads
-        // nothing architecturally and cannot fault (both addresses are inside their blocks anyway).
-        unsafe {
-            if word + L1_AHEAD < 2 * W {
-                _mm_prefetch::<_MM_HINT_T0>(lanes[word + L1_AHEAD].as_ptr().cast());
-            }
-            _mm_prefetch::<_MM_HINT_T0>(ahead[word].as_ptr().cast());
-        }
-    }
-}
-
 /// Hand-written AVX-512 kernel: per position one left shift (or two shifts and an OR where codes straddle
 /// words), a subtract unless `lo` is 0, and one unsigned compare into a 16-bit mask register, stored as is.
 #[cfg(all(target_arch = "x86_64", target_endian = "little"))]
@@ -376,19 +343,12 @@ mod avx512 {
     use std::arch::x86_64::*;
 
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,bmi2")]
-    pub(super) fn kernel<const W: usize>(words: &[u32], lo: u32, span: u32, out: &mut BlockMask, ahead: &[u32]) {
-        let (ahead_lines, _) = ahead.as_chunks::<LANES>();
-        // The steps ask for one line of `ahead` per line they decode. A shorter `ahead` (or none) is asked for
-        // in full first, and the steps' hints then point at the block being decoded (cached already: no-ops),
-        // so that the unrolled steps need no branch for it.
-        let spread = if ahead_lines.len() >= 2 * W { 2 * W } else { 0 };
-        prefetch(ahead.get(spread * LANES..).unwrap_or_default());
+    pub(super) fn kernel<const W: usize>(words: &[u32], lo: u32, span: u32, out: &mut BlockMask) {
         dispatch_top_aligned::<W>(words, lo, span, out, |lanes, range, lo_zero, selected| {
-            let ahead_lines = if spread == 0 { lanes } else { &ahead_lines[..spread] };
             if lo_zero {
-                positions::<W, true>(lanes, range, selected, ahead_lines)
+                positions::<W, true>(lanes, range, selected)
             } else {
-                positions::<W, false>(lanes, range, selected, ahead_lines)
+                positions::<W, false>(lanes, range, selected)
             }
         });
     }
@@ -401,13 +361,12 @@ mod avx512 {
         lanes: &[[u32; LANES]],
         range: TopAligned,
         selected: &mut [u16; POSITIONS],
-        ahead: &[[u32; LANES]],
     ) {
-        // Both lengths asserted once, so that no index of the unrolled steps is checked again.
-        assert!(lanes.len() == 2 * W && ahead.len() == 2 * W);
+        // The length asserted once, so that no index of the unrolled steps is checked again.
+        assert!(lanes.len() == 2 * W);
         let lo_vector = _mm512_set1_epi32(range.lo as i32);
         let bound_vector = _mm512_set1_epi32(range.bound as i32);
-        for_each_position!(step::<W, LO_ZERO>(lanes, lo_vector, bound_vector, selected, ahead));
+        for_each_position!(step::<W, LO_ZERO>(lanes, lo_vector, bound_vector, selected));
     }
 
     #[inline(always)]
@@ -423,11 +382,9 @@ mod avx512 {
         lo_vector: __m512i,
         bound_vector: __m512i,
         selected: &mut [u16; POSITIONS],
-        ahead: &[[u32; LANES]],
     ) {
         let bit = P * W;
         let (word, shift) = (bit / 32, bit % 32);
-        prefetch_for_position::<W, P>(lanes, ahead);
         let top = if shift + W <= 32 {
             _mm512_sll_epi32(load(lanes, word), _mm_cvtsi32_si128((32 - W - shift) as i32))
         } else {
@@ -449,20 +406,13 @@ mod avx2 {
     use super::*;
     use std::arch::x86_64::*;
 
-    /// Asks for `ahead` as the AVX-512 kernel does, one line into L1 per line decoded: measured in one process,
-    /// alternating query by query with this kernel forced on an AVX-512 machine, 1.5-3% less scan time than
-    /// asking for the whole block into L2 first (this kernel's decoding, not memory, bounds its scans there).
     #[target_feature(enable = "avx2,bmi2")]
-    pub(super) fn kernel<const W: usize>(words: &[u32], lo: u32, span: u32, out: &mut BlockMask, ahead: &[u32]) {
-        let (ahead_lines, _) = ahead.as_chunks::<LANES>();
-        let spread = if ahead_lines.len() >= 2 * W { 2 * W } else { 0 };
-        prefetch(ahead.get(spread * LANES..).unwrap_or_default());
+    pub(super) fn kernel<const W: usize>(words: &[u32], lo: u32, span: u32, out: &mut BlockMask) {
         dispatch_top_aligned::<W>(words, lo, span, out, |lanes, range, lo_zero, selected| {
-            let ahead_lines = if spread == 0 { lanes } else { &ahead_lines[..spread] };
             if lo_zero {
-                positions::<W, true>(lanes, range, selected, ahead_lines)
+                positions::<W, true>(lanes, range, selected)
             } else {
-                positions::<W, false>(lanes, range, selected, ahead_lines)
+                positions::<W, false>(lanes, range, selected)
             }
         })
     }
@@ -475,13 +425,12 @@ mod avx2 {
         lanes: &[[u32; LANES]],
         range: TopAligned,
         selected: &mut [u16; POSITIONS],
-        ahead: &[[u32; LANES]],
     ) {
-        // Both lengths asserted once, so that no index of the unrolled steps is checked again.
-        assert!(lanes.len() == 2 * W && ahead.len() == 2 * W);
+        // The length asserted once, so that no index of the unrolled steps is checked again.
+        assert!(lanes.len() == 2 * W);
         let lo_vector = _mm256_set1_epi32(range.lo as i32);
         let bound_vector = _mm256_set1_epi32(range.bound as i32);
-        for_each_position!(step::<W, LO_ZERO>(lanes, lo_vector, bound_vector, selected, ahead));
+        for_each_position!(step::<W, LO_ZERO>(lanes, lo_vector, bound_vector, selected));
     }
 
     #[inline(always)]
@@ -497,11 +446,9 @@ mod avx2 {
         lo_vector: __m256i,
         bound_vector: __m256i,
         selected: &mut [u16; POSITIONS],
-        ahead: &[[u32; LANES]],
     ) {
         let bit = P * W;
         let (word, shift) = (bit / 32, bit % 32);
-        prefetch_for_position::<W, P>(lanes, ahead);
         let mut bits: u32 = 0;
         for half in 0..2 {
             let top = if shift + W <= 32 {
@@ -581,18 +528,9 @@ impl Isa {
 }
 
 /// Sets `out` to the rows of a packed block whose code lies in `[lo, lo + span]`, with the best kernel this CPU
-/// runs.
+/// runs. The kernels ask for nothing to be loaded: a scan loop prefetches the blocks it will read ([`prefetch`]).
 #[inline]
 pub fn range_mask(words: &[u32], width: u32, lo: u32, span: u32, out: &mut BlockMask) {
-    range_mask_ahead(words, width, lo, span, out, &[]);
-}
-
-/// As [`range_mask`], and asks for `ahead` (the next block the scan reads) to be loaded meanwhile: the SIMD
-/// kernels ask for one line of `ahead` into L1 per line they decode (a steady trickle the memory system absorbs)
-/// when `ahead` is at least as long as this block, and otherwise, like the portable kernel, for all of it into
-/// L2 first.
-#[inline]
-pub fn range_mask_ahead(words: &[u32], width: u32, lo: u32, span: u32, out: &mut BlockMask, ahead: &[u32]) {
     // The kernel table is looked up once per process, not once per block: at ~50 ns per cache-resident block,
     // re-checking CPU features on every call cost several percent.
     static BEST: OnceLock<&'static [RangeKernel; 33]> = OnceLock::new();
@@ -600,47 +538,54 @@ pub fn range_mask_ahead(words: &[u32], width: u32, lo: u32, span: u32, out: &mut
     assert!(width <= MAX_WIDTH);
     assert!(words.len() >= words_for_width(width), "block of width {width} needs {} words", words_for_width(width));
     // SAFETY: the table is that of `Isa::best()`, which this CPU runs; the word slice is long enough for the
-    // width (asserted), which is all the kernel indexes (`ahead` is only prefetched, never read).
-    unsafe { table[width as usize](words, lo, span, out, ahead) }
+    // width (asserted), which is all the kernel indexes.
+    unsafe { table[width as usize](words, lo, span, out) }
 }
 
 /// As [`range_mask`] with a chosen kernel variant (which must be available: checked).
 pub fn range_mask_with(isa: Isa, words: &[u32], width: u32, lo: u32, span: u32, out: &mut BlockMask) {
-    range_mask_ahead_with(isa, words, width, lo, span, out, &[]);
-}
-
-/// As [`range_mask_ahead`] with a chosen kernel variant (which must be available: checked).
-pub fn range_mask_ahead_with(
-    isa: Isa,
-    words: &[u32],
-    width: u32,
-    lo: u32,
-    span: u32,
-    out: &mut BlockMask,
-    ahead: &[u32],
-) {
     assert!(width <= MAX_WIDTH);
     assert!(words.len() >= words_for_width(width), "block of width {width} needs {} words", words_for_width(width));
     let isa = if isa.is_available() { isa } else { Isa::Baseline };
     let kernel = isa.table()[width as usize];
     // SAFETY: `isa` is available on this CPU (checked just above), so the kernel's target features are present;
     // the word slice is long enough for the width (asserted), which is all the kernel indexes.
-    unsafe { kernel(words, lo, span, out, ahead) }
+    unsafe { kernel(words, lo, span, out) }
 }
 
-/// Asks the CPU to start loading `words` into its L2 cache (one hint per 64-byte line); never faults.
+/// Asks the CPU to start loading `words` into its L1 cache, one `prefetcht0` per 64-byte line, all at once;
+/// never faults. A scan loop calls it for the block it will read two blocks later.
 ///
-/// Into L2 (`prefetcht1`), not L1: here a block's lines are requested in one burst, and L1-targeted ones hold
-/// the core's few line-fill buffers until the data arrives, stalling the loads of the block being decoded. On
-/// the thesis aggregation (2 threads, 50 million rows) `prefetcht1` scanned about 8% faster than `prefetcht0`,
-/// `prefetcht2` 4%, and `prefetchnta` took twice as long.
+/// Measured on the thesis's 26-bit codes, 50 million rows, 2 threads, against the prober's read kernel over the
+/// same bytes in the same process (an AMD EPYC guest, alternating variants, thousands of rounds, sorted by
+/// whether the memory was in its slow ~50 GB/s or its fast ~88 GB/s phase):
+/// - each block asked for in one burst, 2 blocks ahead: 87-96% of the read kernel's rate when slow, 73-89% when
+///   fast; one block ahead was as good when slow, 3-5 points worse when fast; 3 about the same, 4 and 6 worse;
+/// - the same requests spread over the decoding of the block before (one line per line decoded, as the kernels
+///   did until then): 78% when slow;
+/// - `prefetcht1` or `prefetcht2` instead of `prefetcht0`: 5-10 points worse; both (t0 one or two blocks ahead,
+///   t1/t2 further): 5-12 points worse; `prefetchnta`: about the same;
+/// - only every 2nd, 4th or 64th line (leaving the rest to the hardware prefetchers): 13-50 points worse;
+/// - bursts of two to four blocks at a time: 13-19 points worse;
+/// - none: 63-78% when fast.
+///
+/// A pointer-stepping loop, not `chunks`: the compiler unrolls it into bare `prefetcht0`s, where `chunks`' length
+/// arithmetic cost seven instructions per line.
 #[inline]
 pub fn prefetch(words: &[u32]) {
     #[cfg(target_arch = "x86_64")]
-    for line in words.chunks(16) {
-        // SAFETY: a prefetch is a hint: it reads nothing architecturally and cannot fault; the address is inside
-        // `words` anyway.
-        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(line.as_ptr().cast()) };
+    {
+        let mut line = 0;
+        while line < words.len() {
+            // SAFETY: a prefetch is a hint: it reads nothing architecturally and cannot fault; the address is
+            // inside `words` anyway (`line < words.len()`).
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    words.as_ptr().wrapping_add(line).cast(),
+                )
+            };
+            line += 16;
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = words;
@@ -730,27 +675,6 @@ mod tests {
             }
         }
         mask
-    }
-
-    #[test]
-    fn prefetching_the_next_block_changes_no_result_whatever_its_length() {
-        let isas: Vec<Isa> = [Isa::Baseline, Isa::Avx2, Isa::Avx512].into_iter().filter(|i| i.is_available()).collect();
-        let next: Vec<u32> = (0..words_for_width(32) + 7).map(|i| i as u32).collect();
-        for width in [0, 1, 7, 16, 26, 32] {
-            let codes = random_codes(width, 77 + u64::from(width));
-            let mut words = vec![0u32; words_for_width(width)];
-            pack(&codes, width, &mut words);
-            let (lo, span) = (3, u32::MAX.checked_shr(32 - width).unwrap_or(0) / 2);
-            let expected = reference(&codes, lo, span);
-            // No next block, a partial line, shorter and longer than this block, and of another width.
-            for ahead_words in [0, 5, 16 * width as usize, words_for_width(width), words_for_width(32) + 7] {
-                for &isa in &isas {
-                    let mut mask = [0u64; MASK_WORDS];
-                    range_mask_ahead_with(isa, &words, width, lo, span, &mut mask, &next[..ahead_words]);
-                    assert_eq!(mask, expected, "width {width}, {ahead_words} words ahead, {isa:?}");
-                }
-            }
-        }
     }
 
     #[test]

@@ -213,18 +213,17 @@ impl IntColumn {
     /// without NULLs, or combine the validity mask themselves.
     ///
     /// This is the scan loop of every range filter over integer codes (AND/OR of them too). It takes each block's
-    /// zone-map verdict once, in order. A block that must really be read is read when the `prefetch_blocks`-th
-    /// block after it that must be read has been found (clamped to [`PREFETCH_BLOCKS_MAX`]; 0 reads at once and
-    /// leaves prefetching to the hardware), and the kernel asks for that later block's lines meanwhile (the
-    /// SIMD ones spread the requests, one per line they decode, into L1; the portable one asks for them all
-    /// first, into L2). So the reads run a fixed number of read blocks behind the prefetches, whichever blocks
-    /// the zone maps skip in between: hardware prefetchers alone left a scanning thread at about half the memory bandwidth, and they
-    /// cannot know which blocks come next. Spreading the prefetches through the kernel rather than issuing a
-    /// block's lines in one burst scanned 2-3 points of the reference bandwidth faster (a profile of the burst
-    /// version put a third of the scan's samples on its prefetch instructions, stalled while the requests
-    /// queued). Verdicts are never stored or taken twice: an earlier version collected them for the whole range
-    /// first (0.5-3% slower), and one with a cursor running ahead took the verdict of every settled block twice
-    /// (3.5% slower on a scan reading a fifth of its blocks).
+    /// zone-map verdict once, in order. A block that must really be read has all its lines asked for at once
+    /// ([`bitpack::prefetch`]) when it is found, and is read when the `prefetch_blocks`-th block after it that
+    /// must be read has been found and asked for (clamped to [`PREFETCH_BLOCKS_MAX`]; 0 reads at once and leaves
+    /// prefetching to the hardware). So the reads run a fixed number of read blocks behind the requests, whichever
+    /// blocks the zone maps skip in between: the hardware prefetchers alone left a scanning thread well below
+    /// the memory's bandwidth, and they cannot know which blocks come next. Until stop 28 the kernels spread the
+    /// next block's requests over their decoding instead, one per line decoded: on the thesis aggregation that
+    /// reached 66% of the reference bandwidth where the bursts reach about 80% (see [`bitpack::prefetch`] for the
+    /// kernel-only measurements). Verdicts are never stored or taken twice: an earlier version collected them for
+    /// the whole range first (0.5-3% slower), and one with a cursor running ahead took the verdict of every
+    /// settled block twice (3.5% slower on a scan reading a fifth of its blocks).
     /// A block the zone map settles costs no load of its data, no kernel call, and, where its verdict is the
     /// identity of the combination (nothing for an OR, everything for an AND), not even a write.
     pub fn combine_range_masks<'s, 'm>(
@@ -239,8 +238,8 @@ impl IntColumn {
         let depth = prefetch_blocks.min(PREFETCH_BLOCKS_MAX);
         let mut bytes_read = 0;
         let mut selected = [0u64; MASK_WORDS];
-        let mut read = |(words, width, code_low, span, mask): PendingRead<'s, 'm>, ahead: &[u32]| {
-            read_words_mask(words, width, code_low, span, &mut selected, ahead);
+        let mut read = |(words, width, code_low, span, mask): PendingRead<'s, 'm>| {
+            read_words_mask(words, width, code_low, span, &mut selected);
             bytes_read += std::mem::size_of_val(words) as u64;
             for (word, leaf) in mask.iter_mut().zip(&selected) {
                 match combine {
@@ -260,16 +259,18 @@ impl IntColumn {
                     let words = self.meta_words(meta);
                     let found = (words, meta.width, code_low, span, mask);
                     if depth == 0 {
-                        read(found, &[]);
-                    } else if count == depth {
-                        // The oldest pending read leaves the ring, its kernel prefetching this block meanwhile.
+                        read(found);
+                        continue;
+                    }
+                    bitpack::prefetch(words);
+                    if count == depth {
+                        // The oldest pending read leaves the ring for this one.
                         if let Some(due) = pending[oldest].replace(found) {
-                            read(due, words);
+                            read(due);
                         }
                         // A wrap, not `% depth`: no integer division per block read in the scan loop.
                         oldest = if oldest + 1 == depth { 0 } else { oldest + 1 };
                     } else {
-                        bitpack::prefetch(words);
                         pending[(oldest + count) % depth] = Some(found);
                         count += 1;
                     }
@@ -282,7 +283,7 @@ impl IntColumn {
         // Every block still pending has been prefetched: nothing more to ask for.
         for slot in 0..count {
             if let Some(due) = pending[(oldest + slot) % depth].take() {
-                read(due, &[]);
+                read(due);
             }
         }
         bytes_read
@@ -307,7 +308,7 @@ impl IntColumn {
             }
             Zone::Some { code_low, span } => (code_low, span),
         };
-        read_words_mask(self.meta_words(meta), meta.width, code_low, span, out, &[]);
+        read_words_mask(self.meta_words(meta), meta.width, code_low, span, out);
         true
     }
 
@@ -363,11 +364,10 @@ fn decode(words: &[u32], width: u8, base: i64, out: &mut [i64; BLOCK_ROWS]) {
 crate::on_every_isa!(decode_on(words: &[u32], width: u8, base: i64, out: &mut [i64; BLOCK_ROWS]) -> () = decode);
 
 /// Sets `out` to the rows of a block (its `words`, codes of `width` bits) whose code lies in
-/// `[code_low, code_low + span]` (a range the zone map could not settle), asking for `ahead` meanwhile.
+/// `[code_low, code_low + span]` (a range the zone map could not settle).
 #[inline]
-fn read_words_mask(words: &[u32], width: u8, code_low: u64, span: u64, out: &mut BlockMask, ahead: &[u32]) {
+fn read_words_mask(words: &[u32], width: u8, code_low: u64, span: u64, out: &mut BlockMask) {
     if width == WIDE {
-        bitpack::prefetch(ahead);
         *out = [0; MASK_WORDS];
         for row in 0..BLOCK_ROWS {
             let code = u64::from(words[2 * row]) | (u64::from(words[2 * row + 1]) << 32);
@@ -377,7 +377,7 @@ fn read_words_mask(words: &[u32], width: u8, code_low: u64, span: u64, out: &mut
         }
     } else {
         // Not wide: every code, so both bounds, fit in 32 bits.
-        bitpack::range_mask_ahead(words, u32::from(width), code_low as u32, span as u32, out, ahead);
+        bitpack::range_mask(words, u32::from(width), code_low as u32, span as u32, out);
     }
 }
 
