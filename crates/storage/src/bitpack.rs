@@ -553,24 +553,31 @@ pub fn range_mask_with(isa: Isa, words: &[u32], width: u32, lo: u32, span: u32, 
     unsafe { kernel(words, lo, span, out) }
 }
 
-/// Asks the CPU to start loading `words` into its L1 cache, one `prefetcht0` per 64-byte line, all at once;
-/// never faults. A scan loop calls it for the block it will read two blocks later.
+/// Asks the CPU to start loading `words` into its L1 cache, one `prefetcht0` per 64-byte line, paced; never
+/// faults. A scan loop calls it for a block it will read two blocks later, right after reading a block.
 ///
-/// Measured on the thesis's 26-bit codes, 50 million rows, 2 threads, against the prober's read kernel over the
-/// same bytes in the same process (an AMD EPYC guest, alternating variants, thousands of rounds, sorted by
-/// whether the memory was in its slow ~50 GB/s or its fast ~88 GB/s phase):
-/// - each block asked for in one burst, 2 blocks ahead: 87-96% of the read kernel's rate when slow, 73-89% when
-///   fast; one block ahead was as good when slow, 3-5 points worse when fast; 3 about the same, 4 and 6 worse;
-/// - the same requests spread over the decoding of the block before (one line per line decoded, as the kernels
-///   did until then): 78% when slow;
+/// Paced: each line's address goes through [`std::hint::black_box`], a store and a reload, so the requests go
+/// out a few cycles apart while the core gets on with other work, instead of a block's 52 lines (26-bit codes)
+/// in a dozen cycles. On the thesis aggregation (50 million rows, 2 threads, one process alternating variants
+/// query by query on an AMD EPYC guest) the unpaced burst took 25.2 ms per full scan where the paced loop took
+/// 21.0 (a `chunks` loop, paced by its length arithmetic, 21.6; asked for before the due block was read, not
+/// after, 22.4), and 25.9 against 21.8 ms at range_pred 100 000. One block ahead took 20.6 and 23.1 ms, three
+/// 22.0 and 22.5.
+///
+/// The kernels themselves ask for nothing. Measured on the kernel alone, the same 26-bit codes read by 2
+/// threads against the prober's read kernel over the same bytes (thousands of rounds, sorted by whether the
+/// memory was in its slow ~50 GB/s or its fast ~88 GB/s phase):
+/// - every line into L1, 1 to 3 blocks ahead: 86-96% of the read kernel's rate when slow, 72-89% when fast; 4 or
+///   6 blocks ahead: worse;
+/// - spread over the decoding of the block before, one line per line decoded (the kernels' way until stop 28):
+///   78% when slow;
 /// - `prefetcht1` or `prefetcht2` instead of `prefetcht0`: 5-10 points worse; both (t0 one or two blocks ahead,
 ///   t1/t2 further): 5-12 points worse; `prefetchnta`: about the same;
-/// - only every 2nd, 4th or 64th line (leaving the rest to the hardware prefetchers): 13-50 points worse;
-/// - bursts of two to four blocks at a time: 13-19 points worse;
-/// - none: 63-78% when fast.
-///
-/// A pointer-stepping loop, not `chunks`: the compiler unrolls it into bare `prefetcht0`s, where `chunks`' length
-/// arithmetic cost seven instructions per line.
+/// - only every 2nd, 4th or 64th line (the rest left to the hardware prefetchers): 13-50 points worse;
+/// - two to four blocks at a time: 13-19 points worse;
+/// - none: 61-78% when fast (the read kernel itself, whose loads run far ahead, gets 98% without prefetches and
+///   85% with them: what holds the scans back when the memory is fast is how many lines a core can have in
+///   flight, not decoding, which runs at ~120 GB/s per core from cache).
 #[inline]
 pub fn prefetch(words: &[u32]) {
     #[cfg(target_arch = "x86_64")]
@@ -584,7 +591,7 @@ pub fn prefetch(words: &[u32]) {
                     words.as_ptr().wrapping_add(line).cast(),
                 )
             };
-            line += 16;
+            line = std::hint::black_box(line) + 16;
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
