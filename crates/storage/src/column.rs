@@ -214,15 +214,17 @@ impl IntColumn {
     ///
     /// This is the scan loop of every range filter over integer codes (AND/OR of them too). It takes each block's
     /// zone-map verdict once, in order. A block that must really be read has all its lines asked for
-    /// ([`bitpack::prefetch`]) when it is found, and is read when the `prefetch_blocks`-th block after it that
-    /// must be read has been found (clamped to [`PREFETCH_BLOCKS_MAX`]; 0 reads at once and leaves prefetching to
-    /// the hardware). So the reads run a fixed number of read blocks behind the requests, whichever blocks the
-    /// zone maps skip in between: the hardware prefetchers alone left a scanning thread well below the memory's
-    /// bandwidth, and they cannot know which blocks come next. Until stop 28 the kernels spread the next block's
-    /// requests over their decoding instead, one per line decoded, and the thesis aggregation's full scans
-    /// reached 59-72% of the reference bandwidth (see [`bitpack::prefetch`] for what replaced it and why). Verdicts are never stored or taken twice: an earlier version collected them for
-    /// the whole range first (0.5-3% slower), and one with a cursor running ahead took the verdict of every
-    /// settled block twice (3.5% slower on a scan reading a fifth of its blocks).
+    /// ([`bitpack::prefetch`]) as soon as it is found (right after the block then due has been read), and is read
+    /// when the `prefetch_blocks`-th block after it that must be read has been found (clamped to
+    /// [`PREFETCH_BLOCKS_MAX`]; 0 reads at once and leaves prefetching to the hardware). So the reads run a fixed
+    /// number of read blocks behind the requests, whichever blocks the zone maps skip in between: the hardware
+    /// prefetchers alone left a scanning thread well below the memory's bandwidth, and they cannot know which
+    /// blocks come next. Until stop 28 the kernels spread the next block's requests over their decoding instead,
+    /// one per line decoded, and the thesis aggregation's full scans reached 59-72% of the reference bandwidth
+    /// (see [`bitpack::prefetch`] for what replaced that, and the measurements). Verdicts are never stored or
+    /// taken twice: an earlier version collected them for the whole range first (0.5-3% slower), and one with a
+    /// cursor running ahead took the verdict of every settled block twice (3.5% slower on a scan reading a fifth
+    /// of its blocks).
     /// A block the zone map settles costs no load of its data, no kernel call, and, where its verdict is the
     /// identity of the combination (nothing for an OR, everything for an AND), not even a write.
     pub fn combine_range_masks<'s, 'm>(
