@@ -571,8 +571,8 @@ pub fn range_mask_with(isa: Isa, words: &[u32], width: u32, lo: u32, span: u32, 
 ///   6 blocks ahead: worse;
 /// - spread over the decoding of the block before, one line per line decoded (the kernels' way until stop 28):
 ///   78% when slow;
-/// - `prefetcht1` or `prefetcht2` instead of `prefetcht0`: 5-10 points worse; both (t0 one or two blocks ahead,
-///   t1/t2 further): 5-12 points worse; `prefetchnta`: about the same;
+/// - `prefetcht1` or `prefetcht2` instead of `prefetcht0`: 5-10 points worse when slow, 13-20 when fast; both
+///   (t0 one or two blocks ahead, t1/t2 further): 5-15 points worse; `prefetchnta`: about the same;
 /// - only every 2nd, 4th or 64th line (the rest left to the hardware prefetchers): 13-50 points worse;
 /// - two to four blocks at a time: 13-19 points worse;
 /// - none: 61-78% when fast (the read kernel itself, whose loads run far ahead, gets 98% without prefetches and
