@@ -65,13 +65,12 @@ pub enum Combine {
 }
 
 /// How many blocks to be read the scan loop prefetches ahead of the one it reads, unless told otherwise
-/// ([`IntColumn::combine_range_masks`]; the `numadb.scan_prefetch_blocks` setting). One block (3.3 KB of the
-/// thesis's 26-bit codes) in flight per thread is less than a core's share of the memory system needs once the
-/// other core streams too. The thesis aggregation over 50 million rows, 2 workers, one process alternating the
-/// setting (15 rounds on an AMD EPYC guest whose memory went from a fast phase to a slow one meanwhile): full
-/// scans took 17.2 ms with two blocks against 19.0 with one in the fast phase, 23.5 against 27.5 in the slow one;
-/// three and four blocks were no better than two; none (hardware prefetchers alone) took 30 ms. A scan reading a
-/// fifth of its blocks took 6.7 ms with two against 6.4 with one in the fast phase, the same in the slow one.
+/// ([`IntColumn::combine_range_masks`]; the `numadb.scan_prefetch_blocks` setting). Measured with the paced
+/// requests of [`bitpack::prefetch`] on the thesis aggregation (50 million rows, 2 workers, one process
+/// alternating the setting query by query, 15 rounds on an AMD EPYC guest): full scans took 21.0 ms with two
+/// blocks, 20.6 with one, 22.0 with three; scans at range_pred 100 000 (87% of the blocks read, with gaps) took
+/// 21.8 ms with two, 23.1 with one, 22.5 with three. Two is the best compromise. With the kernels' earlier
+/// prefetching (stop 27), none at all (hardware prefetchers alone) took 30 ms against 17-23 ms.
 pub const PREFETCH_BLOCKS_DEFAULT: usize = 2;
 
 /// The most blocks the scan loop keeps prefetched ahead.
