@@ -2,8 +2,8 @@
 //!
 //! - [`bitpack`]: 1024-row blocks of bit-packed integer codes and the SIMD kernels that evaluate range
 //!   predicates on them without decompressing.
-//! - [`column`]: one column of one partition: frame-of-reference integers, dictionary-encoded text, doubles,
-//!   NULL bitmaps, all in placed memory that knows which node holds it.
+//! - [`column`](mod@column): one column of one partition: frame-of-reference integers, dictionary-encoded text,
+//!   doubles, NULL bitmaps, all in placed memory that knows which node holds it.
 //! - [`table`]: partitions, the delta of recent inserts, snapshots, bulk appends, placement changes.
 //! - [`index`]: sorted and hash indexes.
 //! - [`placement`]: table placement policies (`node`, `round_robin`, `interleave`, `first_touch`, `os_default`).
