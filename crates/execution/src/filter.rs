@@ -14,7 +14,9 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use numadb_storage::bitpack::{BLOCK_ROWS, BlockMask, MASK_WORDS};
-use numadb_storage::{ColumnData, Combine, DataType, PREFETCH_BLOCKS_DEFAULT, Partition, Value, compare_doubles};
+use numadb_storage::{
+    ColumnData, Combine, CombinedMasks, DataType, PREFETCH_BLOCKS_DEFAULT, Partition, Value, compare_doubles,
+};
 
 use crate::error::ExecError;
 use crate::expr::{BinaryOp, Expr};
@@ -380,28 +382,22 @@ impl Filter {
         params: &[Value],
         prefetch_blocks: usize,
         reads: &mut [u64],
-        out: &mut Vec<BlockMask>,
+        out: &mut CombinedMasks,
     ) -> Result<(), ExecError> {
-        out.clear();
         if let Some(combine) = self.two_valued_ranges(partition) {
             let leaves = match self {
                 Filter::And(parts) | Filter::Or(parts) => parts.as_slice(),
                 _ => std::slice::from_ref(self),
             };
-            out.extend(blocks.clone().map(|_| combine_identity(combine)));
-            return combine_range_leaves(
-                leaves,
-                combine,
-                partition,
-                blocks,
-                reads,
-                out.iter_mut().collect(),
-                prefetch_blocks,
-            );
+            out.reset(combine, blocks.len());
+            return combine_range_leaves(leaves, partition, blocks, reads, out, prefetch_blocks);
         }
         let mut masks = Vec::with_capacity(blocks.len());
         self.eval_blocks(partition, blocks, params, prefetch_blocks, reads, &mut masks)?;
-        out.extend(masks.iter().map(|mask| mask.t));
+        out.reset(Combine::Or, masks.len());
+        for (i, mask) in masks.iter().enumerate().filter(|(_, mask)| mask.t != NONE) {
+            out.set(i, mask.t);
+        }
         Ok(())
     }
 
@@ -502,9 +498,9 @@ impl Filter {
             Filter::And(parts) | Filter::Or(parts) if let Some(combine) = self.two_valued_ranges(partition) => {
                 // Two-valued logic (no NULLs): each leaf's block masks combine in place, with no intermediate
                 // vectors of masks.
-                out.extend(blocks.clone().map(|_| TriMask::exact(combine_identity(combine))));
-                let masks: Vec<&mut BlockMask> = out.iter_mut().map(|result| &mut result.t).collect();
-                combine_range_leaves(parts, combine, partition, blocks, reads, masks, prefetch_blocks)?;
+                let mut masks = CombinedMasks::new(combine, blocks.len());
+                combine_range_leaves(parts, partition, blocks, reads, &mut masks, prefetch_blocks)?;
+                out.extend((0..masks.len()).map(|i| TriMask::exact(masks.get(i))));
             }
             Filter::And(parts) | Filter::Or(parts) => {
                 let is_and = matches!(self, Filter::And(_));
@@ -669,23 +665,14 @@ fn mark(values: &[i64; BLOCK_ROWS], is_key: impl Fn(i64) -> bool) -> BlockMask {
     hits
 }
 
-/// The mask a combination starts from: nothing for an OR, everything for an AND.
-fn combine_identity(combine: Combine) -> BlockMask {
-    match combine {
-        Combine::Or => NONE,
-        Combine::And => ALL,
-    }
-}
-
 /// Combines integer-range `leaves` (each checked by [`is_range_without_nulls`]) into `masks`, one per block of
-/// `blocks`, which start as the combination's identity.
+/// `blocks`.
 fn combine_range_leaves(
     leaves: &[Filter],
-    combine: Combine,
     partition: &Partition,
     blocks: Range<usize>,
     reads: &mut [u64],
-    mut masks: Vec<&mut BlockMask>,
+    masks: &mut CombinedMasks,
     prefetch_blocks: usize,
 ) -> Result<(), ExecError> {
     for leaf in leaves {
@@ -695,8 +682,7 @@ fn combine_range_leaves(
         let (ColumnData::Int(ints) | ColumnData::Bool(ints)) = partition.column(*column).data() else {
             return Err(ExecError::internal("integer range on a non-integer column"));
         };
-        let leaf_masks = masks.iter_mut().map(|mask| &mut **mask);
-        reads[*column] += ints.combine_range_masks(blocks.clone(), *low, *high, combine, leaf_masks, prefetch_blocks);
+        reads[*column] += ints.combine_range_masks(blocks.clone(), *low, *high, masks, prefetch_blocks);
     }
     Ok(())
 }
@@ -727,13 +713,14 @@ fn range_leaf(
     let (ColumnData::Int(codes) | ColumnData::Bool(codes) | ColumnData::Text { codes, .. }) = chunk.data() else {
         return Err(ExecError::internal("range filter on a column without integer codes"));
     };
-    out.extend(blocks.clone().map(|_| TriMask::exact(NONE)));
-    let masks = out.iter_mut().map(|result| &mut result.t);
-    reads[column] += codes.combine_range_masks(blocks.clone(), low, high, Combine::Or, masks, prefetch_blocks);
+    let mut masks = CombinedMasks::new(Combine::Or, blocks.len());
+    reads[column] += codes.combine_range_masks(blocks.clone(), low, high, &mut masks, prefetch_blocks);
     if chunk.has_nulls() {
-        for (result, block) in out.iter_mut().zip(blocks) {
-            *result = with_nulls(result.t, null_mask(chunk, block, reads, column));
+        for (i, block) in blocks.enumerate() {
+            out.push(with_nulls(masks.get(i), null_mask(chunk, block, reads, column)));
         }
+    } else {
+        out.extend((0..masks.len()).map(|i| TriMask::exact(masks.get(i))));
     }
     Ok(())
 }
@@ -835,15 +822,15 @@ mod tests {
         // The scan's plain TRUE masks (combined in place where the filter allows) say what the three-valued ones
         // do, and account the same bytes.
         let (mut true_reads, mut tri_reads) = (vec![0; 5], vec![0; 5]);
-        let (mut trues, mut tris) = (Vec::new(), Vec::new());
+        let (mut trues, mut tris) = (CombinedMasks::new(Combine::Or, 0), Vec::new());
         filter.true_masks(&partition, 0..partition.blocks(), &[], 1, &mut true_reads, &mut trues).unwrap();
         filter.eval_blocks(&partition, 0..partition.blocks(), &[], 3, &mut tri_reads, &mut tris).unwrap();
         assert_eq!(true_reads, tri_reads, "bytes read by {expr:?}");
-        assert_eq!(trues.len(), partition.blocks());
-        for block in 0..partition.blocks() {
+        assert_eq!((trues.len(), tris.len()), (partition.blocks(), partition.blocks()));
+        for (block, tri) in tris.iter().enumerate() {
             let mask = filter.eval_block(&partition, block, &[]).unwrap();
             let tail = tail_mask(partition.rows(), block);
-            let (plain, tri) = (and_masks(&trues[block], &tail), and_masks(&tris[block].t, &tail));
+            let (plain, tri) = (and_masks(&trues.get(block), &tail), and_masks(&tri.t, &tail));
             assert_eq!(plain, and_masks(&mask.t, &tail), "block {block} of {expr:?}");
             assert_eq!(tri, and_masks(&mask.t, &tail), "block {block} of {expr:?}");
             for i in 0..BLOCK_ROWS {

@@ -7,6 +7,7 @@
 //! matrix. Aggregating scans merge their tasks' partial results in one merge task per domain (preferring that
 //! domain), then once on the calling thread.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use numadb_scheduler::{NodeId, QueryReport, Scheduler, TaskContext, TaskGraph, TaskSpec};
 use numadb_storage::bitpack::{self, BLOCK_ROWS, BlockMask, MASK_WORDS};
-use numadb_storage::{ColumnData, Partition, TableSnapshot, Value};
+use numadb_storage::{ColumnData, Combine, CombinedMasks, Partition, TableSnapshot, Value};
 
 use crate::aggregate::{Accumulator, AggregateCall, AggregateFunction, GroupState, PartialAggregate};
 use crate::error::{ExecError, sqlstate};
@@ -647,6 +648,12 @@ pub(crate) fn for_each_set(mask: &BlockMask, mut f: impl FnMut(usize)) {
     }
 }
 
+thread_local! {
+    /// A worker's filter masks, kept from one morsel to the next: setting up a morsel's 32 KiB of masks anew took
+    /// 14% of a thesis aggregation whose zone maps settled every block.
+    static MORSEL_MASKS: Cell<Option<CombinedMasks>> = const { Cell::new(None) };
+}
+
 fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<TaskOutput, ExecError> {
     if ctx.is_cancelled() {
         return Ok(TaskOutput::Rows(Vec::new()));
@@ -659,12 +666,13 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
     };
     // Bytes really loaded, per column: the filter's leaves report theirs; the output adds the blocks it decodes.
     let mut reads = vec![0u64; partition.columns().len()];
-    let mut masks = Vec::with_capacity(blocks.len());
+    let mut masks = MORSEL_MASKS.take().unwrap_or_else(|| CombinedMasks::new(Combine::Or, 0));
     if let Some(filter) = &job.filter {
         filter.true_masks(partition, blocks.clone(), params, job.prefetch_blocks, &mut reads, &mut masks)?;
     }
+    // Blocks whose masks the filter left at an OR's identity select nothing: most of a selective scan's.
+    let unwritten_select_nothing = job.filter.is_some() && masks.combine() == Combine::Or;
     let rows_in_partition = partition.rows();
-    let mut scanned = 0u64;
     let mut selected_total = 0u64;
     let mut cache = BlockCache::new(width);
     let mut row = vec![Value::Null; width];
@@ -701,21 +709,33 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
         && matches!(&job.output, ScanOutput::Aggregate { group_by, aggregates, .. }
             if group_by.is_empty()
                 && aggregates.iter().all(|a| a.function == AggregateFunction::CountStar && a.filter.is_none()));
-    for (position, block) in blocks.enumerate() {
+    // The rows of the morsel's blocks before `end` (a position): what it scanned when it stops there.
+    let rows_before = |end: usize| {
+        let rows_end = ((blocks.start + end) * BLOCK_ROWS).min(rows_in_partition);
+        rows_end.saturating_sub(blocks.start * BLOCK_ROWS) as u64
+    };
+    let positions: Box<dyn Iterator<Item = usize>> =
+        if unwritten_select_nothing { Box::new(masks.written()) } else { Box::new(0..blocks.len()) };
+    let mut stopped_at = blocks.len();
+    for position in positions {
+        let block = blocks.start + position;
         // Under a LIMIT, a morsel's first rows are all the statement can need of it (and of those after it).
         if let (Some(wanted), TaskOutput::Rows(rows)) = (job.rows_wanted, &output)
             && rows.len() as u64 >= wanted
         {
+            stopped_at = position;
             break;
         }
         // Only a partition's last block can be partly filled.
         let full = (block + 1) * BLOCK_ROWS <= rows_in_partition;
         let tail = if full { ALL_ROWS } else { tail_mask(rows_in_partition, block) };
-        scanned += if full { BLOCK_ROWS as u64 } else { u64::from(bitpack::count(&tail)) };
-        let mask: BlockMask = match (masks.get(position), full) {
-            (Some(filtered), true) => *filtered,
-            (Some(filtered), false) => std::array::from_fn(|i| filtered[i] & tail[i]),
-            (None, _) => tail,
+        let mask: BlockMask = match (job.filter.is_some(), full) {
+            (false, _) => tail,
+            (true, true) => masks.get(position),
+            (true, false) => {
+                let filtered = masks.get(position);
+                std::array::from_fn(|i| filtered[i] & tail[i])
+            }
         };
         let selected = bitpack::count(&mask);
         selected_total += u64::from(selected);
@@ -814,7 +834,8 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
             _ => return Err(ExecError::internal("scan output and task output disagree")),
         }
     }
-    job.rows_scanned.fetch_add(scanned, Ordering::Relaxed);
+    MORSEL_MASKS.set(Some(masks));
+    job.rows_scanned.fetch_add(rows_before(stopped_at), Ordering::Relaxed);
     job.rows_selected.fetch_add(selected_total, Ordering::Relaxed);
     // Account the bytes read on the nodes that hold them.
     for (column, &bytes) in reads.iter().enumerate().filter(|(_, b)| **b > 0) {

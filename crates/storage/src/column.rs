@@ -76,9 +76,115 @@ pub const PREFETCH_BLOCKS_DEFAULT: usize = 2;
 /// The most blocks the scan loop keeps prefetched ahead.
 pub const PREFETCH_BLOCKS_MAX: usize = 8;
 
-/// A block waiting to be read: its words, its width, its query range in code space (`code_low`, `span`) and its
-/// mask.
-type PendingRead<'s, 'm> = (&'s [u32], u8, u64, u64, &'m mut BlockMask);
+/// The running masks of a combination ([`Combine`]) over a run of blocks: one per block, and a bit per block
+/// that says whether its mask has been written. A block whose bit is clear holds the combination's identity
+/// (nothing for an OR, everything for an AND), whatever its slot holds.
+///
+/// Most blocks of a selective scan are settled by their zone maps to the identity. Before these bits, every
+/// block's mask was set to the identity, combined into, then counted: a thesis aggregation whose zone maps
+/// settled every block took 1.4 ms against 1.0 ms now (50 million rows, 2 workers), and one at range_pred 10 000
+/// (a fifth of the blocks read) 3% longer. Consumers ask [`CombinedMasks::written`] for the blocks to look at.
+#[derive(Debug, Clone)]
+pub struct CombinedMasks {
+    combine: Combine,
+    masks: Vec<BlockMask>,
+    written: Vec<u64>,
+}
+
+impl CombinedMasks {
+    /// Masks for `blocks` blocks, all the identity of `combine`.
+    pub fn new(combine: Combine, blocks: usize) -> CombinedMasks {
+        let mut masks = CombinedMasks { combine, masks: Vec::new(), written: Vec::new() };
+        masks.reset(combine, blocks);
+        masks
+    }
+
+    /// Starts over: `blocks` blocks, all the identity of `combine`. Keeps the allocations.
+    pub fn reset(&mut self, combine: Combine, blocks: usize) {
+        self.combine = combine;
+        // The slots' contents do not matter until written: only growing writes them.
+        self.masks.resize(blocks, [0; MASK_WORDS]);
+        self.masks.truncate(blocks);
+        self.written.clear();
+        self.written.resize(blocks.div_ceil(64), 0);
+    }
+
+    /// How the masks combine.
+    pub fn combine(&self) -> Combine {
+        self.combine
+    }
+
+    /// The mask a block holds until written: nothing for an OR, everything for an AND.
+    pub fn identity(&self) -> BlockMask {
+        match self.combine {
+            Combine::Or => [0; MASK_WORDS],
+            Combine::And => [u64::MAX; MASK_WORDS],
+        }
+    }
+
+    /// Blocks covered.
+    pub fn len(&self) -> usize {
+        self.masks.len()
+    }
+
+    /// Whether no block is covered.
+    pub fn is_empty(&self) -> bool {
+        self.masks.is_empty()
+    }
+
+    /// Whether block `i`'s mask has been written (otherwise it is [`CombinedMasks::identity`]).
+    #[inline]
+    pub fn is_written(&self, i: usize) -> bool {
+        self.written[i / 64] >> (i % 64) & 1 == 1
+    }
+
+    /// Block `i`'s mask.
+    #[inline]
+    pub fn get(&self, i: usize) -> BlockMask {
+        if self.is_written(i) { self.masks[i] } else { self.identity() }
+    }
+
+    /// The blocks whose masks have been written, in order.
+    pub fn written(&self) -> impl Iterator<Item = usize> + '_ {
+        self.written.iter().enumerate().flat_map(|(word_index, &word)| {
+            std::iter::successors(Some(word), |bits| Some(bits & bits.wrapping_sub(1)))
+                .take_while(|&bits| bits != 0)
+                .map(move |bits| word_index * 64 + bits.trailing_zeros() as usize)
+        })
+    }
+
+    /// How many blocks have been written.
+    pub fn written_count(&self) -> usize {
+        self.written.iter().map(|word| word.count_ones() as usize).sum()
+    }
+
+    /// Sets block `i`'s mask to `mask`.
+    #[inline]
+    pub fn set(&mut self, i: usize, mask: BlockMask) {
+        self.masks[i] = mask;
+        self.written[i / 64] |= 1 << (i % 64);
+    }
+
+    /// Combines `leaf` into block `i`'s mask.
+    #[inline]
+    pub fn merge(&mut self, i: usize, leaf: &BlockMask) {
+        if !self.is_written(i) {
+            self.set(i, *leaf);
+            return;
+        }
+        let combine = self.combine;
+        for (word, leaf) in self.masks[i].iter_mut().zip(leaf) {
+            match combine {
+                Combine::Or => *word |= leaf,
+                Combine::And => *word &= leaf,
+            }
+        }
+    }
+}
+
+/// A block waiting to be read: its words, its width, its query range in code space (`code_low`, `span`) and the
+/// index of its mask.
+type PendingRead<'s> = (&'s [u32], u8, u64, u64, usize);
 
 /// A block's zone-map verdict for a value range.
 enum Zone {
@@ -207,8 +313,8 @@ impl IntColumn {
     }
 
     /// For each block of `blocks`, combines the rows whose value lies in `[low, high]` (inclusive) into that
-    /// block's mask in `masks` (one per block, in order): ORed in for [`Combine::Or`], ANDed for
-    /// [`Combine::And`]. Returns the bytes loaded. NULL rows are not cleared: callers use this only for columns
+    /// block's mask in `masks` (one per block, in order), as `masks` combines them: ORed in for [`Combine::Or`],
+    /// ANDed for [`Combine::And`]. Returns the bytes loaded. NULL rows are not cleared: callers use this only for columns
     /// without NULLs, or combine the validity mask themselves.
     ///
     /// This is the scan loop of every range filter over integer codes (AND/OR of them too). It takes each block's
@@ -226,40 +332,36 @@ impl IntColumn {
     /// of its blocks).
     /// A block the zone map settles costs no load of its data, no kernel call, and, where its verdict is the
     /// identity of the combination (nothing for an OR, everything for an AND), not even a write.
-    pub fn combine_range_masks<'s, 'm>(
+    pub fn combine_range_masks<'s>(
         &'s self,
         blocks: std::ops::Range<usize>,
         low: i64,
         high: i64,
-        combine: Combine,
-        masks: impl IntoIterator<Item = &'m mut BlockMask>,
+        masks: &mut CombinedMasks,
         prefetch_blocks: usize,
     ) -> u64 {
+        debug_assert_eq!(masks.len(), blocks.len(), "one mask per block");
+        let combine = masks.combine();
         let depth = prefetch_blocks.min(PREFETCH_BLOCKS_MAX);
         let mut bytes_read = 0;
         let mut selected = [0u64; MASK_WORDS];
-        let mut read = |(words, width, code_low, span, mask): PendingRead<'s, 'm>| {
+        let mut read = |(words, width, code_low, span, i): PendingRead<'s>, masks: &mut CombinedMasks| {
             read_words_mask(words, width, code_low, span, &mut selected);
             bytes_read += std::mem::size_of_val(words) as u64;
-            for (word, leaf) in mask.iter_mut().zip(&selected) {
-                match combine {
-                    Combine::Or => *word |= leaf,
-                    Combine::And => *word &= leaf,
-                }
-            }
+            masks.merge(i, &selected);
         };
         // Blocks found to need reading and already prefetched, a ring of `depth` slots: `count` of them from
         // `oldest` on, each waiting until the block `depth` reads later has been found (or the range ends).
-        let mut pending: [Option<PendingRead<'s, 'm>>; PREFETCH_BLOCKS_MAX] = [const { None }; PREFETCH_BLOCKS_MAX];
+        let mut pending: [Option<PendingRead<'s>>; PREFETCH_BLOCKS_MAX] = [None; PREFETCH_BLOCKS_MAX];
         let (mut oldest, mut count) = (0, 0);
         // Each block's descriptor is looked at once, here: the verdict and, for a block to read, its words.
-        for (meta, mask) in self.blocks[blocks].iter().zip(masks) {
+        for (i, meta) in self.blocks[blocks].iter().enumerate() {
             match (zone(meta, low, high), combine) {
                 (Zone::Some { code_low, span }, _) => {
                     let words = self.meta_words(meta);
-                    let found = (words, meta.width, code_low, span, mask);
+                    let found = (words, meta.width, code_low, span, i);
                     if depth == 0 {
-                        read(found);
+                        read(found, masks);
                         continue;
                     }
                     if count == depth {
@@ -267,7 +369,7 @@ impl IntColumn {
                         // (asked for before, the thesis aggregation scanned 16% slower: its requests queued
                         // ahead of the due block's own lines still in flight).
                         if let Some(due) = pending[oldest].replace(found) {
-                            read(due);
+                            read(due, masks);
                         }
                         bitpack::prefetch(words);
                         // A wrap, not `% depth`: no integer division per block read in the scan loop.
@@ -278,15 +380,15 @@ impl IntColumn {
                         count += 1;
                     }
                 }
-                (Zone::None, Combine::And) => *mask = [0; MASK_WORDS],
-                (Zone::All, Combine::Or) => *mask = [u64::MAX; MASK_WORDS],
+                (Zone::None, Combine::And) => masks.set(i, [0; MASK_WORDS]),
+                (Zone::All, Combine::Or) => masks.set(i, [u64::MAX; MASK_WORDS]),
                 _ => {}
             }
         }
         // Every block still pending has been prefetched: nothing more to ask for.
         for slot in 0..count {
             if let Some(due) = pending[(oldest + slot) % depth].take() {
-                read(due);
+                read(due, masks);
             }
         }
         bytes_read
@@ -786,6 +888,31 @@ mod tests {
     }
 
     #[test]
+    fn combined_masks_hold_the_identity_until_written_even_when_reused() {
+        let mut masks = CombinedMasks::new(Combine::Or, 130);
+        assert_eq!((masks.len(), masks.written_count()), (130, 0));
+        assert_eq!(masks.get(129), [0; MASK_WORDS]);
+        let mut leaf = [0; MASK_WORDS];
+        leaf[3] = 0b110;
+        masks.merge(64, &leaf);
+        masks.merge(64, &[1; MASK_WORDS]);
+        masks.set(129, [7; MASK_WORDS]);
+        assert_eq!(masks.get(64)[3], 0b111, "merged by OR");
+        assert_eq!(masks.get(64)[0], 1);
+        assert_eq!(masks.written().collect::<Vec<_>>(), [64, 129]);
+        // Reused for an AND over fewer blocks: the slots still hold the OR's masks, but read as everything.
+        masks.reset(Combine::And, 100);
+        assert_eq!((masks.len(), masks.written_count(), masks.written().count()), (100, 0, 0));
+        assert_eq!(masks.get(64), [u64::MAX; MASK_WORDS]);
+        masks.merge(64, &leaf);
+        masks.merge(64, &[0b10; MASK_WORDS]);
+        assert_eq!(masks.get(64)[3], 0b10, "merged by AND");
+        assert_eq!(masks.get(64)[0], 0);
+        masks.reset(Combine::Or, 200);
+        assert!((0..200).all(|i| masks.get(i) == [0; MASK_WORDS]), "grown and reset: nothing selected");
+    }
+
+    #[test]
     fn combined_range_masks_equal_block_by_block_masks_and_count_only_blocks_read() {
         // Blocks of different kinds: sorted (zone maps settle most), random narrow, random with a wide outlier
         // (64-bit codes), constant (width 0).
@@ -805,17 +932,18 @@ mod tests {
             for (combine, start) in [(Combine::Or, [0u64; MASK_WORDS]), (Combine::And, [u64::MAX; MASK_WORDS])] {
                 let mut initial: Vec<BlockMask> = (0..blocks).map(|_| start).collect();
                 initial[1][0] ^= 0b1011; // a running mask that is not the identity
-                let mut combined = initial.clone();
                 let range = 1..blocks;
-                let bytes =
-                    column.combine_range_masks(range.clone(), low, high, combine, combined[1..].iter_mut(), depth);
+                let mut combined = CombinedMasks::new(combine, range.len());
+                combined.set(0, initial[1]);
+                let bytes = column.combine_range_masks(range.clone(), low, high, &mut combined, depth);
                 let read: Vec<usize> = column.blocks_to_read(range.clone(), low, high).collect();
                 let mut expected_bytes = 0;
-                for block in range {
+                for block in range.clone() {
                     let mut leaf = [0u64; MASK_WORDS];
                     if column.range_mask(block, low, high, &mut leaf) {
                         expected_bytes += column.bytes_of_blocks(block..block + 1);
                         assert!(read.contains(&block), "block {block} is read, [{low}, {high}]");
+                        assert!(combined.is_written(block - range.start), "block {block} read, not written");
                         assert_eq!(column.blocks_words(block..block + 1), column.block_words(block));
                     } else {
                         assert!(!read.contains(&block), "block {block} is settled, [{low}, {high}]");
@@ -824,14 +952,22 @@ mod tests {
                         Combine::Or => initial[block][i] | leaf[i],
                         Combine::And => initial[block][i] & leaf[i],
                     });
-                    assert_eq!(combined[block], expected, "block {block}, [{low}, {high}], {combine:?}, depth {depth}");
+                    let i = block - range.start;
+                    assert_eq!(combined.get(i), expected, "block {block}, [{low}, {high}], {combine:?}, depth {depth}");
+                    // Only blocks written by this call (or before it) hold anything but the identity.
+                    let changed = leaf != start || block == 1;
+                    assert!(combined.is_written(i) || !changed, "block {block} changed unwritten");
                     // And against the values themselves (rows past the end are the caller's to clear).
                     for row in block * BLOCK_ROWS..values.len().min((block + 1) * BLOCK_ROWS) {
                         let bit = leaf[row % BLOCK_ROWS / 64] >> (row % 64) & 1 == 1;
                         assert_eq!(bit, (low..=high).contains(&values[row]), "row {row}, [{low}, {high}]");
                     }
                 }
-                assert_eq!(combined[0], initial[0], "blocks outside the range are not touched");
+                let written: Vec<usize> = combined.written().collect();
+                assert!(written.windows(2).all(|w| w[0] < w[1]), "written blocks in order");
+                assert_eq!(written.len(), combined.written_count());
+                assert!(written.iter().all(|&i| combined.is_written(i)));
+                assert!((0..combined.len()).filter(|&i| combined.is_written(i)).eq(written.iter().copied()));
                 assert_eq!(bytes, expected_bytes, "[{low}, {high}], {combine:?}, depth {depth}");
             }
         }

@@ -21,7 +21,8 @@ pub mod types;
 
 pub use catalog::Catalog;
 pub use column::{
-    ColumnChunk, ColumnData, Combine, Dictionary, IntColumn, PREFETCH_BLOCKS_DEFAULT, PREFETCH_BLOCKS_MAX,
+    ColumnChunk, ColumnData, Combine, CombinedMasks, Dictionary, IntColumn, PREFETCH_BLOCKS_DEFAULT,
+    PREFETCH_BLOCKS_MAX,
 };
 pub use index::{DuplicateKey, Index, IndexKind};
 pub use placement::TablePlacement;
