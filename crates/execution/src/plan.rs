@@ -50,6 +50,9 @@ pub struct JoinKeys {
     pub column: usize,
     /// The other input's keys.
     pub keys: Arc<KeySet>,
+    /// The other input's rows by key, when the scan's tasks also join their rows with them and aggregate the
+    /// joined rows (an aggregate over an inner join): the scan's output is then over the joined rows.
+    pub probe: Option<Arc<crate::run::JoinProbe>>,
 }
 
 /// A lookup through an index (`WHERE key = value`), run on the calling thread.

@@ -47,6 +47,24 @@ const QUERIES: &[&str] = &[
     "SELECT f.id, d.name FROM fact f JOIN dim d ON f.id = d.k WHERE f.v < 3",
     "SELECT count(*), sum(f.v), count(DISTINCT d.name) FROM fact f JOIN dim d ON f.k = d.k WHERE d.grp <> 6",
     "SELECT d.grp, count(*) FROM fact f JOIN dim d ON f.k = d.k GROUP BY d.grp",
+    // Aggregates over an inner join: probed and aggregated in the keyed scan's tasks (see
+    // `an_aggregate_over_a_join_is_probed_in_the_scans_tasks`), except where the build side would be larger.
+    "SELECT count(*), sum(f.v), min(d.name), max(f.id) FROM fact f JOIN dim d ON f.k = d.k AND f.v > d.grp \
+     WHERE d.grp < 5",
+    "SELECT d.grp, f.v, count(*), avg(f.id), sum(d.k) FROM fact f JOIN dim d ON f.k = d.k \
+     WHERE f.id % 3 = 0 AND d.grp > 0 GROUP BY d.grp, f.v",
+    "SELECT count(*), sum(b.id) FROM fact a JOIN fact b ON a.k = b.k WHERE a.id < 300",
+    "SELECT count(*), sum(w.k), max(f.id) FROM fact f JOIN wide w ON f.k = w.k WHERE w.k IS NOT NULL",
+    "SELECT count(*), sum(f.v) FROM fact f JOIN dim d ON f.k = d.k WHERE d.name = 'none'",
+    "SELECT d.grp, count(*) FROM fact f JOIN dim d ON f.k = d.k WHERE d.name = 'none' GROUP BY d.grp",
+    "SELECT d.grp, sum(f.v) FROM fact f JOIN dim d ON f.k = d.k + 1 WHERE d.grp < 4 GROUP BY d.grp",
+    "SELECT d.grp, f.v, count(*) FROM fact f JOIN dim d ON f.k = d.k WHERE d.grp < 3 \
+     GROUP BY ROLLUP (d.grp, f.v)",
+    "SELECT d.grp, count(*) FROM fact f JOIN dim d ON f.k = d.k WHERE d.grp <> 2 GROUP BY d.grp \
+     HAVING count(*) > 10",
+    "SELECT count(DISTINCT f.v), count(*) FILTER (WHERE f.v > d.grp) FROM fact f JOIN dim d ON f.k = d.k \
+     WHERE d.grp = 4",
+    "SELECT d.grp, count(*) FROM fact f JOIN dim d ON f.k = d.k GROUP BY d.grp ORDER BY 2 DESC LIMIT 3",
 ];
 
 #[test]
@@ -109,4 +127,49 @@ fn a_join_over_thesis_tables_scans_the_whole_table_by_the_filtered_ones_keys() {
     session.execute_one("SET numadb.join_key_filter = off").unwrap();
     assert_eq!(keyed, rows(&mut session, sql));
     assert!(!keyed.is_empty());
+}
+
+/// The lines of `EXPLAIN ANALYZE sql`.
+fn explain_analyze(session: &mut Session, sql: &str) -> String {
+    let explain = session.execute_one(&format!("EXPLAIN ANALYZE {sql}")).unwrap();
+    explain.rows.iter().map(|r| r[0].to_string()).collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn an_aggregate_over_a_join_is_probed_in_the_scans_tasks() {
+    let database = Database::new().unwrap();
+    let mut session = database.session();
+    tables(&mut session);
+    const PROBED: &str = "probed and aggregated in the scan's tasks";
+    // The filtered dimension is the build side; every fact row with a partner is joined in the fact scan's tasks.
+    let sql = "SELECT d.grp, count(*), sum(f.v) FROM fact f JOIN dim d ON f.k = d.k WHERE d.grp <> 6 GROUP BY d.grp";
+    let explain = explain_analyze(&mut session, sql);
+    assert!(explain.contains(PROBED), "{explain}");
+    let joined = rows(&mut session, "SELECT count(*) FROM fact f JOIN dim d ON f.k = d.k WHERE d.grp <> 6");
+    let line = explain.lines().find(|l| l.contains(PROBED)).unwrap();
+    let count = line.split(": ").nth(1).unwrap().split(' ').next().unwrap();
+    assert_eq!(joined, [format!("[Int({count})]")], "the operator counts the joined rows");
+    // Without the key filter, and where the build side would outgrow the scanned table (unfiltered `fact` against
+    // `dim`, which is scanned second), the join runs on the session thread as before.
+    let larger = "SELECT count(*) FROM fact f JOIN dim d ON f.k = d.k";
+    assert!(!explain_analyze(&mut session, larger).contains(PROBED));
+    // An ordered aggregate would see its values in the tasks' order.
+    let ordered = "SELECT string_agg(d.name, ',') FROM fact f JOIN dim d ON f.k = d.k WHERE d.grp = 3";
+    assert!(!explain_analyze(&mut session, ordered).contains(PROBED));
+    session.execute_one("SET numadb.join_key_filter = off").unwrap();
+    assert!(!explain_analyze(&mut session, sql).contains(PROBED));
+}
+
+#[test]
+fn a_join_of_the_thesis_tables_counted_in_the_scans_tasks_counts_what_the_session_thread_does() {
+    let database = Database::new().unwrap();
+    let mut session = database.session();
+    numadb_sql::thesis::load_thesis_tables(&mut session, 100_000, 5, Some(8192), None).unwrap();
+    let sql = "SELECT count(*), sum(b.\"C3\"), min(a.\"C0\") FROM \"TBL_0\" a JOIN \"TBL_1\" b \
+               ON a.\"C1\" = b.\"C0\" WHERE a.\"C2\" < 3000";
+    assert!(explain_analyze(&mut session, sql).contains("probed and aggregated in the scan's tasks"));
+    let probed = rows(&mut session, sql);
+    session.execute_one("SET numadb.join_key_filter = off").unwrap();
+    assert_eq!(probed, rows(&mut session, sql));
+    assert_ne!(probed, ["[Int(0), Null, Null]"]);
 }

@@ -75,7 +75,24 @@ fn a_join_whose_output_outgrows_numadb_max_result_mb_is_an_error_and_a_timeout_s
     let error = session.execute_one("SELECT count(*) FROM more a JOIN more b ON a.k + b.k < 0").unwrap_err();
     assert_eq!(error.sqlstate, "57014", "{}", error.message);
     session.execute_one("SET statement_timeout = 0").unwrap();
+    // An aggregate over a hash join whose one key has tens of thousands of rows on each side: some 10⁹ joined
+    // rows, aggregated in the scan's tasks, which look at the cancel flag as they go. `same` stays in its table's
+    // delta (one task scans it row by row), `sealed` is sealed into partitions.
+    session.execute_one("CREATE TABLE same (k INTEGER)").unwrap();
+    session.execute_one("INSERT INTO same SELECT 1 FROM generate_series(1, 30000)").unwrap();
+    session.execute_one("CREATE TABLE sealed (k INTEGER)").unwrap();
+    session.execute_one("INSERT INTO sealed SELECT 1 FROM generate_series(1, 70000)").unwrap();
+    session.execute_one("SET statement_timeout = 200").unwrap();
+    for table in ["same", "sealed"] {
+        let sql = format!("SELECT count(*), sum(a.k + b.k) FROM {table} a JOIN {table} b ON a.k = b.k");
+        let error = session.execute_one(&sql).unwrap_err();
+        assert_eq!(error.sqlstate, "57014", "{table}: {}", error.message);
+        assert!(error.message.contains("statement timeout"), "{table}: {}", error.message);
+    }
+    session.execute_one("SET statement_timeout = 0").unwrap();
     // The session goes on, and a join within the limit answers.
     let rows = session.execute_one("SELECT count(*) FROM small a JOIN small b ON a.k = b.k").unwrap().rows;
     assert_eq!(rows[0][0], Value::Int(2000));
+    let rows = session.execute_one("SELECT count(*) FROM same a JOIN small b ON a.k = b.k").unwrap().rows;
+    assert_eq!(rows[0][0], Value::Int(30000));
 }
