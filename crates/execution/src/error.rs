@@ -35,7 +35,7 @@ pub mod sqlstate {
     pub const WINDOWING_ERROR: &str = "42P20";
     /// `2BP01`: dropping a table or view that views read, without CASCADE.
     pub const DEPENDENT_OBJECTS_STILL_EXIST: &str = "2BP01";
-    /// `42P19`: a `WITH RECURSIVE` query not of the form non-recursive term UNION [ALL] recursive term.
+    /// `42P19`: a `WITH RECURSIVE` query not of the form non-recursive term `UNION [ALL]` recursive term.
     pub const INVALID_RECURSION: &str = "42P19";
     /// `42P02`
     pub const UNDEFINED_PARAMETER: &str = "42P02";

@@ -143,6 +143,9 @@ impl ExecutionResult {
 
 enum TaskOutput {
     Rows(Vec<Vec<Value>>),
+    /// Rows back to back, for a scan whose rows become a [`JoinProbe`] ([`ScanJob::values`]): no allocation per row
+    /// on the workers, and none to free on the session thread.
+    Values(Vec<Value>),
     Aggregate(PartialAggregate),
 }
 
@@ -156,6 +159,8 @@ struct ScanJob {
     /// A join's build side that the tasks join their selected rows with, aggregating the joined rows
     /// ([`JoinProbe`]): `output` is then over the joined rows.
     probe: Option<Arc<JoinProbe>>,
+    /// Whether the tasks lay their rows back to back ([`TaskOutput::Values`]) rather than one vector each.
+    values: bool,
     /// Columns the scan reads (filter and output), for row materialisation.
     columns_read: Vec<usize>,
     /// Columns the output reads (aggregate arguments, group keys, projections) on blocks with selected rows.
@@ -196,8 +201,16 @@ struct ResultBudget {
 impl ResultBudget {
     /// Counts `rows` (just produced) against the limit.
     fn charge(&self, rows: &[Vec<Value>]) -> Result<(), ExecError> {
+        self.charge_bytes(rows.iter().map(|row| row_bytes(row)).sum())
+    }
+
+    /// Counts rows laid back to back (`values`, [`TaskOutput::Values`]) against the limit.
+    fn charge_values(&self, values: &[Value]) -> Result<(), ExecError> {
+        self.charge_bytes(row_bytes(values) - std::mem::size_of::<Vec<Value>>() as u64)
+    }
+
+    fn charge_bytes(&self, bytes: u64) -> Result<(), ExecError> {
         let Some(max_bytes) = self.max_bytes else { return Ok(()) };
-        let bytes: u64 = rows.iter().map(|row| row_bytes(row)).sum();
         if self.used_bytes.fetch_add(bytes, Ordering::Relaxed) + bytes <= max_bytes {
             return Ok(());
         }
@@ -381,7 +394,7 @@ fn collect_scans(
 ) -> Result<(), ExecError> {
     match plan {
         Plan::Scan(scan) => {
-            jobs.push(add_scan(scan, executor, params, budget, graph, None, None)?);
+            jobs.push(add_scan(scan, executor, params, budget, graph, ScanNeeds::default())?);
             Ok(())
         }
         // `ORDER BY … LIMIT` right over a scan's rows: each task keeps only the rows that can be among the first
@@ -406,7 +419,7 @@ fn collect_scans(
                 .map(|limit| limit.saturating_add(offset))
                 .filter(|&count| count <= TOP_N_MAX_ROWS)
                 .map(|count| TopN::new(order_by, count, scan));
-            jobs.push(add_scan(scan, executor, params, budget, graph, None, top_n)?);
+            jobs.push(add_scan(scan, executor, params, budget, graph, ScanNeeds { top_n, ..ScanNeeds::default() })?);
             Ok(())
         }
         // `LIMIT` right over a scan's rows (no filter, sort or DISTINCT between): the scan needs only its first
@@ -419,11 +432,28 @@ fn collect_scans(
             let limit = row_count(limit, params, "LIMIT")?;
             let offset = offset.as_ref().map(|e| row_count(e, params, "OFFSET")).transpose()?.flatten().unwrap_or(0);
             let wanted = limit.map(|limit| (limit as u64).saturating_add(offset as u64));
-            jobs.push(add_scan(scan, executor, params, budget, graph, wanted, None)?);
+            let needs = ScanNeeds { rows_wanted: wanted, ..ScanNeeds::default() };
+            jobs.push(add_scan(scan, executor, params, budget, graph, needs)?);
             Ok(())
         }
         Plan::UnionAll(inputs) => {
             inputs.iter().try_for_each(|p| collect_scans(p, executor, params, budget, graph, jobs))
+        }
+        // The hashed side of a join probed in the other input's scan tasks: its rows back to back.
+        Plan::Aggregate { input, aggregates, .. }
+            if let Plan::Join(join) = input.as_ref()
+                && let Some(probing) = ProbePlan::of(join, aggregates, executor)
+                && let Plan::Scan(scan) = probing.other =>
+        {
+            jobs.push(add_scan(
+                scan,
+                executor,
+                params,
+                budget,
+                graph,
+                ScanNeeds { values: true, ..ScanNeeds::default() },
+            )?);
+            Ok(())
         }
         Plan::Post { input, .. } | Plan::Aggregate { input, .. } | Plan::Window { input, .. } => {
             collect_scans(input, executor, params, budget, graph, jobs)
@@ -444,16 +474,26 @@ fn collect_scans(
     }
 }
 
-/// Adds a scan's tasks; `rows_wanted` (a LIMIT's) lets tasks whose earlier morsels already produced that many
-/// rows skip their work.
+/// What a scan's consumer asks of its tasks beyond the plan.
+#[derive(Default)]
+struct ScanNeeds {
+    /// A LIMIT's row count (with its OFFSET): see [`ScanJob::rows_wanted`].
+    rows_wanted: Option<u64>,
+    /// An ORDER BY with a LIMIT right over the scan: see [`ScanJob::top_n`].
+    top_n: Option<TopN>,
+    /// Rows back to back: see [`ScanJob::values`].
+    values: bool,
+}
+
+/// Adds a scan's tasks, as `needs` asks: a LIMIT's `rows_wanted` lets tasks whose earlier morsels already produced
+/// that many rows skip their work.
 fn add_scan(
     scan: &ScanPlan,
     executor: &Executor<'_>,
     params: &Arc<[Value]>,
     budget: &Arc<ResultBudget>,
     graph: &mut TaskGraph,
-    rows_wanted: Option<u64>,
-    top_n: Option<TopN>,
+    ScanNeeds { rows_wanted, top_n, values }: ScanNeeds,
 ) -> Result<Arc<ScanJob>, ExecError> {
     let snapshot = scan.table.snapshot();
     let mut filter = scan.filter.as_ref().map(|f| compile(f, params)).transpose()?;
@@ -537,6 +577,7 @@ fn add_scan(
         filter,
         output: scan.output.clone(),
         probe,
+        values,
         columns_read,
         output_columns,
         params: Arc::clone(params),
@@ -703,6 +744,7 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
         ScanOutput::Aggregate { .. } => None,
     };
     let mut output = match &job.output {
+        ScanOutput::Rows(_) if job.values => TaskOutput::Values(Vec::new()),
         ScanOutput::Rows(_) => TaskOutput::Rows(Vec::new()),
         ScanOutput::Aggregate { .. } => TaskOutput::Aggregate(PartialAggregate::default()),
     };
@@ -843,6 +885,29 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
                 if let Some(error) = error {
                     return Err(error);
                 }
+            }
+            (ScanOutput::Rows(projections), TaskOutput::Values(values)) => {
+                let before = values.len();
+                let mut error = None;
+                for_each_set(&mask, |i| {
+                    if error.is_some() {
+                        return;
+                    }
+                    cache.fill_row(partition, &job.columns_read, first_row + i, &mut row);
+                    for expr in projections {
+                        match expr {
+                            Expr::Column { index, .. } if *index < width => values.push(row[*index].clone()),
+                            _ => match expr.eval(&row, params) {
+                                Ok(value) => values.push(value),
+                                Err(e) => error = Some(e),
+                            },
+                        }
+                    }
+                });
+                if let Some(error) = error {
+                    return Err(error);
+                }
+                job.budget.charge_values(&values[before..])?;
             }
             (ScanOutput::Rows(_), TaskOutput::Rows(rows)) if let Some(columns) = &plain_columns => {
                 let before = rows.len();
@@ -1337,6 +1402,7 @@ fn run_delta(job: &ScanJob, width: usize, ctx: &TaskContext<'_>) -> Result<TaskO
     job.rows_scanned.fetch_add(delta.rows() as u64, Ordering::Relaxed);
     job.rows_selected.fetch_add(selected, Ordering::Relaxed);
     Ok(match job.output {
+        ScanOutput::Rows(_) if job.values => TaskOutput::Values(rows_out.into_iter().flatten().collect()),
         ScanOutput::Rows(_) => TaskOutput::Rows(rows_out),
         ScanOutput::Aggregate { .. } => TaskOutput::Aggregate(partial),
     })
@@ -1731,15 +1797,28 @@ fn key_filter(join: &JoinPlan, executor: &Executor<'_>) -> Option<crate::plan::K
 
 /// The distinct non-NULL values of a join key over its input's rows.
 fn join_keys(rows: &[Vec<Value>], key: &Expr, executor: &Executor<'_>) -> Result<KeySet, ExecError> {
-    let keys: Vec<i64> = int_keys(rows, key, executor)?.into_iter().flatten().collect();
+    let keys: Vec<i64> = int_keys_of(rows.iter().map(Vec::as_slice), key, executor)?.into_iter().flatten().collect();
     Ok(KeySet::of(&keys))
 }
 
-/// An integer join key over each of its input's rows (`None`: NULL). A key that is a column is read, not
-/// evaluated.
-fn int_keys(rows: &[Vec<Value>], key: &Expr, executor: &Executor<'_>) -> Result<Vec<Option<i64>>, ExecError> {
+/// An integer join key over each row of `values` (rows of `width` values back to back; `None`: NULL).
+fn int_keys(
+    values: &[Value],
+    width: usize,
+    key: &Expr,
+    executor: &Executor<'_>,
+) -> Result<Vec<Option<i64>>, ExecError> {
+    int_keys_of(values.chunks_exact(width.max(1)), key, executor)
+}
+
+/// An integer join key over each of `rows` (`None`: NULL). A key that is a column is read, not evaluated.
+fn int_keys_of<'r>(
+    rows: impl ExactSizeIterator<Item = &'r [Value]>,
+    key: &Expr,
+    executor: &Executor<'_>,
+) -> Result<Vec<Option<i64>>, ExecError> {
     let mut keys = Vec::with_capacity(rows.len());
-    for (position, row) in rows.iter().enumerate() {
+    for (position, row) in rows.enumerate() {
         if position % INTERRUPT_CHECK_ROWS == 0 {
             check_interrupts(executor)?;
         }
@@ -1926,9 +2005,11 @@ impl<K: JoinKey> Partners<K> {
 /// ([`JoinPlan::key_filter`]): the star-schema join with an aggregate on top, `bench queries`' join. Each task joins
 /// the rows it selects with their partners and aggregates the joined rows, as a scan aggregates its own rows. So
 /// the probing input's rows are never gathered as vectors of values (each an allocation made on a worker and
-/// freed on the session thread), and the probes run on every worker rather than on the session thread alone.
-/// On that join (5 million rows per table, 2 workers, back to back) the statement took 42 ms against 57.5 ms with
-/// the probes on the session thread.
+/// freed on the session thread), and the probes run on every worker rather than on the session thread alone. The
+/// hashed side's rows, when they come from a scan, are laid back to back by its tasks (`TaskOutput::Values`).
+/// On that join (5 million rows per table, 2 workers, binaries run back to back) the statement took 30-32 ms
+/// against 57-60 ms with the join on the session thread: 42 ms with the probes in the tasks, the rest from
+/// the hashed side's rows back to back.
 pub struct JoinProbe {
     /// The build side's rows, back to back, [`JoinProbe::build_width`] values each.
     build_rows: Vec<Value>,
@@ -1958,27 +2039,21 @@ struct ProbeBuffers {
 }
 
 impl JoinProbe {
-    /// The build side of `rows` (the join's other input, `width` values each) by `keys` (theirs, in order).
+    /// The build side of `rows` (the join's other input, `width` values each, back to back) by `keys` (theirs,
+    /// in order).
     fn build(
-        rows: Vec<Vec<Value>>,
+        rows: Vec<Value>,
         width: usize,
         keys: Vec<Option<i64>>,
         build_is_left: bool,
         scan_projections: Vec<Expr>,
         scan_key_column: usize,
         condition: Option<Expr>,
-    ) -> Result<JoinProbe, ExecError> {
-        let mut next_same_key = vec![END; rows.len()];
+    ) -> JoinProbe {
+        let mut next_same_key = vec![END; keys.len()];
         let partners = Partners::build(keys, &mut next_same_key);
-        let mut build_rows = Vec::with_capacity(rows.len() * width);
-        for row in rows {
-            if row.len() != width {
-                return Err(ExecError::internal(format!("a join input row of {} columns, not {width}", row.len())));
-            }
-            build_rows.extend(row);
-        }
-        Ok(JoinProbe {
-            build_rows,
+        JoinProbe {
+            build_rows: rows,
             build_width: width,
             partners,
             next_same_key,
@@ -1987,7 +2062,7 @@ impl JoinProbe {
             scan_key_column,
             condition,
             joined_rows: AtomicU64::new(0),
-        })
+        }
     }
 
     /// Asks for where the partners of the key probed `PROBE_PREFETCH_ROWS` rows from now and of the one half as
@@ -2169,10 +2244,46 @@ enum Probed {
     NotApplicable,
 }
 
+/// How an aggregate over a join runs with the join's probes in one input's scan tasks ([`JoinProbe`]), when the
+/// plan allows: an inner join on one integer key pair, one input (a scan) run second with the other's keys, no
+/// ordered aggregate (`string_agg` would see its values in the tasks' order). Decided from the plan alone, so
+/// that [`collect_scans`] (which lays the other input's rows back to back when it is a scan) and
+/// [`probed_join_aggregate`] agree.
+struct ProbePlan<'p> {
+    filter: crate::plan::KeyFilter,
+    /// The other input: the hashed side.
+    other: &'p Plan,
+    other_key: &'p Expr,
+    other_width: usize,
+    /// The scan that probes, and its projections (its rows, over the table's).
+    scan: &'p ScanPlan,
+    projections: &'p [Expr],
+}
+
+impl<'p> ProbePlan<'p> {
+    fn of(join: &'p JoinPlan, aggregates: &[AggregateCall], executor: &Executor<'_>) -> Option<ProbePlan<'p>> {
+        let filter = key_filter(join, executor)?;
+        if join.kind != JoinKind::Inner
+            || join.left_keys.len() != 1
+            || aggregates.iter().any(|a| a.function == AggregateFunction::StringAgg)
+        {
+            return None;
+        }
+        let (other, other_key, other_width, scanned) = if filter.scans_right {
+            (&join.left, &join.left_keys[0], join.left_width, &join.right)
+        } else {
+            (&join.right, &join.right_keys[0], join.right_width, &join.left)
+        };
+        let Plan::Scan(scan @ ScanPlan { output: ScanOutput::Rows(projections), .. }) = scanned.as_ref() else {
+            return None;
+        };
+        // Rows of no columns laid back to back would not say how many there are.
+        (other_width > 0).then_some(ProbePlan { filter, other, other_key, other_width, scan, projections })
+    }
+}
+
 /// Runs an aggregate over a join with the join's probes inside one input's scan tasks ([`JoinProbe`]) when the
-/// join allows: an inner join on one integer key pair, one input scanned with the other's keys, no ordered
-/// aggregate (`string_agg` would see its values in the tasks' order), and the other input (the build side) no
-/// larger than the scanned table.
+/// plan allows ([`ProbePlan`]) and the other input (the hashed side) is no larger than the scanned table.
 fn probed_join_aggregate(
     call: &AggregateOverJoin<'_>,
     executor: &Executor<'_>,
@@ -2182,27 +2293,25 @@ fn probed_join_aggregate(
     result: &mut ExecutionResult,
 ) -> Result<Probed, ExecError> {
     let join = call.join;
-    let Some(filter) = key_filter(join, executor) else { return Ok(Probed::NotApplicable) };
-    if join.kind != JoinKind::Inner
-        || join.left_keys.len() != 1
-        || call.aggregates.iter().any(|a| a.function == AggregateFunction::StringAgg)
-    {
-        return Ok(Probed::NotApplicable);
-    }
-    let (other, other_key, other_width, scanned) = if filter.scans_right {
-        (&join.left, &join.left_keys[0], join.left_width, &join.right)
-    } else {
-        (&join.right, &join.right_keys[0], join.right_width, &join.left)
-    };
-    let Plan::Scan(scan @ ScanPlan { output: ScanOutput::Rows(projections), .. }) = scanned.as_ref() else {
+    let Some(ProbePlan { filter, other, other_key, other_width, scan, projections }) =
+        ProbePlan::of(join, call.aggregates, executor)
+    else {
         return Ok(Probed::NotApplicable);
     };
-    let other_rows = finish(other, executor, jobs, next_job, budget, result)?;
+    let other_values = match other {
+        Plan::Scan(_) => {
+            let job = &jobs[*next_job];
+            *next_job += 1;
+            finish_scan_values(job, other_width)
+        }
+        _ => finish(other, executor, jobs, next_job, budget, result)?.into_iter().flatten().collect(),
+    };
     let started = Instant::now();
-    let other_keys = int_keys(&other_rows, other_key, executor)?;
+    let other_keys = int_keys(&other_values, other_width, other_key, executor)?;
     let keys = KeySet::of(&other_keys.iter().flatten().copied().collect::<Vec<_>>());
-    if other_rows.len() as u64 > scan.table.rows() {
+    if other_keys.len() as u64 > scan.table.rows() {
         // A hash table larger than the other side: join as before, hashing the smaller input.
+        let other_rows = other_values.chunks(other_width).map(<[Value]>::to_vec).collect();
         let scanned_rows = keyed_scan(scan, filter.column, keys, executor, budget, result)?;
         return Ok(if filter.scans_right {
             Probed::Inputs(other_rows, scanned_rows)
@@ -2210,16 +2319,16 @@ fn probed_join_aggregate(
             Probed::Inputs(scanned_rows, other_rows)
         });
     }
-    let build_count = other_rows.len();
+    let build_count = other_keys.len();
     let probe = Arc::new(JoinProbe::build(
-        other_rows,
+        other_values,
         other_width,
         other_keys,
         filter.scans_right,
-        projections.clone(),
+        projections.to_vec(),
         filter.column,
         join.condition.clone(),
-    )?);
+    ));
     result.operator(format!("{} build side", join_operator(join)), build_count, started);
     let probing = ScanPlan {
         output: ScanOutput::Aggregate {
@@ -2242,6 +2351,27 @@ fn probed_join_aggregate(
         started,
     );
     Ok(Probed::Aggregated(rows))
+}
+
+/// A scan's rows back to back (`width` values each), whether its tasks laid them so ([`ScanJob::values`]) or not.
+fn finish_scan_values(job: &ScanJob, width: usize) -> Vec<Value> {
+    let parts: Vec<TaskOutput> =
+        job.slots.iter().filter_map(|slot| slot.lock().unwrap_or_else(|p| p.into_inner()).take()).collect();
+    let values_in = |part: &TaskOutput| match part {
+        TaskOutput::Values(values) => values.len(),
+        TaskOutput::Rows(rows) => rows.len() * width,
+        TaskOutput::Aggregate(_) => 0,
+    };
+    // Sized once, as `finish_scan` does.
+    let mut values = Vec::with_capacity(parts.iter().map(values_in).sum());
+    for part in parts {
+        match part {
+            TaskOutput::Values(mut part) => values.append(&mut part),
+            TaskOutput::Rows(rows) => values.extend(rows.into_iter().flatten()),
+            TaskOutput::Aggregate(_) => {}
+        }
+    }
+    values
 }
 
 fn join_with_keys<K: JoinKey>(
@@ -2483,12 +2613,15 @@ fn set_operation(
 
 fn finish_scan(scan: &ScanPlan, job: &ScanJob, budget: &ResultBudget) -> Result<Vec<Vec<Value>>, ExecError> {
     match &scan.output {
-        ScanOutput::Rows(_) => {
+        ScanOutput::Rows(projections) => {
             let parts: Vec<Vec<Vec<Value>>> = job
                 .slots
                 .iter()
                 .filter_map(|slot| match slot.lock().unwrap_or_else(|p| p.into_inner()).take() {
                     Some(TaskOutput::Rows(part)) => Some(part),
+                    Some(TaskOutput::Values(values)) => {
+                        Some(values.chunks(projections.len().max(1)).map(<[Value]>::to_vec).collect())
+                    }
                     _ => None,
                 })
                 .collect();
