@@ -443,7 +443,7 @@ fn collect_scans(
         Plan::Aggregate { input, aggregates, .. }
             if let Plan::Join(join) = input.as_ref()
                 && let Some(probing) = ProbePlan::of(join, aggregates, executor)
-                && let Plan::Scan(scan) = probing.other =>
+                && let Some(scan) = probing.other_rows_scan() =>
         {
             jobs.push(add_scan(
                 scan,
@@ -2280,6 +2280,15 @@ impl<'p> ProbePlan<'p> {
         // Rows of no columns laid back to back would not say how many there are.
         (other_width > 0).then_some(ProbePlan { filter, other, other_key, other_width, scan, projections })
     }
+
+    /// The other input when it is a scan producing rows: its tasks lay them back to back. (A scan that aggregates,
+    /// a derived table, hands on its groups as rows.)
+    fn other_rows_scan(&self) -> Option<&'p ScanPlan> {
+        match self.other {
+            Plan::Scan(scan @ ScanPlan { output: ScanOutput::Rows(_), .. }) => Some(scan),
+            _ => None,
+        }
+    }
 }
 
 /// Runs an aggregate over a join with the join's probes inside one input's scan tasks ([`JoinProbe`]) when the
@@ -2293,18 +2302,18 @@ fn probed_join_aggregate(
     result: &mut ExecutionResult,
 ) -> Result<Probed, ExecError> {
     let join = call.join;
-    let Some(ProbePlan { filter, other, other_key, other_width, scan, projections }) =
-        ProbePlan::of(join, call.aggregates, executor)
-    else {
+    let Some(plan) = ProbePlan::of(join, call.aggregates, executor) else {
         return Ok(Probed::NotApplicable);
     };
-    let other_values = match other {
-        Plan::Scan(_) => {
+    let ProbePlan { filter, other, other_key, other_width, scan, projections } = plan;
+    // As `collect_scans` added the other input's scan.
+    let other_values = match plan.other_rows_scan() {
+        Some(_) => {
             let job = &jobs[*next_job];
             *next_job += 1;
             finish_scan_values(job, other_width)
         }
-        _ => finish(other, executor, jobs, next_job, budget, result)?.into_iter().flatten().collect(),
+        None => finish(other, executor, jobs, next_job, budget, result)?.into_iter().flatten().collect(),
     };
     let started = Instant::now();
     let other_keys = int_keys(&other_values, other_width, other_key, executor)?;

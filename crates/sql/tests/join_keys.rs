@@ -65,6 +65,12 @@ const QUERIES: &[&str] = &[
     "SELECT count(DISTINCT f.v), count(*) FILTER (WHERE f.v > d.grp) FROM fact f JOIN dim d ON f.k = d.k \
      WHERE d.grp = 4",
     "SELECT d.grp, count(*) FROM fact f JOIN dim d ON f.k = d.k GROUP BY d.grp ORDER BY 2 DESC LIMIT 3",
+    // The hashed side larger than the scanned table (`dim`, scanned second): joined on the session thread.
+    "SELECT count(*), sum(f.v), min(d.name) FROM fact f JOIN dim d ON f.k = d.k",
+    // The hashed side a derived table that aggregates, or a join itself.
+    "SELECT count(*), sum(x.n) FROM (SELECT k, count(*) AS n FROM dim WHERE grp = 2 GROUP BY k) x \
+     JOIN fact f ON f.k = x.k",
+    "SELECT count(*), sum(f.v), max(d.name) FROM dim d JOIN wide w ON d.k = w.k JOIN fact f ON f.k = d.k",
 ];
 
 #[test]
