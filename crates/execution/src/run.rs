@@ -692,6 +692,18 @@ impl BlockCache {
     }
 }
 
+/// Calls `f` with each row set in `mask`, in order, until it fails.
+fn try_for_each_set(mask: &BlockMask, mut f: impl FnMut(usize) -> Result<(), ExecError>) -> Result<(), ExecError> {
+    for (word_index, &word) in mask.iter().enumerate() {
+        let mut bits = word;
+        while bits != 0 {
+            f(word_index * 64 + bits.trailing_zeros() as usize)?;
+            bits &= bits - 1;
+        }
+    }
+    Ok(())
+}
+
 /// Calls `f` with each row set in `mask`, in order.
 pub(crate) fn for_each_set(mask: &BlockMask, mut f: impl FnMut(usize)) {
     for (word_index, &word) in mask.iter().enumerate() {
@@ -855,58 +867,31 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
                 }
             }
             (ScanOutput::Aggregate { group_by, aggregates, .. }, TaskOutput::Aggregate(partial)) => {
-                let mut error = None;
-                for_each_set(&mask, |i| {
-                    if error.is_some() {
-                        return;
-                    }
+                try_for_each_set(&mask, |i| {
                     cache.fill_row(partition, &job.columns_read, first_row + i, &mut row);
-                    if let Err(e) = group_row(group_by, aggregates, partial, &row, params) {
-                        error = Some(e);
-                    }
-                });
-                if let Some(error) = error {
-                    return Err(error);
-                }
+                    group_row(group_by, aggregates, partial, &row, params)
+                })?;
             }
             (ScanOutput::Rows(projections), TaskOutput::Rows(_)) if let Some(top) = &mut top => {
                 let first_keys = top.first_key_block(partition, block, &mask, params)?;
                 let candidates = first_keys.as_ref().map_or(mask, |keys| top.unbeaten(keys, &mask));
-                let mut error = None;
-                for_each_set(&candidates, |i| {
-                    if error.is_some() {
-                        return;
-                    }
+                try_for_each_set(&candidates, |i| {
                     cache.fill_row(partition, &job.columns_read, first_row + i, &mut row);
-                    if let Err(e) = top.offer(projections, &row, first_row + i, params) {
-                        error = Some(e);
-                    }
-                });
-                if let Some(error) = error {
-                    return Err(error);
-                }
+                    top.offer(projections, &row, first_row + i, params)
+                })?;
             }
             (ScanOutput::Rows(projections), TaskOutput::Values(values)) => {
                 let before = values.len();
-                let mut error = None;
-                for_each_set(&mask, |i| {
-                    if error.is_some() {
-                        return;
-                    }
+                try_for_each_set(&mask, |i| {
                     cache.fill_row(partition, &job.columns_read, first_row + i, &mut row);
                     for expr in projections {
-                        match expr {
-                            Expr::Column { index, .. } if *index < width => values.push(row[*index].clone()),
-                            _ => match expr.eval(&row, params) {
-                                Ok(value) => values.push(value),
-                                Err(e) => error = Some(e),
-                            },
-                        }
+                        values.push(match expr {
+                            Expr::Column { index, .. } if *index < width => row[*index].clone(),
+                            _ => expr.eval(&row, params)?,
+                        });
                     }
-                });
-                if let Some(error) = error {
-                    return Err(error);
-                }
+                    Ok(())
+                })?;
                 job.budget.charge_values(&values[before..])?;
             }
             (ScanOutput::Rows(_), TaskOutput::Rows(rows)) if let Some(columns) = &plain_columns => {
@@ -919,20 +904,11 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
             }
             (ScanOutput::Rows(projections), TaskOutput::Rows(rows)) => {
                 let before = rows.len();
-                let mut error = None;
-                for_each_set(&mask, |i| {
-                    if error.is_some() {
-                        return;
-                    }
+                try_for_each_set(&mask, |i| {
                     cache.fill_row(partition, &job.columns_read, first_row + i, &mut row);
-                    match projections.iter().map(|e| e.eval(&row, params)).collect::<Result<Vec<_>, _>>() {
-                        Ok(values) => rows.push(values),
-                        Err(e) => error = Some(e),
-                    }
-                });
-                if let Some(error) = error {
-                    return Err(error);
-                }
+                    rows.push(projections.iter().map(|e| e.eval(&row, params)).collect::<Result<Vec<_>, _>>()?);
+                    Ok(())
+                })?;
                 job.budget.charge(&rows[before..])?;
             }
             _ => return Err(ExecError::internal("scan output and task output disagree")),
@@ -1337,17 +1313,10 @@ fn aggregate_block(
     let mut columns = Vec::new();
     call.columns(&mut columns);
     let first_row = block * BLOCK_ROWS;
-    let mut error = None;
-    for_each_set(mask, |i| {
-        if error.is_some() {
-            return;
-        }
+    try_for_each_set(mask, |i| {
         cache.fill_row(partition, &columns, first_row + i, row);
-        if let Err(e) = call.feed(accumulator, row, params) {
-            error = Some(e);
-        }
-    });
-    error.map_or(Ok(()), Err)
+        call.feed(accumulator, row, params)
+    })
 }
 
 /// The unsealed delta, row by row.
