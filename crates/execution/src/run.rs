@@ -1341,17 +1341,12 @@ fn run_delta(job: &ScanJob, width: usize, ctx: &TaskContext<'_>) -> Result<TaskO
         selected += 1;
         match &job.output {
             ScanOutput::Aggregate { group_by, aggregates, .. } if let Some(probe) = &job.probe => {
-                let mut cancelled = false;
                 let joined = probe.join(&row, params, &mut probe_buffers, &mut |joined| {
-                    joined_rows += 1;
-                    if joined_rows.is_multiple_of(INTERRUPT_CHECK_ROWS as u64) && ctx.is_cancelled() {
-                        cancelled = true;
-                        return Err(numadb_scheduler::QueryError::Cancelled.into());
-                    }
+                    count_joined(&mut joined_rows, ctx)?;
                     group_row(group_by, aggregates, &mut partial, joined, params)
                 });
                 // The statement reports why it was cancelled; the task just stops.
-                if cancelled {
+                if joined.is_err() && ctx.is_cancelled() {
                     return Ok(TaskOutput::Rows(Vec::new()));
                 }
                 joined?;
@@ -2115,8 +2110,8 @@ impl JoinProbe {
 /// A scan task's part of a [`JoinProbe`]: joins the selected rows of a block (`mask` over `block` of `partition`)
 /// with their partners and aggregates the joined rows `into` (GROUP BY keys, aggregates, the task's one group
 /// without GROUP BY, its groups with). Returns `false` when the statement was cancelled meanwhile: a key with many
-/// partners can make a morsel's joined rows far outnumber its rows. Kept out of `run_morsel`: inlined there, it
-/// made the scan loop of other queries slower.
+/// partners can make a morsel's joined rows far outnumber its rows. Kept out of line: `run_morsel`'s loop is every
+/// scan's.
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
 fn probe_block(
@@ -2149,7 +2144,7 @@ fn probe_block(
             keyed.push((i, keys[i]));
         }
     });
-    let (mut error, mut cancelled) = (None, false);
+    let mut error = None;
     for (position, &(i, key)) in keyed.iter().enumerate() {
         let ahead = keyed.get(position + PROBE_PREFETCH_ROWS).map(|&(_, key)| key);
         probe.prefetch(ahead, keyed.get(position + PROBE_PREFETCH_ROWS / 2).map(|&(_, key)| key));
@@ -2158,11 +2153,7 @@ fn probe_block(
         }
         cache.fill_row(partition, &job.columns_read, first_row + i, row);
         let joined = probe.join_key(key, row, params, buffers, &mut |joined| {
-            *joined_rows += 1;
-            if joined_rows.is_multiple_of(INTERRUPT_CHECK_ROWS as u64) && ctx.is_cancelled() {
-                cancelled = true;
-                return Err(numadb_scheduler::QueryError::Cancelled.into());
-            }
+            count_joined(joined_rows, ctx)?;
             aggregate_joined(group_by, aggregates, plain_state, partial, joined, params)
         });
         if let Err(e) = joined {
@@ -2171,10 +2162,21 @@ fn probe_block(
         }
     }
     buffers.keyed = keyed;
-    if cancelled || ctx.is_cancelled() {
+    if ctx.is_cancelled() {
         return Ok(false);
     }
     error.map_or(Ok(true), Err)
+}
+
+/// Counts a joined row in a scan task, and every [`INTERRUPT_CHECK_ROWS`] of them fails if the statement was
+/// cancelled: a key with many partners can make a task's joined rows far outnumber its rows.
+#[inline]
+fn count_joined(joined_rows: &mut u64, ctx: &TaskContext<'_>) -> Result<(), ExecError> {
+    *joined_rows += 1;
+    if joined_rows.is_multiple_of(INTERRUPT_CHECK_ROWS as u64) && ctx.is_cancelled() {
+        return Err(numadb_scheduler::QueryError::Cancelled.into());
+    }
+    Ok(())
 }
 
 /// Aggregates one joined row in a scan task: without GROUP BY into the task's one group (at hand, not looked
