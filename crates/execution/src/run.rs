@@ -706,14 +706,11 @@ fn try_for_each_set(mask: &BlockMask, mut f: impl FnMut(usize) -> Result<(), Exe
 
 /// Calls `f` with each row set in `mask`, in order.
 pub(crate) fn for_each_set(mask: &BlockMask, mut f: impl FnMut(usize)) {
-    for (word_index, &word) in mask.iter().enumerate() {
-        let mut bits = word;
-        while bits != 0 {
-            let bit = bits.trailing_zeros() as usize;
-            f(word_index * 64 + bit);
-            bits &= bits - 1;
-        }
-    }
+    // Never fails: `f` cannot.
+    let _ = try_for_each_set(mask, |i| {
+        f(i);
+        Ok(())
+    });
 }
 
 thread_local! {
@@ -2056,24 +2053,29 @@ impl JoinProbe {
         emit: RowSink<'_>,
     ) -> Result<u64, ExecError> {
         match &table_row[self.scan_key_column] {
-            Value::Int(key) => self.join_key(*key, table_row, params, buffers, emit),
+            Value::Int(key) => self.join_partners(self.partners_of(*key), table_row, params, buffers, emit),
             // `=` is never TRUE with a NULL.
             Value::Null => Ok(0),
             other => Err(ExecError::internal(format!("an integer join key is {other:?}"))),
         }
     }
 
-    /// [`JoinProbe::join`] for a row whose key is known to be `key`.
+    /// The first two build rows with `key` ([`END`] for none).
     #[inline]
-    fn join_key(
+    fn partners_of(&self, key: i64) -> (usize, usize) {
+        self.partners.get(&key, &self.next_same_key)
+    }
+
+    /// [`JoinProbe::join`] for a row whose key's first two build rows ([`JoinProbe::partners_of`]) are known.
+    #[inline]
+    fn join_partners(
         &self,
-        key: i64,
+        (mut candidate, mut following): (usize, usize),
         table_row: &[Value],
         params: &[Value],
         buffers: &mut ProbeBuffers,
         emit: RowSink<'_>,
     ) -> Result<u64, ExecError> {
-        let (mut candidate, mut following) = self.partners.get(&key, &self.next_same_key);
         if candidate == END {
             return Ok(0);
         }
@@ -2148,11 +2150,13 @@ fn probe_block(
     for (position, &(i, key)) in keyed.iter().enumerate() {
         let ahead = keyed.get(position + PROBE_PREFETCH_ROWS).map(|&(_, key)| key);
         probe.prefetch(ahead, keyed.get(position + PROBE_PREFETCH_ROWS / 2).map(|&(_, key)| key));
-        if probe.partners.get(&key, &probe.next_same_key).0 == END {
+        // A row without a partner is not even read.
+        let partners = probe.partners_of(key);
+        if partners.0 == END {
             continue;
         }
         cache.fill_row(partition, &job.columns_read, first_row + i, row);
-        let joined = probe.join_key(key, row, params, buffers, &mut |joined| {
+        let joined = probe.join_partners(partners, row, params, buffers, &mut |joined| {
             count_joined(joined_rows, ctx)?;
             aggregate_joined(group_by, aggregates, plain_state, partial, joined, params)
         });

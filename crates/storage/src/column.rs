@@ -104,7 +104,6 @@ impl CombinedMasks {
         self.combine = combine;
         // The slots' contents do not matter until written: only growing writes them.
         self.masks.resize(blocks, [0; MASK_WORDS]);
-        self.masks.truncate(blocks);
         self.written.clear();
         self.written.resize(blocks.div_ceil(64), 0);
     }
@@ -151,11 +150,6 @@ impl CombinedMasks {
                 .take_while(|&bits| bits != 0)
                 .map(move |bits| word_index * 64 + bits.trailing_zeros() as usize)
         })
-    }
-
-    /// How many blocks have been written.
-    pub fn written_count(&self) -> usize {
-        self.written.iter().map(|word| word.count_ones() as usize).sum()
     }
 
     /// Sets block `i`'s mask to `mask`.
@@ -890,7 +884,7 @@ mod tests {
     #[test]
     fn combined_masks_hold_the_identity_until_written_even_when_reused() {
         let mut masks = CombinedMasks::new(Combine::Or, 130);
-        assert_eq!((masks.len(), masks.written_count()), (130, 0));
+        assert_eq!((masks.len(), masks.written().count()), (130, 0));
         assert_eq!(masks.get(129), [0; MASK_WORDS]);
         let mut leaf = [0; MASK_WORDS];
         leaf[3] = 0b110;
@@ -902,7 +896,7 @@ mod tests {
         assert_eq!(masks.written().collect::<Vec<_>>(), [64, 129]);
         // Reused for an AND over fewer blocks: the slots still hold the OR's masks, but read as everything.
         masks.reset(Combine::And, 100);
-        assert_eq!((masks.len(), masks.written_count(), masks.written().count()), (100, 0, 0));
+        assert_eq!((masks.len(), masks.written().count()), (100, 0));
         assert_eq!(masks.get(64), [u64::MAX; MASK_WORDS]);
         masks.merge(64, &leaf);
         masks.merge(64, &[0b10; MASK_WORDS]);
@@ -965,7 +959,6 @@ mod tests {
                 }
                 let written: Vec<usize> = combined.written().collect();
                 assert!(written.windows(2).all(|w| w[0] < w[1]), "written blocks in order");
-                assert_eq!(written.len(), combined.written_count());
                 assert!(written.iter().all(|&i| combined.is_written(i)));
                 assert!((0..combined.len()).filter(|&i| combined.is_written(i)).eq(written.iter().copied()));
                 assert_eq!(bytes, expected_bytes, "[{low}, {high}], {combine:?}, depth {depth}");
