@@ -5,7 +5,7 @@
 use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
-use numadb_execution::MORSEL_BLOCKS_DEFAULT;
+use numadb_execution::morsel_blocks_for;
 use numadb_sql::{Database, Session};
 use numadb_storage::{ColumnData, TableSnapshot, Value};
 use serde::Serialize;
@@ -129,11 +129,16 @@ pub fn thesis_query(k: u32, range_pred: u64) -> String {
     }
 }
 
+/// Blocks of a table's sealed partitions.
+fn table_blocks(snapshot: &TableSnapshot) -> usize {
+    snapshot.partitions.iter().map(|partition| partition.blocks()).sum()
+}
+
 /// The memory the thesis query with `k` predicates on TBL_0 reads at `range_pred`, as the executor's scans read
-/// it: per morsel of each table's partitions, per predicate column in order, each run of consecutive blocks the
+/// it with `workers` workers: per morsel of each table's partitions, per predicate column in order, each run of consecutive blocks the
 /// zone maps cannot settle (`"Cc" < range_pred` is the range `[i64::MIN, range_pred - 1]`). The runs are those the
 /// scan loop loads ([`numadb_storage::IntColumn::blocks_to_read`]), so their bytes are the scans' `bytes_read`.
-fn thesis_scan_spans(snapshots: &[TableSnapshot; 2], k: u32, range_pred: u64) -> Vec<Vec<&[u64]>> {
+fn thesis_scan_spans(snapshots: &[TableSnapshot; 2], k: u32, range_pred: u64, workers: usize) -> Vec<Vec<&[u64]>> {
     let high = i64::try_from(range_pred).unwrap_or(i64::MAX).saturating_sub(1);
     let mut groups = Vec::new();
     // C0 is column 0, so column `c` is "Cc".
@@ -141,9 +146,10 @@ fn thesis_scan_spans(snapshots: &[TableSnapshot; 2], k: u32, range_pred: u64) ->
         if columns.is_empty() {
             continue;
         }
+        let morsel_blocks = morsel_blocks_for(table_blocks(snapshot), workers);
         for partition in &snapshot.partitions {
-            for start in (0..partition.blocks()).step_by(MORSEL_BLOCKS_DEFAULT) {
-                let morsel = start..(start + MORSEL_BLOCKS_DEFAULT).min(partition.blocks());
+            for start in (0..partition.blocks()).step_by(morsel_blocks) {
+                let morsel = start..(start + morsel_blocks).min(partition.blocks());
                 let mut spans = Vec::new();
                 for column in columns.clone() {
                     let ColumnData::Int(ints) = partition.column(column).data() else { continue };
@@ -226,8 +232,10 @@ pub fn run(options: &EngineOptions, mut progress: impl FnMut(&str)) -> Result<En
         database.catalog().table("TBL_0").ok_or("TBL_0 is missing")?.snapshot(),
         database.catalog().table("TBL_1").ok_or("TBL_1 is missing")?.snapshot(),
     ];
+    // The scans' morsels depend on the workers of the scheduler the warm-up runs used.
+    let workers = database.schedulers().first().map_or(threads, |(_, scheduler)| scheduler.worker_count());
     let cell_spans: Vec<Vec<Vec<&[u64]>>> =
-        cells.iter().map(|(range_pred, k, ..)| thesis_scan_spans(&snapshots, *k, *range_pred)).collect();
+        cells.iter().map(|(range_pred, k, ..)| thesis_scan_spans(&snapshots, *k, *range_pred, workers)).collect();
     let mut same_bytes_samples: Vec<Vec<f64>> = vec![Vec::with_capacity(options.repetitions); cells.len()];
     // Each timed run is judged against short samples of the reference taken just before and just after it, the
     // higher of the two (other tenants only ever take bandwidth away, and a low reference would flatter the scan).
@@ -611,16 +619,15 @@ mod tests {
         for range_pred in [30, 300, 3_000, 300_001] {
             for k in [0, 2, 6] {
                 session.execute_one(&thesis_query(k, range_pred)).unwrap();
-                let scanned: u64 = session.last_result().unwrap().scans.iter().map(|s| s.bytes_read).sum();
-                let spans = thesis_scan_spans(&snapshots, k, range_pred);
+                let workers = database.schedulers()[0].1.worker_count();
+                let scans = &session.last_result().unwrap().scans;
+                let scanned: u64 = scans.iter().map(|s| s.bytes_read).sum();
+                let spans = thesis_scan_spans(&snapshots, k, range_pred, workers);
                 let bytes: usize = spans.iter().flatten().map(|span| std::mem::size_of_val(*span)).sum();
                 assert_eq!(bytes as u64, scanned, "range_pred {range_pred}, k {k}");
-                // One group per morsel of each table the query scans.
-                let morsels = |s: &TableSnapshot| -> usize {
-                    s.partitions.iter().map(|p| p.blocks().div_ceil(MORSEL_BLOCKS_DEFAULT)).sum()
-                };
-                let tables = usize::from(k > 0) * morsels(&snapshots[0]) + usize::from(k < 6) * morsels(&snapshots[1]);
-                assert_eq!(spans.len(), tables, "range_pred {range_pred}, k {k}");
+                // One group per morsel, that is per task, of each table the query scans.
+                let tasks: usize = scans.iter().map(|s| s.tasks).sum();
+                assert_eq!(spans.len(), tasks, "range_pred {range_pred}, k {k}");
                 scanned_bytes.push(scanned);
             }
         }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use numadb_storage::bitpack::{BLOCK_ROWS, BlockMask, MASK_WORDS};
 use numadb_storage::{
-    ColumnData, Combine, CombinedMasks, DataType, PREFETCH_BLOCKS_DEFAULT, Partition, Value, compare_doubles,
+    ColumnData, Combine, CombinedMasks, DataType, PREFETCH_BLOCKS_DEFAULT, Partition, RangeLeaf, Value, compare_doubles,
 };
 
 use crate::error::ExecError;
@@ -675,6 +675,8 @@ fn combine_range_leaves(
     masks: &mut CombinedMasks,
     prefetch_blocks: usize,
 ) -> Result<(), ExecError> {
+    let mut range_leaves = Vec::with_capacity(leaves.len());
+    let mut columns = Vec::with_capacity(leaves.len());
     for leaf in leaves {
         let Filter::IntRange { column, low, high } = leaf else {
             return Err(ExecError::internal("combined range leaf is not an integer range"));
@@ -682,7 +684,13 @@ fn combine_range_leaves(
         let (ColumnData::Int(ints) | ColumnData::Bool(ints)) = partition.column(*column).data() else {
             return Err(ExecError::internal("integer range on a non-integer column"));
         };
-        reads[*column] += ints.combine_range_masks(blocks.clone(), *low, *high, masks, prefetch_blocks);
+        range_leaves.push(RangeLeaf { column: ints, low: *low, high: *high });
+        columns.push(*column);
+    }
+    let mut bytes_read = vec![0; leaves.len()];
+    numadb_storage::combine_range_leaves(&range_leaves, blocks, masks, prefetch_blocks, &mut bytes_read);
+    for (column, bytes) in columns.into_iter().zip(bytes_read) {
+        reads[column] += bytes;
     }
     Ok(())
 }

@@ -31,5 +31,8 @@ pub use aggregate::{AggregateCall, AggregateFunction};
 pub use error::{ExecError, sqlstate};
 pub use expr::{BinaryOp, Expr, ScalarFunction};
 pub use plan::{Dedup, JoinKind, JoinPlan, LookupPlan, Plan, ScanOutput, ScanPlan, SeriesPlan, SetOp, SortKey};
-pub use run::{ExecutionResult, Executor, MORSEL_BLOCKS_DEFAULT, OperatorStats, ScanStats, execute};
+pub use run::{
+    ExecutionResult, Executor, MORSEL_BLOCKS_MAX, MORSEL_BLOCKS_MIN, MORSEL_TASKS_PER_WORKER, OperatorStats, ScanStats,
+    execute, morsel_blocks_for,
+};
 pub use window::{WindowCall, WindowFunction};

@@ -2,7 +2,7 @@
 //!
 //! Every scan of a statement (a `UNION ALL` has several) becomes tasks of *one* task graph, so the scans run
 //! concurrently and the statement finishes when the slowest does (the thesis's "UNION ALL to synchronise the
-//! scans of the two tables"). A scan is cut into morsels of [`MORSEL_BLOCKS_DEFAULT`] blocks of one partition;
+//! scans of the two tables"). A scan is cut into morsels of one partition's blocks ([`morsel_blocks_for`]);
 //! each morsel task prefers the domain holding the bytes it reads and reports them, per node, to the byte
 //! matrix. Aggregating scans merge their tasks' partial results in one merge task per domain (preferring that
 //! domain), then once on the calling thread.
@@ -32,12 +32,31 @@ use crate::window::{append_windows, compare_sort_keys};
 /// Every row of a full block.
 const ALL_ROWS: BlockMask = [u64::MAX; MASK_WORDS];
 
-/// Blocks per morsel: 256 blocks = 262 144 rows, large enough that a task's fixed costs (dispatch, a cold start
-/// of each column's stream, accounting) are a few per cent of its scan, small enough that a 4 Mi-row partition
-/// gives 16 tasks to balance (a 50-million-row table, 191). On the thesis aggregation over 50 million rows with
-/// 2 threads, 256-block morsels scanned 2-3% faster than 128-block ones, 512-block ones no faster than 256, and
-/// 64-block and 16-block morsels 5% and 45% slower than 128.
-pub const MORSEL_BLOCKS_DEFAULT: usize = 256;
+/// The fewest blocks per morsel when the size is left to the executor ([`morsel_blocks_for`]): 256 blocks =
+/// 262 144 rows, large enough that a task's fixed costs (dispatch, a cold start of its streams, accounting) are
+/// a few per cent of its scan. On the thesis aggregation over 50 million rows with 2 threads, 256-block morsels
+/// scanned 2-3% faster than 128-block ones, and 64-block and 16-block morsels 5% and 45% slower than 128.
+pub const MORSEL_BLOCKS_MIN: usize = 256;
+
+/// The most blocks per morsel when the size is left to the executor: 1024 blocks, a quarter of a default
+/// partition. On the thesis aggregation (50 million rows, 2 workers, one process alternating sizes query by
+/// query), 1024-block morsels scanned 1-2% faster than 256-block ones while the memory ran at ~50 GB/s and 4% faster
+/// at ~80 GB/s; 2048 and 4096 gained at most one point more, with 8 to 16 times fewer tasks to balance.
+pub const MORSEL_BLOCKS_MAX: usize = 1024;
+
+/// The tasks per worker a scan is cut into at least, while its morsels stay within [`MORSEL_BLOCKS_MIN`] and
+/// [`MORSEL_BLOCKS_MAX`]: enough that work stealing can even out workers that fall behind.
+pub const MORSEL_TASKS_PER_WORKER: usize = 16;
+
+/// Blocks per morsel for a scan of `table_blocks` blocks by `workers` workers, unless `numadb.morsel_rows` says:
+/// as large as [`MORSEL_TASKS_PER_WORKER`] tasks per worker allow, a power of two between [`MORSEL_BLOCKS_MIN`]
+/// and [`MORSEL_BLOCKS_MAX`] (so morsels tile a partition of a power-of-two size). The thesis tables (50 million
+/// rows) get 1024-block morsels with 2 workers and 256-block ones with 16.
+pub fn morsel_blocks_for(table_blocks: usize, workers: usize) -> usize {
+    let wanted =
+        (table_blocks / (workers.max(1) * MORSEL_TASKS_PER_WORKER)).clamp(MORSEL_BLOCKS_MIN, MORSEL_BLOCKS_MAX);
+    1 << wanted.ilog2()
+}
 
 /// How to run a statement.
 pub struct Executor<'a> {
@@ -51,8 +70,8 @@ pub struct Executor<'a> {
     /// Bytes the statement's result rows may take in memory (`numadb.max_result_mb`); beyond, it fails with
     /// 53200 rather than take the server's memory.
     pub result_bytes_max: Option<u64>,
-    /// Blocks per morsel.
-    pub morsel_blocks: usize,
+    /// Blocks per morsel (`numadb.morsel_rows`); `None` leaves it to [`morsel_blocks_for`].
+    pub morsel_blocks: Option<usize>,
     /// Blocks a scan loop keeps prefetched ahead of the one it reads (`numadb.scan_prefetch_blocks`).
     pub prefetch_blocks: usize,
     /// Whether joins scan an input with the other's keys ([`JoinPlan::key_filter`]; `numadb.join_key_filter`).
@@ -538,7 +557,10 @@ fn add_scan(
         }
     }
     columns_read.sort_unstable();
-    let morsel_blocks = executor.morsel_blocks.max(1);
+    let scheduler = executor.scheduler.ok_or_else(|| ExecError::internal("a plan with scans needs a scheduler"))?;
+    let table_blocks = snapshot.partitions.iter().map(|partition| partition.blocks()).sum();
+    let morsel_blocks =
+        executor.morsel_blocks.unwrap_or_else(|| morsel_blocks_for(table_blocks, scheduler.worker_count())).max(1);
     let mut morsels = Vec::new();
     for (position, partition) in snapshot.partitions.iter().enumerate() {
         let blocks = partition.blocks();
@@ -549,7 +571,6 @@ fn add_scan(
     if snapshot.delta.rows() > 0 {
         morsels.push(Morsel::Delta);
     }
-    let scheduler = executor.scheduler.ok_or_else(|| ExecError::internal("a plan with scans needs a scheduler"))?;
     let domains = scheduler.domains();
     // Each partition's preferred domain, once: the node holding most of the columns' bytes.
     let homes: Vec<Option<u32>> = snapshot
@@ -2819,6 +2840,30 @@ mod tests {
             following = if candidate == END { END } else { next_same_key[candidate] };
         }
         found
+    }
+
+    #[test]
+    fn morsels_grow_with_the_table_per_worker_within_their_bounds() {
+        // The thesis tables (50 million rows = 48 829 blocks): the largest morsels with 2 workers, the smallest
+        // with 16, and a power of two in between.
+        assert_eq!(morsel_blocks_for(48_829, 2), MORSEL_BLOCKS_MAX);
+        assert_eq!(morsel_blocks_for(48_829, 16), MORSEL_BLOCKS_MIN);
+        assert_eq!(morsel_blocks_for(48_829, 8), 256);
+        assert_eq!(morsel_blocks_for(48_829, 4), 512);
+        assert_eq!(morsel_blocks_for(20_000, 2), 512);
+        // Small tables keep the smallest morsels; no workers counts as one.
+        assert_eq!(morsel_blocks_for(1, 2), MORSEL_BLOCKS_MIN);
+        assert_eq!(morsel_blocks_for(0, 0), MORSEL_BLOCKS_MIN);
+        assert_eq!(morsel_blocks_for(usize::MAX, 1), MORSEL_BLOCKS_MAX);
+        for workers in 1..40 {
+            for blocks in (0..200_000).step_by(997) {
+                let morsel = morsel_blocks_for(blocks, workers);
+                assert!(morsel.is_power_of_two() && (MORSEL_BLOCKS_MIN..=MORSEL_BLOCKS_MAX).contains(&morsel));
+                if morsel > MORSEL_BLOCKS_MIN {
+                    assert!(blocks / morsel >= workers * MORSEL_TASKS_PER_WORKER, "{blocks} blocks, {workers} workers");
+                }
+            }
+        }
     }
 
     #[test]

@@ -39,7 +39,11 @@ const KNOWN: &[Known] = &[
         default: "node",
         description: "Scheduling domains: node (one per NUMA node), package (one per socket: as if SNC/NPS were off), l3 (one per shared L3), machine (one domain: the NUMA-unaware baseline)",
     },
-    Known { name: "numadb.morsel_rows", default: "262144", description: "Rows per scan task (a multiple of 1024)" },
+    Known {
+        name: "numadb.morsel_rows",
+        default: "auto",
+        description: "Rows per scan task (a multiple of 1024; auto: 262144 to 1048576, as large as 16 tasks per worker allow)",
+    },
     Known {
         name: "numadb.scan_prefetch_blocks",
         default: "2",
@@ -90,7 +94,7 @@ pub struct Settings {
     /// The scheduler configuration the values select, kept parsed: every statement asks for it.
     scheduler: SchedulerConfig,
     statement_timeout: Option<Duration>,
-    morsel_blocks: usize,
+    morsel_blocks: Option<usize>,
     prefetch_blocks: usize,
     max_result_mb: Option<u64>,
     join_key_filter: bool,
@@ -102,7 +106,7 @@ impl Default for Settings {
             values: KNOWN.iter().map(|k| (k.name.to_string(), k.default.to_string())).collect(),
             scheduler: SchedulerConfig::default(),
             statement_timeout: None,
-            morsel_blocks: numadb_execution::MORSEL_BLOCKS_DEFAULT,
+            morsel_blocks: None,
             prefetch_blocks: numadb_storage::PREFETCH_BLOCKS_DEFAULT,
             max_result_mb: None,
             join_key_filter: true,
@@ -166,6 +170,7 @@ impl Settings {
                 .parse::<DomainGranularity>()
                 .map(|g| g.name().to_string())
                 .map_err(|e| invalid(&name, value, e))?,
+            "numadb.morsel_rows" if value.trim().eq_ignore_ascii_case("auto") => "auto".to_string(),
             "numadb.morsel_rows" => {
                 let rows: usize =
                     value.trim().parse().map_err(|_| invalid(&name, value, "expected a row count".into()))?;
@@ -233,8 +238,7 @@ impl Settings {
         };
         let timeout_ms: u64 = get("statement_timeout").parse().unwrap_or(0);
         self.statement_timeout = (timeout_ms > 0).then(|| Duration::from_millis(timeout_ms));
-        let rows: usize = get("numadb.morsel_rows").parse().unwrap_or(numadb_execution::MORSEL_BLOCKS_DEFAULT * 1024);
-        self.morsel_blocks = (rows / 1024).max(1);
+        self.morsel_blocks = get("numadb.morsel_rows").parse::<usize>().ok().map(|rows| (rows / 1024).max(1));
         self.prefetch_blocks =
             get("numadb.scan_prefetch_blocks").parse().unwrap_or(numadb_storage::PREFETCH_BLOCKS_DEFAULT);
         self.max_result_mb = get("numadb.max_result_mb").parse().ok();
@@ -289,8 +293,8 @@ impl Settings {
         self.statement_timeout
     }
 
-    /// Blocks per morsel.
-    pub fn morsel_blocks(&self) -> usize {
+    /// Blocks per morsel, or `None` to leave it to the executor ([`numadb_execution::morsel_blocks_for`]).
+    pub fn morsel_blocks(&self) -> Option<usize> {
         self.morsel_blocks
     }
 
@@ -337,12 +341,14 @@ mod tests {
         }
         assert_eq!(settings.statement_timeout(), Some(Duration::from_secs(2)), "a refused value changes nothing");
         assert!(settings.set("numadb.morsel_rows", "1000").is_err());
-        // The advertised default is the engine's.
-        let default_rows: usize = Settings::default().get("numadb.morsel_rows").unwrap().parse().unwrap();
-        assert_eq!(default_rows, numadb_execution::MORSEL_BLOCKS_DEFAULT * 1024);
-        assert_eq!(Settings::default().morsel_blocks(), numadb_execution::MORSEL_BLOCKS_DEFAULT);
+        // By default the executor picks the size; a value fixes it, and `auto` (any case) gives it back.
+        assert_eq!(Settings::default().get("numadb.morsel_rows").unwrap(), "auto");
+        assert_eq!(Settings::default().morsel_blocks(), None);
         settings.set("numadb.morsel_rows", "16384").unwrap();
-        assert_eq!(settings.morsel_blocks(), 16);
+        assert_eq!(settings.morsel_blocks(), Some(16));
+        settings.set("numadb.morsel_rows", " AUTO ").unwrap();
+        assert_eq!(settings.get("numadb.morsel_rows").unwrap(), "auto");
+        assert_eq!(settings.morsel_blocks(), None);
         // The advertised prefetch default is the storage's, and the range is checked.
         let default_blocks: usize = Settings::default().get("numadb.scan_prefetch_blocks").unwrap().parse().unwrap();
         assert_eq!(default_blocks, numadb_storage::PREFETCH_BLOCKS_DEFAULT);

@@ -176,9 +176,14 @@ impl CombinedMasks {
     }
 }
 
-/// A block waiting to be read: its words, its width, its query range in code space (`code_low`, `span`) and the
-/// index of its mask.
-type PendingRead<'s> = (&'s [u32], u8, u64, u64, usize);
+/// How many blocks ahead of the scan loop [`combine_range_leaves`] asks for the block descriptors: 24 of 24 bytes,
+/// 9 cache lines. On the thesis aggregation (50 million rows, 2 workers, one process alternating variants query by
+/// query) asking for them made full scans 1.1% faster.
+const META_AHEAD: usize = 24;
+
+/// A block waiting to be read: its words, its width, its query range in code space (`code_low`, `span`), the
+/// index of its mask and that of its leaf.
+type PendingRead<'s> = (&'s [u32], u8, u64, u64, usize, usize);
 
 /// A block's zone-map verdict for a value range.
 enum Zone {
@@ -326,66 +331,17 @@ impl IntColumn {
     /// of its blocks).
     /// A block the zone map settles costs no load of its data, no kernel call, and, where its verdict is the
     /// identity of the combination (nothing for an OR, everything for an AND), not even a write.
-    pub fn combine_range_masks<'s>(
-        &'s self,
+    pub fn combine_range_masks(
+        &self,
         blocks: std::ops::Range<usize>,
         low: i64,
         high: i64,
         masks: &mut CombinedMasks,
         prefetch_blocks: usize,
     ) -> u64 {
-        debug_assert_eq!(masks.len(), blocks.len(), "one mask per block");
-        let combine = masks.combine();
-        let depth = prefetch_blocks.min(PREFETCH_BLOCKS_MAX);
-        let mut bytes_read = 0;
-        let mut selected = [0u64; MASK_WORDS];
-        let mut read = |(words, width, code_low, span, i): PendingRead<'s>, masks: &mut CombinedMasks| {
-            read_words_mask(words, width, code_low, span, &mut selected);
-            bytes_read += std::mem::size_of_val(words) as u64;
-            masks.merge(i, &selected);
-        };
-        // Blocks found to need reading and already prefetched, a ring of `depth` slots: `count` of them from
-        // `oldest` on, each waiting until the block `depth` reads later has been found (or the range ends).
-        let mut pending: [Option<PendingRead<'s>>; PREFETCH_BLOCKS_MAX] = [None; PREFETCH_BLOCKS_MAX];
-        let (mut oldest, mut count) = (0, 0);
-        // Each block's descriptor is looked at once, here: the verdict and, for a block to read, its words.
-        for (i, meta) in self.blocks[blocks].iter().enumerate() {
-            match (zone(meta, low, high), combine) {
-                (Zone::Some { code_low, span }, _) => {
-                    let words = self.meta_words(meta);
-                    let found = (words, meta.width, code_low, span, i);
-                    if depth == 0 {
-                        read(found, masks);
-                        continue;
-                    }
-                    if count == depth {
-                        // The oldest pending read leaves the ring for this one, which is asked for after it
-                        // (asked for before, the thesis aggregation scanned 16% slower: its requests queued
-                        // ahead of the due block's own lines still in flight).
-                        if let Some(due) = pending[oldest].replace(found) {
-                            read(due, masks);
-                        }
-                        bitpack::prefetch(words);
-                        // A wrap, not `% depth`: no integer division per block read in the scan loop.
-                        oldest = if oldest + 1 == depth { 0 } else { oldest + 1 };
-                    } else {
-                        bitpack::prefetch(words);
-                        pending[(oldest + count) % depth] = Some(found);
-                        count += 1;
-                    }
-                }
-                (Zone::None, Combine::And) => masks.set(i, [0; MASK_WORDS]),
-                (Zone::All, Combine::Or) => masks.set(i, [u64::MAX; MASK_WORDS]),
-                _ => {}
-            }
-        }
-        // Every block still pending has been prefetched: nothing more to ask for.
-        for slot in 0..count {
-            if let Some(due) = pending[(oldest + slot) % depth].take() {
-                read(due, masks);
-            }
-        }
-        bytes_read
+        let mut bytes_read = [0];
+        combine_range_leaves(&[RangeLeaf { column: self, low, high }], blocks, masks, prefetch_blocks, &mut bytes_read);
+        bytes_read[0]
     }
 
     /// Sets `out` to the rows of `block` whose value lies in `[low, high]` (inclusive). NULL rows and rows past
@@ -434,6 +390,102 @@ impl IntColumn {
 
     fn regions(&self) -> Vec<&Region> {
         vec![self.words.region()]
+    }
+}
+
+/// One leaf of a combined range filter: the rows of `column` whose value lies in `[low, high]` (inclusive).
+#[derive(Clone, Copy)]
+pub struct RangeLeaf<'s> {
+    /// The column read.
+    pub column: &'s IntColumn,
+    /// The lowest value selected.
+    pub low: i64,
+    /// The highest value selected.
+    pub high: i64,
+}
+
+/// [`IntColumn::combine_range_masks`] for several leaves over the same blocks of their columns (an AND or OR
+/// of ranges over one partition), adding each leaf's bytes loaded to `bytes_read[leaf]`.
+///
+/// The leaves go one after the other, each over the whole block range (one sequential stream at a time), but
+/// through one ring of prefetched reads: the first blocks of the next leaf are asked for while the last ones of
+/// the leaf before are read, rather than after its ring has drained. With a ring per leaf, each of a morsel's
+/// columns began cold; on the thesis aggregation (6 columns, 256-block morsels, 2 workers) morsels of 1024
+/// blocks had been 2% faster than 256 and 64-block ones 3% slower, most of it those cold starts.
+pub fn combine_range_leaves(
+    leaves: &[RangeLeaf<'_>],
+    blocks: std::ops::Range<usize>,
+    masks: &mut CombinedMasks,
+    prefetch_blocks: usize,
+    bytes_read: &mut [u64],
+) {
+    debug_assert_eq!(masks.len(), blocks.len(), "one mask per block");
+    debug_assert_eq!(bytes_read.len(), leaves.len(), "one byte count per leaf");
+    let combine = masks.combine();
+    let depth = prefetch_blocks.min(PREFETCH_BLOCKS_MAX);
+    // The descriptors (zone maps) are a stream of their own per leaf, which the hardware would only pick up
+    // after a few misses each time a leaf starts: their first lines are asked for here, for every leaf, and the
+    // rest `META_AHEAD` blocks ahead of the loop.
+    for leaf in leaves {
+        for meta in leaf.column.blocks[blocks.clone()].iter().take(META_AHEAD).step_by(2) {
+            bitpack::prefetch_line(meta);
+        }
+    }
+    let mut selected = [0u64; MASK_WORDS];
+    let mut read = |(words, width, code_low, span, i, leaf): PendingRead<'_>, masks: &mut CombinedMasks| {
+        read_words_mask(words, width, code_low, span, &mut selected);
+        bytes_read[leaf] += std::mem::size_of_val(words) as u64;
+        masks.merge(i, &selected);
+    };
+    // Blocks found to need reading and already prefetched, a ring of `depth` slots: `count` of them from
+    // `oldest` on, each waiting until the block `depth` reads later has been found (or the last leaf ends).
+    let mut pending: [Option<PendingRead<'_>>; PREFETCH_BLOCKS_MAX] = [None; PREFETCH_BLOCKS_MAX];
+    let (mut oldest, mut count) = (0, 0);
+    for (leaf_index, leaf) in leaves.iter().enumerate() {
+        let column = leaf.column;
+        // Each block's descriptor is looked at once, here: the verdict and, for a block to read, its words.
+        let metas = &column.blocks[blocks.clone()];
+        for (i, meta) in metas.iter().enumerate() {
+            if let Some(ahead) = metas.get(i + META_AHEAD) {
+                bitpack::prefetch_line(ahead);
+            }
+            match (zone(meta, leaf.low, leaf.high), combine) {
+                (Zone::Some { code_low, span }, _) => {
+                    let words = column.meta_words(meta);
+                    let found = (words, meta.width, code_low, span, i, leaf_index);
+                    if depth == 0 {
+                        read(found, masks);
+                        continue;
+                    }
+                    if count == depth {
+                        // The oldest pending read leaves the ring for this one, which is asked for after it
+                        // (asked for before, the thesis aggregation scanned 16% slower: its requests queued
+                        // ahead of the due block's own lines still in flight).
+                        if let Some(due) = pending[oldest].replace(found) {
+                            read(due, masks);
+                        }
+                        bitpack::prefetch(words);
+                        // A wrap, not `% depth`: no integer division per block read in the scan loop.
+                        oldest = if oldest + 1 == depth { 0 } else { oldest + 1 };
+                    } else {
+                        bitpack::prefetch(words);
+                        pending[(oldest + count) % depth] = Some(found);
+                        count += 1;
+                    }
+                }
+                // A settled block's verdict absorbs whatever the other leaves combine into it (nothing for an
+                // AND, everything for an OR), so it may be written before reads of earlier leaves still pending.
+                (Zone::None, Combine::And) => masks.set(i, [0; MASK_WORDS]),
+                (Zone::All, Combine::Or) => masks.set(i, [u64::MAX; MASK_WORDS]),
+                _ => {}
+            }
+        }
+    }
+    // Every block still pending has been prefetched: nothing more to ask for.
+    for slot in 0..count {
+        if let Some(due) = pending[(oldest + slot) % depth].take() {
+            read(due, masks);
+        }
     }
 }
 
@@ -967,6 +1019,62 @@ mod tests {
         let all = column.blocks_words(0..blocks);
         assert_eq!(std::mem::size_of_val(all) as u64, column.bytes(), "blocks lie back to back");
         assert!(column.blocks_words(2..2).is_empty());
+    }
+
+    #[test]
+    fn leaves_through_one_ring_combine_as_each_leaf_on_its_own() {
+        // Three columns over the same rows: sorted (zone maps settle most blocks both ways), random, and random
+        // with a sorted stretch; the leaves' verdicts differ block by block, so settled blocks of a later leaf
+        // are written while reads of an earlier one are still pending in the ring.
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(12);
+        let rows = 9 * BLOCK_ROWS + 300;
+        let sorted: Vec<i64> = (0..rows as i64).collect();
+        let random: Vec<i64> = (0..rows).map(|_| rng.random_range(0..rows as i64)).collect();
+        let mixed: Vec<i64> =
+            (0..rows).map(|r| if r < 4 * BLOCK_ROWS { r as i64 } else { rng.random_range(0..rows as i64) }).collect();
+        let columns: Vec<IntColumn> = [&sorted, &random, &mixed]
+            .iter()
+            .map(|v| IntColumn::encode(v, None, &Policy::OsDefault).unwrap())
+            .collect();
+        let blocks = columns[0].blocks().len();
+        let ranges = [(0, 3000), (2 * BLOCK_ROWS as i64, 6 * BLOCK_ROWS as i64), (i64::MIN, 100), (5000, i64::MAX)];
+        for depth in [0, 1, 2, 3, PREFETCH_BLOCKS_MAX] {
+            for combine in [Combine::Or, Combine::And] {
+                for range in [0..blocks, 2..7, 3..3] {
+                    let leaves: Vec<RangeLeaf<'_>> = columns
+                        .iter()
+                        .zip(ranges.iter().cycle().skip(depth % 3))
+                        .map(|(column, &(low, high))| RangeLeaf { column, low, high })
+                        .collect();
+                    let mut together = CombinedMasks::new(combine, range.len());
+                    let mut bytes = vec![0; leaves.len()];
+                    combine_range_leaves(&leaves, range.clone(), &mut together, depth, &mut bytes);
+                    let mut apart = CombinedMasks::new(combine, range.len());
+                    for (leaf, &leaf_bytes) in leaves.iter().zip(&bytes) {
+                        let alone = leaf.column.combine_range_masks(range.clone(), leaf.low, leaf.high, &mut apart, 0);
+                        assert_eq!(leaf_bytes, alone, "{combine:?}, depth {depth}, {range:?}");
+                    }
+                    for i in 0..range.len() {
+                        assert_eq!(together.get(i), apart.get(i), "block {i}, {combine:?}, depth {depth}");
+                        // Against the values: the rows of the block the leaves combine to.
+                        let mask = together.get(i);
+                        for row in (range.start + i) * BLOCK_ROWS..rows.min((range.start + i + 1) * BLOCK_ROWS) {
+                            let hits = leaves
+                                .iter()
+                                .zip([&sorted, &random, &mixed])
+                                .map(|(leaf, values)| (leaf.low..=leaf.high).contains(&values[row]));
+                            let expected = match combine {
+                                Combine::Or => hits.fold(false, |a, b| a | b),
+                                Combine::And => hits.fold(true, |a, b| a & b),
+                            };
+                            let bit = mask[row % BLOCK_ROWS / 64] >> (row % 64) & 1 == 1;
+                            assert_eq!(bit, expected, "row {row}, {combine:?}, depth {depth}");
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub mod types;
 pub use catalog::Catalog;
 pub use column::{
     ColumnChunk, ColumnData, Combine, CombinedMasks, Dictionary, IntColumn, PREFETCH_BLOCKS_DEFAULT,
-    PREFETCH_BLOCKS_MAX,
+    PREFETCH_BLOCKS_MAX, RangeLeaf, combine_range_leaves,
 };
 pub use index::{DuplicateKey, Index, IndexKind};
 pub use placement::TablePlacement;
