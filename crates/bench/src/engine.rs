@@ -5,7 +5,7 @@
 use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
-use numadb_execution::morsel_blocks_for;
+use numadb_execution::morsels_of;
 use numadb_sql::{Database, Session};
 use numadb_storage::{ColumnData, TableSnapshot, Value};
 use serde::Serialize;
@@ -129,11 +129,6 @@ pub fn thesis_query(k: u32, range_pred: u64) -> String {
     }
 }
 
-/// Blocks of a table's sealed partitions.
-fn table_blocks(snapshot: &TableSnapshot) -> usize {
-    snapshot.partitions.iter().map(|partition| partition.blocks()).sum()
-}
-
 /// The memory the thesis query with `k` predicates on TBL_0 reads at `range_pred`, as the executor's scans read
 /// it with `workers` workers: per morsel of each table's partitions, per predicate column in order, each run of consecutive blocks the
 /// zone maps cannot settle (`"Cc" < range_pred` is the range `[i64::MIN, range_pred - 1]`). The runs are those the
@@ -146,30 +141,28 @@ fn thesis_scan_spans(snapshots: &[TableSnapshot; 2], k: u32, range_pred: u64, wo
         if columns.is_empty() {
             continue;
         }
-        let morsel_blocks = morsel_blocks_for(table_blocks(snapshot), workers);
-        for partition in &snapshot.partitions {
-            for start in (0..partition.blocks()).step_by(morsel_blocks) {
-                let morsel = start..(start + morsel_blocks).min(partition.blocks());
-                let mut spans = Vec::new();
-                for column in columns.clone() {
-                    let ColumnData::Int(ints) = partition.column(column).data() else { continue };
-                    let mut run: Option<std::ops::Range<usize>> = None;
-                    for block in ints.blocks_to_read(morsel.clone(), i64::MIN, high) {
-                        match &mut run {
-                            Some(r) if r.end == block => r.end += 1,
-                            _ => {
-                                if let Some(done) = run.replace(block..block + 1) {
-                                    spans.push(as_words64(ints.blocks_words(done)));
-                                }
+        let partition_blocks: Vec<usize> = snapshot.partitions.iter().map(|partition| partition.blocks()).collect();
+        for (partition, morsel) in morsels_of(&partition_blocks, workers, None) {
+            let partition = &snapshot.partitions[partition];
+            let mut spans = Vec::new();
+            for column in columns.clone() {
+                let ColumnData::Int(ints) = partition.column(column).data() else { continue };
+                let mut run: Option<std::ops::Range<usize>> = None;
+                for block in ints.blocks_to_read(morsel.clone(), i64::MIN, high) {
+                    match &mut run {
+                        Some(r) if r.end == block => r.end += 1,
+                        _ => {
+                            if let Some(done) = run.replace(block..block + 1) {
+                                spans.push(as_words64(ints.blocks_words(done)));
                             }
                         }
                     }
-                    if let Some(done) = run {
-                        spans.push(as_words64(ints.blocks_words(done)));
-                    }
                 }
-                groups.push(spans);
+                if let Some(done) = run {
+                    spans.push(as_words64(ints.blocks_words(done)));
+                }
             }
+            groups.push(spans);
         }
     }
     groups

@@ -33,6 +33,6 @@ pub use expr::{BinaryOp, Expr, ScalarFunction};
 pub use plan::{Dedup, JoinKind, JoinPlan, LookupPlan, Plan, ScanOutput, ScanPlan, SeriesPlan, SetOp, SortKey};
 pub use run::{
     ExecutionResult, Executor, MORSEL_BLOCKS_MAX, MORSEL_BLOCKS_MIN, MORSEL_TASKS_PER_WORKER, OperatorStats, ScanStats,
-    execute, morsel_blocks_for,
+    execute, morsel_blocks_for, morsels_of,
 };
 pub use window::{WindowCall, WindowFunction};

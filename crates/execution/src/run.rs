@@ -48,6 +48,26 @@ pub const MORSEL_BLOCKS_MAX: usize = 1024;
 /// [`MORSEL_BLOCKS_MAX`]: enough that work stealing can even out workers that fall behind.
 pub const MORSEL_TASKS_PER_WORKER: usize = 16;
 
+/// The morsels of a scan over partitions of `partition_blocks` blocks by `workers` workers, in the order their
+/// tasks are queued: (partition, its blocks). Each has `fixed` blocks (`numadb.morsel_rows`) or else
+/// [`morsel_blocks_for`], but a partition's last, which has what is left.
+///
+/// Tried and not kept: cutting the scan's last blocks (two smallest morsels per worker) into small morsels, so
+/// that a worker with nothing left to take waits for a small morsel of another's rather than a large one. On the
+/// thesis aggregation (50 million rows, 2 workers, 1024-block morsels) it made no difference (13.79 against
+/// 13.82 ms).
+pub fn morsels_of(partition_blocks: &[usize], workers: usize, fixed: Option<usize>) -> Vec<(usize, Range<usize>)> {
+    let table_blocks = partition_blocks.iter().sum();
+    let size = fixed.unwrap_or_else(|| morsel_blocks_for(table_blocks, workers)).max(1);
+    let mut morsels = Vec::new();
+    for (partition, &blocks) in partition_blocks.iter().enumerate() {
+        for start in (0..blocks).step_by(size) {
+            morsels.push((partition, start..(start + size).min(blocks)));
+        }
+    }
+    morsels
+}
+
 /// Blocks per morsel for a scan of `table_blocks` blocks by `workers` workers, unless `numadb.morsel_rows` says:
 /// as large as [`MORSEL_TASKS_PER_WORKER`] tasks per worker allow, a power of two between [`MORSEL_BLOCKS_MIN`]
 /// and [`MORSEL_BLOCKS_MAX`] (so morsels tile a partition of a power-of-two size). The thesis tables (50 million
@@ -558,16 +578,11 @@ fn add_scan(
     }
     columns_read.sort_unstable();
     let scheduler = executor.scheduler.ok_or_else(|| ExecError::internal("a plan with scans needs a scheduler"))?;
-    let table_blocks = snapshot.partitions.iter().map(|partition| partition.blocks()).sum();
-    let morsel_blocks =
-        executor.morsel_blocks.unwrap_or_else(|| morsel_blocks_for(table_blocks, scheduler.worker_count())).max(1);
-    let mut morsels = Vec::new();
-    for (position, partition) in snapshot.partitions.iter().enumerate() {
-        let blocks = partition.blocks();
-        for start in (0..blocks).step_by(morsel_blocks) {
-            morsels.push(Morsel::Blocks { partition: position, blocks: start..(start + morsel_blocks).min(blocks) });
-        }
-    }
+    let partition_blocks: Vec<usize> = snapshot.partitions.iter().map(|partition| partition.blocks()).collect();
+    let mut morsels: Vec<Morsel> = morsels_of(&partition_blocks, scheduler.worker_count(), executor.morsel_blocks)
+        .into_iter()
+        .map(|(partition, blocks)| Morsel::Blocks { partition, blocks })
+        .collect();
     if snapshot.delta.rows() > 0 {
         morsels.push(Morsel::Delta);
     }
@@ -2864,6 +2879,33 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn morsels_tile_every_partition_in_order() {
+        // A 50-million-row table in 4 Mi-row partitions: 11 of 4096 blocks and a last one of 3773.
+        let partitions: Vec<usize> = std::iter::repeat_n(4096, 11).chain([3773]).collect();
+        for (workers, fixed) in [(2, None), (16, None), (1, None), (2, Some(16)), (3, Some(1000))] {
+            let morsels = morsels_of(&partitions, workers, fixed);
+            // In order, back to back, every block once, none across a partition's end.
+            let mut next = (0, 0);
+            for (partition, blocks) in &morsels {
+                if next.1 == partitions[next.0] {
+                    next = (next.0 + 1, 0);
+                }
+                assert_eq!((*partition, blocks.start), next, "{workers} workers, {fixed:?}");
+                assert!(!blocks.is_empty() && blocks.end <= partitions[*partition]);
+                next.1 = blocks.end;
+            }
+            assert_eq!(next, (partitions.len() - 1, 3773));
+            // One size but for partitions' ends.
+            let size = fixed.unwrap_or_else(|| morsel_blocks_for(partitions.iter().sum(), workers));
+            for (partition, blocks) in &morsels {
+                assert!(blocks.len() == size || blocks.end == partitions[*partition], "{workers}: {blocks:?}");
+            }
+        }
+        assert!(morsels_of(&[], 2, None).is_empty());
+        assert_eq!(morsels_of(&[0, 3], 2, None), vec![(1, 0..3)]);
     }
 
     #[test]
