@@ -2065,17 +2065,34 @@ impl JoinProbe {
     /// Asks for where the partners of the key probed `PROBE_PREFETCH_ROWS` rows from now and of the one half as
     /// far are: the key's slot, then (its slot asked for earlier) its first build row. As in the session thread's
     /// probe loop: a probe is otherwise two cache misses in a row.
+    /// A probe that only counts its partners (`rows` false) reads no build row, so none is asked for.
     #[inline]
-    fn prefetch(&self, ahead: Option<i64>, nearer: Option<i64>) {
+    fn prefetch(&self, ahead: Option<i64>, nearer: Option<i64>, rows: bool) {
         if let Some(ahead) = ahead {
             self.partners.prefetch(&ahead);
         }
-        if let Some(nearer) = nearer
+        if rows
+            && let Some(nearer) = nearer
             && let Some(first) = self.partners.dense_first(&nearer)
             && let Some(value) = self.build_rows.get(first * self.build_width)
         {
             bitpack::prefetch_line(value);
         }
+    }
+
+    /// How many build rows the key whose first two are `(candidate, following)` has ([`JoinProbe::partners_of`]):
+    /// what a join that only counts its rows needs of them, without reading one.
+    #[inline]
+    fn partner_count(&self, (candidate, mut following): (usize, usize)) -> u64 {
+        if candidate == END {
+            return 0;
+        }
+        let mut count = 1;
+        while following != END {
+            count += 1;
+            following = self.next_same_key[following];
+        }
+        count
     }
 
     /// Joins one row the scan selected (`table_row`, indexed by table column) with its partners, handing each
@@ -2182,13 +2199,27 @@ fn probe_block(
             keyed.push((i, keys[i]));
         }
     });
-    let mut error = None;
+    // `COUNT(*)`s alone over the join, without a condition beyond the key: each probing row counts its
+    // partners, and neither its row nor theirs is read.
+    let counts_only = probe.condition.is_none()
+        && group_by.is_empty()
+        && aggregates.iter().all(|a| a.function == AggregateFunction::CountStar && a.filter.is_none());
+    let (mut error, mut counted) = (None, 0u64);
     for (position, &(i, key)) in keyed.iter().enumerate() {
         let ahead = keyed.get(position + PROBE_PREFETCH_ROWS).map(|&(_, key)| key);
-        probe.prefetch(ahead, keyed.get(position + PROBE_PREFETCH_ROWS / 2).map(|&(_, key)| key));
+        probe.prefetch(ahead, keyed.get(position + PROBE_PREFETCH_ROWS / 2).map(|&(_, key)| key), !counts_only);
         // A row without a partner is not even read.
         let partners = probe.partners_of(key);
         if partners.0 == END {
+            continue;
+        }
+        if counts_only {
+            let partners = probe.partner_count(partners);
+            counted += partners;
+            if let Err(e) = count_joined_many(joined_rows, partners, ctx) {
+                error = Some(e);
+                break;
+            }
             continue;
         }
         cache.fill_row(partition, &job.columns_read, first_row + i, row);
@@ -2202,6 +2233,12 @@ fn probe_block(
         }
     }
     buffers.keyed = keyed;
+    if counted > 0 {
+        let state = plain_state.get_or_insert_with(|| aggregates.iter().map(Accumulator::new).collect());
+        for accumulator in state.iter_mut() {
+            accumulator.add_ints(counted as i64, 0, 0, 0);
+        }
+    }
     if ctx.is_cancelled() {
         return Ok(false);
     }
@@ -2214,6 +2251,19 @@ fn probe_block(
 fn count_joined(joined_rows: &mut u64, ctx: &TaskContext<'_>) -> Result<(), ExecError> {
     *joined_rows += 1;
     if joined_rows.is_multiple_of(INTERRUPT_CHECK_ROWS as u64) && ctx.is_cancelled() {
+        return Err(numadb_scheduler::QueryError::Cancelled.into());
+    }
+    Ok(())
+}
+
+/// [`count_joined`] for `rows` joined rows at once: fails if the statement was cancelled when their count
+/// passes a multiple of [`INTERRUPT_CHECK_ROWS`].
+#[inline]
+fn count_joined_many(joined_rows: &mut u64, rows: u64, ctx: &TaskContext<'_>) -> Result<(), ExecError> {
+    let before = *joined_rows;
+    *joined_rows += rows;
+    let check = INTERRUPT_CHECK_ROWS as u64;
+    if before / check != *joined_rows / check && ctx.is_cancelled() {
         return Err(numadb_scheduler::QueryError::Cancelled.into());
     }
     Ok(())

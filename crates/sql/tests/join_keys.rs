@@ -65,6 +65,15 @@ const QUERIES: &[&str] = &[
     "SELECT count(DISTINCT f.v), count(*) FILTER (WHERE f.v > d.grp) FROM fact f JOIN dim d ON f.k = d.k \
      WHERE d.grp = 4",
     "SELECT d.grp, count(*) FROM fact f JOIN dim d ON f.k = d.k GROUP BY d.grp ORDER BY 2 DESC LIMIT 3",
+    // `COUNT(*)`s alone: each probing row counts its partners (`fact.k` repeats for ids g, g + 9000 and
+    // g + 18000, so the hashed side's keys have 2 or 3 rows each, and NULL keys none); with a condition beyond
+    // the key, or a FILTER, the joined rows are made again.
+    "SELECT count(*) FROM fact a JOIN fact b ON a.k = b.k WHERE a.id % 9000 < 300",
+    "SELECT count(*) FROM fact a JOIN fact b ON a.k = b.k WHERE a.id < 3000",
+    "SELECT count(*), count(*) FROM fact a JOIN fact b ON a.k = b.k WHERE a.v = 4",
+    "SELECT count(*) FROM fact f JOIN dim d ON f.k = d.k WHERE d.grp <> 6",
+    "SELECT count(*) FROM fact a JOIN fact b ON a.k = b.k AND a.id < b.id WHERE a.id < 3000",
+    "SELECT count(*) FILTER (WHERE a.v = 1), count(*) FROM fact a JOIN fact b ON a.k = b.k WHERE a.id < 3000",
     // The hashed side larger than the scanned table (`dim`, scanned second): joined on the session thread.
     "SELECT count(*), sum(f.v), min(d.name) FROM fact f JOIN dim d ON f.k = d.k",
     // The hashed side a derived table that aggregates, or a join itself.
@@ -155,6 +164,18 @@ fn an_aggregate_over_a_join_is_probed_in_the_scans_tasks() {
     let line = explain.lines().find(|l| l.contains(PROBED)).unwrap();
     let count = line.split(": ").nth(1).unwrap().split(' ').next().unwrap();
     assert_eq!(joined, [format!("[Int({count})]")], "the operator counts the joined rows");
+    // So it does when the tasks only count each row's partners (keys repeat in a self-join of `fact`).
+    let counted = "SELECT count(*) FROM fact a JOIN fact b ON a.k = b.k WHERE a.id % 9000 < 300";
+    let explain = explain_analyze(&mut session, counted);
+    let line = explain.lines().find(|l| l.contains(PROBED)).unwrap_or_else(|| panic!("{explain}"));
+    let count = line.split(": ").nth(1).unwrap().split(' ').next().unwrap();
+    assert_eq!(rows(&mut session, counted), [format!("[Int({count})]")]);
+    // Every row with one of the hashed side's keys is in the hashed side too (a key's rows are the ids of one
+    // residue modulo 9000), so each key with n rows there joins n × n times: 2650, not the 890 non-NULL rows.
+    let squares = "SELECT sum(n * n)::bigint FROM (SELECT k, count(*) AS n FROM fact WHERE id % 9000 < 300 \
+                   AND k IS NOT NULL GROUP BY k) x";
+    assert_eq!(rows(&mut session, counted), rows(&mut session, squares));
+    assert_eq!(rows(&mut session, counted), ["[Int(2650)]"]);
     // Without the key filter, and where the build side would outgrow the scanned table (unfiltered `fact` against
     // `dim`, which is scanned second), the join runs on the session thread as before.
     let larger = "SELECT count(*) FROM fact f JOIN dim d ON f.k = d.k";
@@ -178,4 +199,12 @@ fn a_join_of_the_thesis_tables_counted_in_the_scans_tasks_counts_what_the_sessio
     session.execute_one("SET numadb.join_key_filter = off").unwrap();
     assert_eq!(probed, rows(&mut session, sql));
     assert_ne!(probed, ["[Int(0), Null, Null]"]);
+    // The join counted alone (the `bench queries` join), without reading a row of either side.
+    let counted = "SELECT count(*) FROM \"TBL_0\" a JOIN \"TBL_1\" b ON a.\"C1\" = b.\"C0\" WHERE a.\"C2\" < 3000";
+    session.execute_one("SET numadb.join_key_filter = on").unwrap();
+    assert!(explain_analyze(&mut session, counted).contains("probed and aggregated in the scan's tasks"));
+    let probed = rows(&mut session, counted);
+    session.execute_one("SET numadb.join_key_filter = off").unwrap();
+    assert_eq!(probed, rows(&mut session, counted));
+    assert_eq!(probed, [format!("[{}]", &rows(&mut session, sql)[0][1..].split(',').next().unwrap())]);
 }
