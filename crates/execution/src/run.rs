@@ -729,6 +729,10 @@ impl BlockCache {
 }
 
 /// Calls `f` with each row set in `mask`, in order, until it fails.
+///
+/// Tried and not kept: a plain loop over the 64 rows of a word of all rows (every word of an unfiltered scan's
+/// full blocks). `GROUP BY "C1" % 100` over 5 million rows, whose aggregation loops all come here, took 17.1 ms
+/// with it against 14.6 without (old and new binary alternated three times).
 fn try_for_each_set(mask: &BlockMask, mut f: impl FnMut(usize) -> Result<(), ExecError>) -> Result<(), ExecError> {
     for (word_index, &word) in mask.iter().enumerate() {
         let mut bits = word;
@@ -2905,6 +2909,33 @@ mod tests {
             following = if candidate == END { END } else { next_same_key[candidate] };
         }
         found
+    }
+
+    #[test]
+    fn set_rows_are_visited_in_order_once_and_a_failure_stops_the_walk() {
+        // Words of every kind: all rows, none, one row, the top and bottom rows, a pattern.
+        let mask: BlockMask = std::array::from_fn(|word| match word % 6 {
+            0 => u64::MAX,
+            1 => 0,
+            2 => 1 << 17,
+            3 => 1 | 1 << 63,
+            4 => 0xF0F0_0000_0000_0F0F,
+            _ => u64::MAX,
+        });
+        let expected: Vec<usize> = (0..BLOCK_ROWS).filter(|&row| mask[row / 64] >> (row % 64) & 1 == 1).collect();
+        let mut visited = Vec::new();
+        for_each_set(&mask, |row| visited.push(row));
+        assert_eq!(visited, expected);
+        // Stopped inside a word of all rows, inside a sparse one, and halfway.
+        for stop in [5, 264, expected[expected.len() / 2]] {
+            let mut seen = Vec::new();
+            let outcome = try_for_each_set(&mask, |row| {
+                seen.push(row);
+                if row == stop { Err(ExecError::internal("stop")) } else { Ok(()) }
+            });
+            assert!(outcome.is_err());
+            assert_eq!(seen, expected.iter().copied().take_while(|&row| row <= stop).collect::<Vec<_>>());
+        }
     }
 
     #[test]
