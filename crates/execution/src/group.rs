@@ -276,14 +276,7 @@ impl IntGroups {
         let mut shape = [KeyShape::default(); KEYS_MAX];
         let mut slots = 1usize;
         for (k, block) in keys.iter().enumerate() {
-            let (mut low, mut high, mut null) = (i64::MAX, i64::MIN, false);
-            for_each_set(mask, |row| match block.int(row) {
-                Some(value) => {
-                    low = low.min(value);
-                    high = high.max(value);
-                }
-                None => null = true,
-            });
+            let (low, high, null) = value_range(block.values(), block.nulls(), mask);
             let span =
                 if low > high { 0 } else { (high as i128 - low as i128 + 1).min(DIRECT_SLOTS as i128 + 1) as usize };
             shape[k] = KeyShape { low, values: span, null };
@@ -404,5 +397,71 @@ impl IntGroups {
             groups.insert(key_values, state);
         }
         PartialAggregate { groups }
+    }
+}
+
+/// The smallest and largest of `values` in the rows of `mask`, and whether one of those rows is NULL (`nulls`). A
+/// word whose 64 rows are all selected and none NULL (every word of a GROUP BY over a whole column without
+/// NULLs) is reduced as a slice, which the compiler turns into vector minimums and maximums; row by row, with a
+/// bit test per row, this was a third of the grouping's time for `GROUP BY "C1" % 100`.
+fn value_range(values: &[i64; BLOCK_ROWS], nulls: &BlockMask, mask: &BlockMask) -> (i64, i64, bool) {
+    let (mut low, mut high, mut null) = (i64::MAX, i64::MIN, false);
+    for (word, (&selected, &word_nulls)) in mask.iter().zip(nulls).enumerate() {
+        null |= selected & word_nulls != 0;
+        let valid = selected & !word_nulls;
+        if valid == u64::MAX {
+            for &value in &values[word * 64..word * 64 + 64] {
+                low = low.min(value);
+                high = high.max(value);
+            }
+            continue;
+        }
+        let mut bits = valid;
+        while bits != 0 {
+            let value = values[word * 64 + bits.trailing_zeros() as usize];
+            low = low.min(value);
+            high = high.max(value);
+            bits &= bits - 1;
+        }
+    }
+    (low, high, null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn value_ranges_take_the_selected_non_null_rows_only() {
+        // A splitmix64 stream: the crate has no random number generator of its own.
+        let mut state = 3u64;
+        let mut next = move || {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        // Whole words of every kind, and random ones.
+        let words = [0, u64::MAX, 1 << 63, 0x00FF_0000_FFFF_0001];
+        for round in 0..200i64 {
+            let values: Box<[i64; BLOCK_ROWS]> =
+                Box::new(std::array::from_fn(|_| (next() % 2000) as i64 - 1000 * (round % 7 + 1)));
+            let mut pick = |kinds: u64| match next() % kinds {
+                r if r < 4 => words[r as usize],
+                _ => next(),
+            };
+            let mask: BlockMask = std::array::from_fn(|_| pick(6));
+            let nulls: BlockMask = std::array::from_fn(|_| pick(8));
+            let (mut low, mut high, mut null) = (i64::MAX, i64::MIN, false);
+            for row in (0..BLOCK_ROWS).filter(|&row| mask[row / 64] >> (row % 64) & 1 == 1) {
+                if nulls[row / 64] >> (row % 64) & 1 == 1 {
+                    null = true;
+                } else {
+                    (low, high) = (low.min(values[row]), high.max(values[row]));
+                }
+            }
+            assert_eq!(value_range(&values, &nulls, &mask), (low, high, null), "round {round}");
+        }
     }
 }
