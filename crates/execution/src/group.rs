@@ -299,7 +299,27 @@ impl IntGroups {
             direct.resize(slots, u32::MAX);
             self.direct_shape = Some(shape);
         }
-        for_each_set(mask, |row| {
+        // One key (the usual `GROUP BY x % 100`): its selected non-NULL rows' slots are their offsets, found a
+        // word at a time; the rest go the general way below.
+        let mut general = *mask;
+        if let [key] = keys {
+            let (low, values, nulls) = (shape[0].low, key.values(), key.nulls());
+            for (word, bits) in general.iter_mut().enumerate() {
+                let valid = *bits & !nulls[word];
+                *bits &= !valid;
+                let mut rest = valid;
+                while rest != 0 {
+                    let row = word * 64 + rest.trailing_zeros() as usize;
+                    rest &= rest - 1;
+                    let index = values[row].wrapping_sub(low) as usize;
+                    if direct[index] == u32::MAX {
+                        direct[index] = self.group_of(keys, row) as u32;
+                    }
+                    self.groups[row] = direct[index];
+                }
+            }
+        }
+        for_each_set(&general, |row| {
             let mut index = 0usize;
             for (k, block) in keys.iter().enumerate() {
                 let KeyShape { low, values, null } = shape[k];
