@@ -714,16 +714,21 @@ impl BlockCache {
 
     /// Fills `row` with the values of `columns` at partition row `r`.
     fn fill_row(&mut self, partition: &Partition, columns: &[usize], r: usize, row: &mut [Value]) {
-        let block = r / BLOCK_ROWS;
         for &c in columns {
-            let chunk = partition.column(c);
-            row[c] = if chunk.is_null(r) {
-                Value::Null
-            } else if let Some(decoded) = self.ints(partition, c, block) {
-                Value::Int(decoded[r % BLOCK_ROWS])
-            } else {
-                chunk.value(r)
-            };
+            row[c] = self.value(partition, c, r);
+        }
+    }
+
+    /// The value of column `c` at partition row `r`.
+    #[inline]
+    fn value(&mut self, partition: &Partition, c: usize, r: usize) -> Value {
+        let chunk = partition.column(c);
+        if chunk.is_null(r) {
+            Value::Null
+        } else if let Some(decoded) = self.ints(partition, c, r / BLOCK_ROWS) {
+            Value::Int(decoded[r % BLOCK_ROWS])
+        } else {
+            chunk.value(r)
         }
     }
 }
@@ -917,6 +922,15 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
                     top.offer(projections, &row, first_row + i, params)
                 })?;
             }
+            // Plain columns are read on their own, not through a row of every column the scan reads (the filter's
+            // too).
+            (ScanOutput::Rows(_), TaskOutput::Values(values)) if let Some(columns) = &plain_columns => {
+                let before = values.len();
+                for_each_set(&mask, |i| {
+                    values.extend(columns.iter().map(|&c| cache.value(partition, c, first_row + i)));
+                });
+                job.budget.charge_values(&values[before..])?;
+            }
             (ScanOutput::Rows(projections), TaskOutput::Values(values)) => {
                 let before = values.len();
                 try_for_each_set(&mask, |i| {
@@ -934,8 +948,7 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
             (ScanOutput::Rows(_), TaskOutput::Rows(rows)) if let Some(columns) = &plain_columns => {
                 let before = rows.len();
                 for_each_set(&mask, |i| {
-                    cache.fill_row(partition, &job.columns_read, first_row + i, &mut row);
-                    rows.push(columns.iter().map(|&c| row[c].clone()).collect());
+                    rows.push(columns.iter().map(|&c| cache.value(partition, c, first_row + i)).collect());
                 });
                 job.budget.charge(&rows[before..])?;
             }
