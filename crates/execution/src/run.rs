@@ -936,10 +936,7 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
                 try_for_each_set(&mask, |i| {
                     cache.fill_row(partition, &job.columns_read, first_row + i, &mut row);
                     for expr in projections {
-                        values.push(match expr {
-                            Expr::Column { index, .. } if *index < width => row[*index].clone(),
-                            _ => expr.eval(&row, params)?,
-                        });
+                        values.push(read_or_eval(expr, &row, params)?);
                     }
                     Ok(())
                 })?;
@@ -2039,6 +2036,9 @@ pub struct JoinProbe {
     scan_key_column: usize,
     /// The rest of the join condition, over the joined row.
     condition: Option<Expr>,
+    /// Whether the aggregate over the join is `COUNT(*)`s alone, with no condition beyond the key: each probing
+    /// row then counts its partners ([`JoinProbe::partner_count`]), and neither its row nor theirs is read.
+    counts_only: bool,
     /// Joined rows the tasks produced, for EXPLAIN ANALYZE.
     joined_rows: AtomicU64,
 }
@@ -2054,7 +2054,7 @@ struct ProbeBuffers {
 
 impl JoinProbe {
     /// The build side of `rows` (the join's other input, `width` values each, back to back) by `keys` (theirs,
-    /// in order).
+    /// in order), for the aggregate over the join `call`.
     fn build(
         rows: Vec<Value>,
         width: usize,
@@ -2062,10 +2062,14 @@ impl JoinProbe {
         build_is_left: bool,
         scan_projections: Vec<Expr>,
         scan_key_column: usize,
-        condition: Option<Expr>,
+        call: &AggregateOverJoin<'_>,
     ) -> JoinProbe {
         let mut next_same_key = vec![END; keys.len()];
         let partners = Partners::build(keys, &mut next_same_key);
+        let condition = call.join.condition.clone();
+        let counts_only = condition.is_none()
+            && call.group_by.is_empty()
+            && call.aggregates.iter().all(|a| a.function == AggregateFunction::CountStar && a.filter.is_none());
         JoinProbe {
             build_rows: rows,
             build_width: width,
@@ -2075,6 +2079,7 @@ impl JoinProbe {
             scan_projections,
             scan_key_column,
             condition,
+            counts_only,
             joined_rows: AtomicU64::new(0),
         }
     }
@@ -2152,10 +2157,7 @@ impl JoinProbe {
         let ProbeBuffers { scanned, joined, .. } = buffers;
         scanned.clear();
         for expr in &self.scan_projections {
-            scanned.push(match expr {
-                Expr::Column { index, .. } if *index < table_row.len() => table_row[*index].clone(),
-                _ => expr.eval(table_row, params)?,
-            });
+            scanned.push(read_or_eval(expr, table_row, params)?);
         }
         let mut count = 0;
         while candidate != END {
@@ -2216,11 +2218,7 @@ fn probe_block(
             keyed.push((i, keys[i]));
         }
     });
-    // `COUNT(*)`s alone over the join, without a condition beyond the key: each probing row counts its
-    // partners, and neither its row nor theirs is read.
-    let counts_only = probe.condition.is_none()
-        && group_by.is_empty()
-        && aggregates.iter().all(|a| a.function == AggregateFunction::CountStar && a.filter.is_none());
+    let counts_only = probe.counts_only;
     let (mut error, mut counted) = (None, 0u64);
     for (position, &(i, key)) in keyed.iter().enumerate() {
         let ahead = keyed.get(position + PROBE_PREFETCH_ROWS).map(|&(_, key)| key);
@@ -2260,6 +2258,15 @@ fn probe_block(
         return Ok(false);
     }
     error.map_or(Ok(true), Err)
+}
+
+/// `expr` over `row`: a plain column is copied out rather than evaluated.
+#[inline]
+fn read_or_eval(expr: &Expr, row: &[Value], params: &[Value]) -> Result<Value, ExecError> {
+    match expr {
+        Expr::Column { index, .. } if *index < row.len() => Ok(row[*index].clone()),
+        _ => expr.eval(row, params),
+    }
 }
 
 /// Counts a joined row in a scan task, and every [`INTERRUPT_CHECK_ROWS`] of them fails if the statement was
@@ -2414,7 +2421,7 @@ fn probed_join_aggregate(
         filter.scans_right,
         projections.to_vec(),
         filter.column,
-        join.condition.clone(),
+        call,
     ));
     result.operator(format!("{} build side", join_operator(join)), build_count, started);
     let probing = ScanPlan {
