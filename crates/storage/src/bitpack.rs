@@ -581,21 +581,31 @@ pub fn range_mask_with(isa: Isa, words: &[u32], width: u32, lo: u32, span: u32, 
 #[inline]
 pub fn prefetch(words: &[u32]) {
     #[cfg(target_arch = "x86_64")]
-    {
-        let mut line = 0;
-        while line < words.len() {
-            // SAFETY: a prefetch is a hint: it reads nothing architecturally and cannot fault; the address is
-            // inside `words` anyway (`line < words.len()`).
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    words.as_ptr().wrapping_add(line).cast(),
-                )
-            };
-            line = std::hint::black_box(line) + 16;
-        }
-    }
+    prefetch_paced::<{ std::arch::x86_64::_MM_HINT_T0 }>(words);
     #[cfg(not(target_arch = "x86_64"))]
     let _ = words;
+}
+
+/// As [`prefetch`], into the L2 cache only (`prefetcht1`): for blocks further ahead than those asked for into
+/// L1, which a sparse scan loop keeps to have more lines in flight than the L1's miss buffers hold.
+#[inline]
+pub fn prefetch_to_l2(words: &[u32]) {
+    #[cfg(target_arch = "x86_64")]
+    prefetch_paced::<{ std::arch::x86_64::_MM_HINT_T1 }>(words);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = words;
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn prefetch_paced<const HINT: i32>(words: &[u32]) {
+    let mut line = 0;
+    while line < words.len() {
+        // SAFETY: a prefetch is a hint: it reads nothing architecturally and cannot fault; the address is inside
+        // `words` anyway (`line < words.len()`).
+        unsafe { std::arch::x86_64::_mm_prefetch::<HINT>(words.as_ptr().wrapping_add(line).cast()) };
+        line = std::hint::black_box(line) + 16;
+    }
 }
 
 /// Asks for the cache line holding `item` into L1: for loops that know which random address they will read a
