@@ -198,7 +198,9 @@ const META_AHEAD: usize = 24;
 /// | 1 000 000 (100%) | 13.96 → 14.92 ms | 20.1 → 21.5 ms |
 ///
 /// so only scans below 30% take the longer ring: where most blocks are read, the hardware's streams do better
-/// than further requests of our own.
+/// than further requests of our own. With that threshold, against the binary before it (same method, three
+/// rounds): range_pred 10 000 5.40-5.46 → 4.55-4.62 ms fast, 6.63-6.79 → 6.28-6.45 slow; 30 000 to 1 000 000
+/// between 1% faster and 4% slower, as the noise between rounds of one binary.
 const SPARSE_READ_PERCENT: usize = 30;
 
 /// How many blocks beyond the L1 prefetch ring a sparse scan asks for into L2 (see [`SPARSE_READ_PERCENT`]). Four
