@@ -1914,22 +1914,88 @@ const DENSE_SLOTS_MIN: u64 = 1 << 16;
 /// Probing rows between the prefetch of a dense slot and its read (the partner row is asked for halfway).
 const PROBE_PREFETCH_ROWS: usize = 16;
 
+/// Dense slots per bucket of [`dense_slots`]: 512 KiB of them, which stay in a core's L2 cache while their rows
+/// are written.
+const BUILD_BUCKET_SLOTS: usize = 1 << 17;
+
+/// A dense table's slots for the build rows whose slot offsets are `offsets` (in row order, `None` for a NULL
+/// key; one per entry of `next_same_key`, each below `span`), chaining rows with the same key in `next_same_key` in row order.
+///
+/// Rows land in their slots last to first. Written straight in row order, a table larger than the caches takes a
+/// cache miss per row: 3.5 ms for the 500 000 rows of `bench queries`' join over 20 MB of slots, most of the
+/// build. So a table of more than a few buckets of `bucket_slots` slots is written a bucket at a time: the rows
+/// are first sorted into their buckets (stably, one counting pass and one pass writing `(row, offset)` pairs to
+/// as many sequential streams as there are buckets), then each bucket's slots are laid (cleared) and its rows,
+/// last to first, write them while they are in cache. A slot's rows keep their order, so the table is the one
+/// the direct loop writes. On that join the build went from 4.4 to 2.3-3.4 ms and the statement from 16.6-17.9
+/// to 15.0-15.9 ms (binaries alternated three times, 100 runs each).
+///
+/// The buckets do not save the misses where slots are as sparse as there (a tenth of them used: most lines are
+/// written once), but cleared just before they are written, the lines are already in cache; cleared all at once,
+/// they had left it (4.4 ms written in buckets as well).
+fn dense_slots(
+    offsets: impl Iterator<Item = Option<u64>> + Clone,
+    span: usize,
+    next_same_key: &mut [usize],
+    bucket_slots: usize,
+) -> Vec<u32> {
+    let mut place = |slots: &mut [u32], position: usize, offset: usize| {
+        let slot = &mut slots[offset];
+        if *slot != NO_ROW {
+            next_same_key[position] = (*slot & !MORE_ROWS) as usize - 1;
+            *slot = (position as u32 + 1) | MORE_ROWS;
+        } else {
+            *slot = position as u32 + 1;
+        }
+    };
+    let bucket_shift = bucket_slots.max(1).ilog2();
+    let buckets = span.div_ceil(1 << bucket_shift);
+    if buckets <= 4 || u32::try_from(span).is_err() {
+        let mut slots = vec![NO_ROW; span];
+        let offsets: Vec<Option<u64>> = offsets.collect();
+        for (position, offset) in offsets.iter().enumerate().rev() {
+            if let Some(offset) = offset {
+                place(&mut slots, position, *offset as usize);
+            }
+        }
+        return slots;
+    }
+    // Where each bucket's rows start in `sorted`, then (the second pass moving each start along) where they end.
+    let mut ends = vec![0usize; buckets + 1];
+    for offset in offsets.clone().flatten() {
+        ends[(offset >> bucket_shift) as usize + 1] += 1;
+    }
+    for bucket in 1..=buckets {
+        ends[bucket] += ends[bucket - 1];
+    }
+    let mut sorted = vec![(0u32, 0u32); ends[buckets]];
+    for (position, offset) in offsets.enumerate() {
+        let Some(offset) = offset else { continue };
+        let next = &mut ends[(offset >> bucket_shift) as usize];
+        sorted[*next] = (position as u32, offset as u32);
+        *next += 1;
+    }
+    // The slots are laid a bucket at a time, just before their rows are written: a slot vector cleared at once
+    // would have left the cache by then.
+    let mut slots = Vec::with_capacity(span);
+    let mut start = 0;
+    for (bucket, &end) in ends[..buckets].iter().enumerate() {
+        slots.resize(span.min((bucket + 1) << bucket_shift), NO_ROW);
+        for &(position, offset) in sorted[start..end].iter().rev() {
+            place(&mut slots, position as usize, offset as usize);
+        }
+        start = end;
+    }
+    slots
+}
+
 impl<K: JoinKey> Partners<K> {
     /// The partners of `keys` (the build rows', in order), chaining rows with the same key in `next_same_key`.
     fn build(keys: Vec<Option<K>>, next_same_key: &mut [usize]) -> Partners<K> {
         if let Some((low, span)) = Self::dense_span(&keys) {
-            let mut slots = vec![NO_ROW; span];
-            // Last to first, so each chain runs in the build side's order.
-            for (position, key) in keys.iter().enumerate().rev() {
-                let Some(value) = key.as_ref().and_then(JoinKey::as_int) else { continue };
-                let slot = &mut slots[value.wrapping_sub(low) as u64 as usize];
-                if *slot != NO_ROW {
-                    next_same_key[position] = (*slot & !MORE_ROWS) as usize - 1;
-                    *slot = (position as u32 + 1) | MORE_ROWS;
-                } else {
-                    *slot = position as u32 + 1;
-                }
-            }
+            let offsets =
+                keys.iter().map(|key| key.as_ref().and_then(JoinKey::as_int).map(|v| v.wrapping_sub(low) as u64));
+            let slots = dense_slots(offsets, span, next_same_key, BUILD_BUCKET_SLOTS);
             return Partners::Dense { low, slots };
         }
         let mut table: HashMap<K, (usize, usize), foldhash::fast::RandomState> = HashMap::default();
@@ -3029,5 +3095,35 @@ mod tests {
         let empty: Partners<i64> = Partners::build(vec![None, None], &mut next_same_key);
         assert!(matches!(empty, Partners::Hashed(_)));
         assert_eq!(chain(&empty, &next_same_key, 0), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn dense_slots_written_a_bucket_at_a_time_are_those_written_in_row_order() {
+        // Offsets over 1000 slots with repeats and NULLs; buckets of 8 to 1024 slots (1024: written directly).
+        let mut rng = fastrand::Rng::with_seed(7);
+        for rows in [0, 1, 50, 3000] {
+            let offsets: Vec<Option<u64>> =
+                (0..rows).map(|_| (!rng.bool() || rng.u8(..) > 20).then(|| rng.u64(..1000))).collect();
+            let direct_chains = {
+                let mut next_same_key = vec![END; rows];
+                let slots = dense_slots(offsets.iter().copied(), 1000, &mut next_same_key, 1024);
+                (slots, next_same_key)
+            };
+            for bucket_slots in [8, 64, 100, 200] {
+                let mut next_same_key = vec![END; rows];
+                let slots = dense_slots(offsets.iter().copied(), 1000, &mut next_same_key, bucket_slots);
+                assert_eq!(
+                    (&slots, &next_same_key),
+                    (&direct_chains.0, &direct_chains.1),
+                    "{rows} rows, {bucket_slots}"
+                );
+                // And against the offsets: each slot's chain is its rows in order.
+                let partners: Partners<i64> = Partners::Dense { low: 0, slots };
+                for offset in 0..1000u64 {
+                    let expected: Vec<usize> = (0..rows).filter(|&p| offsets[p] == Some(offset)).collect();
+                    assert_eq!(chain(&partners, &next_same_key, offset as i64), expected, "slot {offset}");
+                }
+            }
+        }
     }
 }
