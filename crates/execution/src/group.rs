@@ -93,8 +93,12 @@ pub(crate) struct IntGroups {
     index: HashMap<IntKey, u32, foldhash::fast::RandomState>,
     /// Each group's key, in the order the groups were found.
     order: Vec<IntKey>,
-    /// `aggregates` summaries per group.
-    summaries: Vec<Summary>,
+    /// Per aggregate, its summary of each group: the loop of one aggregate over a block's rows indexes it by the
+    /// row's group alone. With each group's summaries side by side, indexed by `group * aggregates + slot`,
+    /// every row paid a multiplication whose factor the loop reloaded from the stack: over 5 million rows, 2
+    /// workers, binaries alternated three times, GROUP BY `C1 % 100` with COUNT(*) and SUM took 12.3-12.6 ms
+    /// that way and 11.2-11.3 this way; `C1 % 1000` with five aggregates 32.9-33.4 and 27.7-28.1 ms.
+    summaries: Vec<Vec<Summary>>,
     /// The distinct values per group and aggregate (empty sets for the others; none at all without a DISTINCT
     /// aggregate, as a GROUP BY of millions of groups would otherwise hold millions of empty sets).
     values: Vec<HashSet<i64, foldhash::fast::RandomState>>,
@@ -171,7 +175,7 @@ impl IntGroups {
             distinct,
             index: HashMap::default(),
             order: Vec::new(),
-            summaries: Vec::new(),
+            summaries: vec![Vec::new(); aggregates.len()],
             values: Vec::new(),
             reads: vec![0; columns],
             functions: aggregates.iter().map(|call| call.function).collect(),
@@ -202,16 +206,19 @@ impl IntGroups {
             .collect::<Result<_, _>>()?;
         self.find_groups(&keys, mask);
         for (slot, argument) in arguments.iter().enumerate() {
-            let (aggregates, groups) = (self.aggregates, &self.groups);
-            let summary = |row: usize| groups[row] as usize * aggregates + slot;
+            let groups = &self.groups;
+            let summary = |row: usize| groups[row] as usize;
             let Some(argument) = argument else {
-                for_each_set(mask, |row| self.summaries[summary(row)].count += 1);
+                let summaries = &mut self.summaries[slot];
+                for_each_set(mask, |row| summaries[summary(row)].count += 1);
                 continue;
             };
             let valid: BlockMask = std::array::from_fn(|word| mask[word] & !argument.nulls()[word]);
             let values = argument.values();
-            let summaries = &mut self.summaries;
+            let summaries = &mut self.summaries[slot];
             if self.distinct[slot] {
+                let aggregates = self.aggregates;
+                let set = |row: usize| groups[row] as usize * aggregates + slot;
                 let sets = &mut self.values;
                 if self.keys == 0 {
                     // One group: values the bitmap covers go into the set once.
@@ -228,18 +235,18 @@ impl IntGroups {
                                 let (word, bit) = (offset / 64, 1u64 << (offset % 64));
                                 if bits[word] & bit == 0 {
                                     bits[word] |= bit;
-                                    sets[summary(row)].insert(value);
+                                    sets[set(row)].insert(value);
                                 }
                             }
                             _ => {
-                                sets[summary(row)].insert(value);
+                                sets[set(row)].insert(value);
                             }
                         }
                     });
                     continue;
                 }
                 for_each_set(&valid, |row| {
-                    sets[summary(row)].insert(values[row]);
+                    sets[set(row)].insert(values[row]);
                 });
                 continue;
             }
@@ -356,7 +363,7 @@ impl IntGroups {
         let group = self.order.len();
         self.index.insert(key, group as u32);
         self.order.push(key);
-        self.summaries.extend(std::iter::repeat_n(EMPTY, self.aggregates));
+        self.summaries.iter_mut().for_each(|summaries| summaries.push(EMPTY));
         if self.distinct.contains(&true) {
             self.values.extend((0..self.aggregates).map(|_| HashSet::default()));
         }
@@ -408,7 +415,7 @@ impl IntGroups {
                     if self.distinct[slot] {
                         self.values[index].iter().for_each(|&v| accumulator.add(&Value::Int(v), false));
                     } else {
-                        let Summary { count, sum, min, max } = self.summaries[index];
+                        let Summary { count, sum, min, max } = self.summaries[slot][group];
                         accumulator.add_ints(count, sum, min, max);
                     }
                     accumulator
