@@ -1344,14 +1344,7 @@ fn aggregate_block(
                 Some(n) => std::array::from_fn(|i| mask[i] & !n[i]),
                 None => *mask,
             };
-            let (mut count, mut sum, mut min, mut max) = (0i64, 0i128, i64::MAX, i64::MIN);
-            for_each_set(&valid, |i| {
-                let v = values[i];
-                count += 1;
-                sum += i128::from(v);
-                min = min.min(v);
-                max = max.max(v);
-            });
+            let (count, sum, min, max) = crate::vector::masked_summary(values, &valid);
             accumulator.add_ints(count, sum, min, max);
             return Ok(());
         }

@@ -153,6 +153,57 @@ fn rows_where_portable(values: &[i64; BLOCK_ROWS], keep: impl Fn(i64) -> bool) -
     })
 }
 
+/// A block's selected values summarised: how many, their sum, smallest and largest (`i64::MAX` and `i64::MIN`
+/// for none): what COUNT, SUM, AVG, MIN and MAX of an integer column need of a block.
+///
+/// Where many rows are selected it goes over every row without a branch, the unselected ones neutral (0 for the
+/// sum, the extremes' identities for MIN and MAX), which the compiler vectorizes; a row at a time from the mask's
+/// set bits, a block half selected paid a loop-carried bit clear and a mispredicted branch per word for each row
+/// (5 million rows, 2 workers, binaries alternated three times: `bench queries`' COUNT, SUM, MIN and MAX over a
+/// BETWEEN selecting half the rows 7.1-8.2 -> 4.5-5.5 ms, SUM and AVG over every row 5.8-6.1 -> 1.9-2.1 ms; a
+/// filter selecting 5%, which stays on the set bits, 3.7-4.8 ms both). The sum goes in two parts to stay in
+/// 64-bit lanes: the values' high 32 bits (signed) and their low 32 bits (unsigned), each short of overflowing
+/// over 1024 rows.
+pub(crate) fn masked_summary(values: &[i64; BLOCK_ROWS], selected: &BlockMask) -> (i64, i128, i64, i64) {
+    let count: u32 = selected.iter().map(|word| word.count_ones()).sum();
+    if count < BRANCHLESS_SUMMARY_ROWS {
+        let (mut sum, mut min, mut max) = (0i128, i64::MAX, i64::MIN);
+        crate::run::for_each_set(selected, |row| {
+            let value = values[row];
+            sum += i128::from(value);
+            min = min.min(value);
+            max = max.max(value);
+        });
+        return (i64::from(count), sum, min, max);
+    }
+    // SAFETY: `Isa::best` runs on this CPU.
+    let (high, low, min, max) = unsafe { masked_summary_on(Isa::best(), values, selected) };
+    (i64::from(count), (i128::from(high) << 32) + i128::from(low), min, max)
+}
+
+/// Selected rows of a block from which [`masked_summary`] goes over every row rather than over the set bits.
+const BRANCHLESS_SUMMARY_ROWS: u32 = 96;
+
+on_every_isa!(masked_summary_on(values: &[i64; BLOCK_ROWS], selected: &BlockMask) -> (i64, u64, i64, i64) = masked_summary_portable);
+
+/// The sum of the selected values' high halves, that of their low halves, their smallest and largest.
+#[inline(always)]
+fn masked_summary_portable(values: &[i64; BLOCK_ROWS], selected: &BlockMask) -> (i64, u64, i64, i64) {
+    let (mut high, mut low, mut min, mut max) = (0i64, 0u64, i64::MAX, i64::MIN);
+    for (&word, chunk) in selected.iter().zip(values.chunks_exact(64)) {
+        for (bit, &value) in chunk.iter().enumerate() {
+            // All ones for a selected row, else zero: selects without a branch or a select, which vectorizes.
+            let keep = ((word >> bit) & 1).wrapping_neg() as i64;
+            let kept = value & keep;
+            high += kept >> 32;
+            low += kept as u64 & 0xFFFF_FFFF;
+            min = min.min(kept | (i64::MAX & !keep));
+            max = max.max(kept | (i64::MIN & !keep));
+        }
+    }
+    (high, low, min, max)
+}
+
 #[inline(always)]
 fn compare_rows_portable(
     a: &[i64; BLOCK_ROWS],
@@ -533,6 +584,38 @@ mod tests {
             b[1023] = 1;
             a[512] = -bound - 1;
             assert!(!divides(isa, &a, &b), "{isa:?}: -2^51 itself");
+        }
+    }
+
+    #[test]
+    fn masked_summaries_agree_with_the_selected_rows_on_every_instruction_set() {
+        let mut rng = fastrand::Rng::with_seed(12);
+        for round in 0..60 {
+            let values = block(&mut rng);
+            // Densities from none to all, around the switch to the loop over every row.
+            let mask: BlockMask = match round % 6 {
+                0 => [0; MASK_WORDS],
+                1 => [u64::MAX; MASK_WORDS],
+                2 => std::array::from_fn(|_| rng.u64(..)),
+                3 => std::array::from_fn(|_| rng.u64(..) & rng.u64(..) & rng.u64(..) & rng.u64(..)),
+                4 => std::array::from_fn(|_| 1u64 << rng.u32(..64) | 1u64 << rng.u32(..64)),
+                _ => std::array::from_fn(|_| rng.u64(..) & rng.u64(..) & rng.u64(..) & rng.u64(..) & rng.u64(..)),
+            };
+            let selected: Vec<i64> =
+                (0..BLOCK_ROWS).filter(|&r| mask[r / 64] >> (r % 64) & 1 == 1).map(|r| values[r]).collect();
+            let expected = (
+                selected.len() as i64,
+                selected.iter().map(|&v| i128::from(v)).sum::<i128>(),
+                selected.iter().copied().min().unwrap_or(i64::MAX),
+                selected.iter().copied().max().unwrap_or(i64::MIN),
+            );
+            assert_eq!(masked_summary(&values, &mask), expected, "round {round}");
+            for isa in variants() {
+                // SAFETY: `variants` lists only what this CPU runs.
+                let (high, low, min, max) = unsafe { masked_summary_on(isa, &values, &mask) };
+                let sum = (i128::from(high) << 32) + i128::from(low);
+                assert_eq!((selected.len() as i64, sum, min, max), expected, "{isa:?}, round {round}");
+            }
         }
     }
 
