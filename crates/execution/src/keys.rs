@@ -30,6 +30,16 @@ impl KeyBitmap {
         if low > high {
             return None;
         }
+        KeyBitmap::within((low, high), keys, count, bits_per_key_max)
+    }
+
+    /// [`KeyBitmap::of`] for keys already known to lie within `(low, high)` (both included, `low <= high`).
+    fn within(
+        (low, high): (i64, i64),
+        keys: impl Iterator<Item = i64>,
+        count: usize,
+        bits_per_key_max: u64,
+    ) -> Option<KeyBitmap> {
         let span = (high as i128 - low as i128 + 1) as u128;
         if span > u128::from(KEY_BITMAP_BITS_MAX) || span > u128::from(bits_per_key_max) * count as u128 {
             return None;
@@ -74,15 +84,21 @@ pub enum KeySet {
 impl KeySet {
     /// The set of `keys` (repeats allowed).
     pub fn of(keys: &[i64]) -> KeySet {
-        let Some(bounds) = keys.iter().fold(None, |bounds: Option<(i64, i64)>, &k| {
-            Some(bounds.map_or((k, k), |(low, high)| (low.min(k), high.max(k))))
-        }) else {
+        KeySet::of_keys(keys.iter().copied())
+    }
+
+    /// [`KeySet::of`] over keys that need not be gathered first (a join's build side, `Option`s of them).
+    pub fn of_keys(keys: impl Iterator<Item = i64> + Clone) -> KeySet {
+        let (count, low, high) =
+            keys.clone().fold((0usize, i64::MAX, i64::MIN), |(n, l, h), k| (n + 1, l.min(k), h.max(k)));
+        if count == 0 {
             return KeySet::Empty;
-        };
+        }
+        let bounds = (low, high);
         // Any density: even one key per 16 MiB of bitmap is looked up faster in the bitmap than in a hash set.
-        match KeyBitmap::of(keys.iter().copied(), keys.len(), u64::MAX) {
+        match KeyBitmap::within(bounds, keys.clone(), count, u64::MAX) {
             Some(bitmap) => KeySet::Bitmap { bounds, bitmap },
-            None => KeySet::Hashed { bounds, keys: keys.iter().copied().collect() },
+            None => KeySet::Hashed { bounds, keys: keys.collect() },
         }
     }
 

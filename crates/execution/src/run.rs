@@ -2461,7 +2461,7 @@ fn probed_join_aggregate(
     };
     let started = Instant::now();
     let other_keys = int_keys(&other_values, other_width, other_key, executor)?;
-    let keys = KeySet::of(&other_keys.iter().flatten().copied().collect::<Vec<_>>());
+    let keys = KeySet::of_keys(other_keys.iter().flatten().copied());
     if other_keys.len() as u64 > scan.table.rows() {
         // A hash table larger than the other side: join as before, hashing the smaller input.
         let other_rows = other_values.chunks(other_width).map(<[Value]>::to_vec).collect();
