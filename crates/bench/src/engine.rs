@@ -515,7 +515,6 @@ fn same_bytes_summary(aggregation: &[AggregationRow]) -> String {
     )
 }
 
-/// The report as text.
 /// How much longer the untimed run just after each reference sample took than the timed run after it, per
 /// range_pred (the median over the skews of the ratio of medians).
 fn settle_summary(aggregation: &[AggregationRow]) -> String {
@@ -538,6 +537,7 @@ fn settle_summary(aggregation: &[AggregationRow]) -> String {
     )
 }
 
+/// The report as text.
 pub fn render(report: &EngineReport) -> String {
     let mut out = String::new();
     let nearby = &report.nearby_reference_samples_bytes_per_s;

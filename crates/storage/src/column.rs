@@ -1161,7 +1161,7 @@ mod tests {
         assert!(is_sparse(&[leaf(&sparse)], 0..200));
         assert!(!is_sparse(&[leaf(&dense)], 0..200));
         assert!(!is_sparse(&[leaf(&sparse), leaf(&dense)], 0..200), "the leaves are sampled together");
-        assert!(is_sparse(&[leaf(&sparse)], 3..200), "the sample starts where the morsel does");
+        assert!(is_sparse(&[leaf(&sparse)], 3..200), "a morsel starting later");
         let cases = [
             (vec![leaf(&sparse)], vec![&sparse_values]),
             (vec![leaf(&sparse), leaf(&sparse)], vec![&sparse_values, &sparse_values]),
