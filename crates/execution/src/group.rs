@@ -278,6 +278,16 @@ impl IntGroups {
     /// offsets from their smallest values in the block finds each row's group, and the hash map is asked once per
     /// key the block holds; otherwise once per row.
     fn find_groups(&mut self, keys: &[IntBlock], mask: &BlockMask) {
+        if keys.is_empty() {
+            // One group (an aggregate without GROUP BY, such as COUNT(DISTINCT …)): group 0, which every row of
+            // `groups` already holds, once a row has been selected. Written row by row, as below, it took 40% of
+            // `bench queries`' COUNT(DISTINCT "C1" % 1000): 8.0-8.2 ms against 6.4-6.7 (5 million rows, binaries
+            // alternated three times).
+            if self.order.is_empty() && mask.iter().any(|&word| word != 0) {
+                self.group_of(keys, 0);
+            }
+            return;
+        }
         // Per key: its smallest value in the block, and the slots it takes (one per value from the smallest to the
         // largest, and one for NULL if a row has it).
         let mut shape = [KeyShape::default(); KEYS_MAX];
