@@ -145,8 +145,9 @@ pub fn thesis_query(k: u32, range_pred: u64) -> String {
 
 /// The memory the thesis query with `k` predicates on TBL_0 reads at `range_pred`, as the executor's scans read
 /// it with `workers` workers: per morsel of each table's partitions, per predicate column in order, each run of consecutive blocks the
-/// zone maps cannot settle (`"Cc" < range_pred` is the range `[i64::MIN, range_pred - 1]`). The runs are those the
-/// scan loop loads ([`numadb_storage::IntColumn::blocks_to_read`]), so their bytes are the scans' `bytes_read`.
+/// scan loads: those the zone maps cannot settle (`"Cc" < range_pred` is the range `[i64::MIN, range_pred - 1]`),
+/// and the settled ones it loads all the same amid a stream of reads. The runs are those the
+/// scan loop loads ([`numadb_storage::IntColumn::blocks_loaded`]), so their bytes are the scans' `bytes_read`.
 fn thesis_scan_spans(snapshots: &[TableSnapshot; 2], k: u32, range_pred: u64, workers: usize) -> Vec<Vec<&[u64]>> {
     let high = i64::try_from(range_pred).unwrap_or(i64::MAX).saturating_sub(1);
     let mut groups = Vec::new();
@@ -162,7 +163,7 @@ fn thesis_scan_spans(snapshots: &[TableSnapshot; 2], k: u32, range_pred: u64, wo
             for column in columns.clone() {
                 let ColumnData::Int(ints) = partition.column(column).data() else { continue };
                 let mut run: Option<std::ops::Range<usize>> = None;
-                for block in ints.blocks_to_read(morsel.clone(), i64::MIN, high) {
+                for block in ints.blocks_loaded(morsel.clone(), i64::MIN, high) {
                     match &mut run {
                         Some(r) if r.end == block => r.end += 1,
                         _ => {

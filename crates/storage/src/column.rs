@@ -203,6 +203,21 @@ const META_AHEAD: usize = 24;
 /// between 1% faster and 4% slower, as the noise between rounds of one binary.
 const SPARSE_READ_PERCENT: usize = 30;
 
+/// A block the zone map settles is loaded all the same (asked for into L2 as the scan passes it, with no kernel
+/// reading it, and its bytes counted as read) when at least this many of the 64 blocks of its leaf just before it
+/// had to be read ([`Stream`]): skips amid a stream of reads are cheaper filled than made.
+///
+/// A skip breaks the stream the memory and the hardware prefetchers were serving, and the skips of a scan reading
+/// most of its blocks are scattered: on the thesis aggregation (50 million rows, 2 workers), the scans loading the
+/// 87% of blocks range_pred 100 000 must read took longer than full scans loading all of them (14.8 against 13.9
+/// ms with the memory fast, 22 against 20.5 ms with it slow). Loading the settled blocks of every morsel that
+/// read at least 60% of its first 24 took 13.7-14.1 ms fast (processes alternating, three rounds of 18 runs per
+/// query each; medians); but at range_pred 50 000, where 64% of blocks must be read, filling gained nothing when
+/// the memory was fast (13.3-13.5 ms either way) and lost 10% when it was slow: the bandwidth it spends is then
+/// what the scan waits for. Hence the line at 52 of 64 (81%), which a scan reading 87% of its blocks reaches at
+/// nine skips in ten and one reading 64% almost never.
+const STREAM_READS_MIN: u32 = 52;
+
 /// How many blocks beyond the L1 prefetch ring a sparse scan asks for into L2 (see [`SPARSE_READ_PERCENT`]). Four
 /// measured the same as two.
 const SPARSE_L2_AHEAD_BLOCKS: usize = 2;
@@ -302,9 +317,11 @@ impl IntColumn {
     }
 
     /// The blocks of `blocks` whose data [`IntColumn::combine_range_masks`] loads for `[low, high]`: those the
-    /// zone map cannot settle. Benchmarks use it to read exactly the bytes a scan reads, without decoding them.
-    pub fn blocks_to_read(&self, blocks: std::ops::Range<usize>, low: i64, high: i64) -> impl Iterator<Item = usize> {
-        blocks.filter(move |&block| matches!(zone(&self.blocks[block], low, high), Zone::Some { .. }))
+    /// zone map cannot settle, and those settled amid a stream of reads ([`STREAM_READS_MIN`]).
+    /// Benchmarks use it to read exactly the bytes a scan reads, without decoding them.
+    pub fn blocks_loaded(&self, blocks: std::ops::Range<usize>, low: i64, high: i64) -> impl Iterator<Item = usize> {
+        let mut stream = Stream::default();
+        blocks.filter(move |&block| stream.loads(matches!(zone(&self.blocks[block], low, high), Zone::Some { .. })))
     }
 
     /// The value of a row (meaningless for a NULL row).
@@ -357,8 +374,9 @@ impl IntColumn {
     /// taken twice: an earlier version collected them for the whole range first (0.5-3% slower), and one with a
     /// cursor running ahead took the verdict of every settled block twice (3.5% slower on a scan reading a fifth
     /// of its blocks).
-    /// A block the zone map settles costs no load of its data, no kernel call, and, where its verdict is the
-    /// identity of the combination (nothing for an OR, everything for an AND), not even a write.
+    /// A block the zone map settles costs no kernel call and, where its verdict is the identity of the combination
+    /// (nothing for an OR, everything for an AND), not even a write; nor a load of its data, unless the scan reads
+    /// so many of the blocks before it that it is loaded to keep their stream whole ([`STREAM_READS_MIN`]).
     pub fn combine_range_masks(
         &self,
         blocks: std::ops::Range<usize>,
@@ -470,7 +488,9 @@ pub fn combine_range_leaves(
     };
     let depth = near + far;
     let mut selected = [0u64; MASK_WORDS];
-    let mut read = |(words, width, code_low, span, i, leaf): PendingRead<'_>, masks: &mut CombinedMasks| {
+    let mut read = |(words, width, code_low, span, i, leaf): PendingRead<'_>,
+                    masks: &mut CombinedMasks,
+                    bytes_read: &mut [u64]| {
         read_words_mask(words, width, code_low, span, &mut selected);
         bytes_read[leaf] += std::mem::size_of_val(words) as u64;
         masks.merge(i, &selected);
@@ -482,18 +502,27 @@ pub fn combine_range_leaves(
     let (mut oldest, mut count) = (0, 0);
     for (leaf_index, leaf) in leaves.iter().enumerate() {
         let column = leaf.column;
+        let mut stream = Stream::default();
         // Each block's descriptor is looked at once, here: the verdict and, for a block to read, its words.
         let metas = &column.blocks[blocks.clone()];
         for (i, meta) in metas.iter().enumerate() {
             if let Some(ahead) = metas.get(i + META_AHEAD) {
                 bitpack::prefetch_line(ahead);
             }
-            match (zone(meta, leaf.low, leaf.high), combine) {
+            let verdict = zone(meta, leaf.low, leaf.high);
+            let must_read = matches!(verdict, Zone::Some { .. });
+            if stream.loads(must_read) && !must_read {
+                // Settled, but loaded all the same to keep the stream whole (`STREAM_READS_MIN`).
+                let words = column.meta_words(meta);
+                bitpack::prefetch_to_l2(words);
+                bytes_read[leaf_index] += std::mem::size_of_val(words) as u64;
+            }
+            match (verdict, combine) {
                 (Zone::Some { code_low, span }, _) => {
                     let words = column.meta_words(meta);
                     let found = (words, meta.width, code_low, span, i, leaf_index);
                     if depth == 0 {
-                        read(found, masks);
+                        read(found, masks, bytes_read);
                         continue;
                     }
                     if count == depth {
@@ -501,7 +530,7 @@ pub fn combine_range_leaves(
                         // (asked for before, the thesis aggregation scanned 16% slower: its requests queued
                         // ahead of the due block's own lines still in flight).
                         if let Some(due) = pending[oldest].replace(found) {
-                            read(due, masks);
+                            read(due, masks, bytes_read);
                         }
                         // A wrap, not `% depth`: no integer division per block read in the scan loop.
                         oldest = if oldest + 1 == depth { 0 } else { oldest + 1 };
@@ -533,7 +562,7 @@ pub fn combine_range_leaves(
     // The blocks still pending, in order; each read brings the one `near` behind it into L1.
     for slot in 0..count {
         if let Some(due) = pending[(oldest + slot) % depth].take() {
-            read(due, masks);
+            read(due, masks, bytes_read);
         }
         if far > 0
             && slot + near < count
@@ -547,14 +576,37 @@ pub fn combine_range_leaves(
 /// Whether fewer than [`SPARSE_READ_PERCENT`] of the first [`META_AHEAD`] blocks of `leaves` in `blocks` must be
 /// read: a scan that will jump over most of its blocks. Their descriptors have just been asked for.
 fn is_sparse(leaves: &[RangeLeaf<'_>], blocks: std::ops::Range<usize>) -> bool {
-    let (mut sampled, mut to_read) = (0, 0);
-    for leaf in leaves {
-        for meta in leaf.column.blocks[blocks.clone()].iter().take(META_AHEAD) {
-            sampled += 1;
-            to_read += usize::from(matches!(zone(meta, leaf.low, leaf.high), Zone::Some { .. }));
-        }
-    }
+    let (sampled, to_read) = leaves
+        .iter()
+        .map(|leaf| sample_reads(leaf, blocks.clone()))
+        .fold((0, 0), |(sampled, to_read), (s, r)| (sampled + s, to_read + r));
     to_read * 100 < sampled * SPARSE_READ_PERCENT
+}
+
+/// The verdicts of the last 64 blocks a scan of one leaf passed, to tell which settled blocks it loads anyway
+/// ([`STREAM_READS_MIN`]); a scan starts each leaf of each morsel with none.
+#[derive(Default)]
+struct Stream {
+    /// Bit `i` set: the block `i + 1` before had to be read.
+    reads: u64,
+}
+
+impl Stream {
+    /// Whether the scan loads the next block, which must be read or not, and takes its verdict in.
+    #[inline]
+    fn loads(&mut self, must_read: bool) -> bool {
+        let loads = must_read || self.reads.count_ones() >= STREAM_READS_MIN;
+        self.reads = self.reads << 1 | u64::from(must_read);
+        loads
+    }
+}
+
+/// How many of the first [`META_AHEAD`] blocks of `leaf` in `blocks` there are, and how many of them must be read.
+fn sample_reads(leaf: &RangeLeaf<'_>, blocks: std::ops::Range<usize>) -> (usize, usize) {
+    let sample = &leaf.column.blocks[blocks][..];
+    let sample = &sample[..sample.len().min(META_AHEAD)];
+    let to_read = sample.iter().filter(|meta| matches!(zone(meta, leaf.low, leaf.high), Zone::Some { .. })).count();
+    (sample.len(), to_read)
 }
 
 /// What a block's zone map (`meta`'s `[base, max]`) says about `[low, high]`: no row can be in it, every row is,
@@ -1050,17 +1102,17 @@ mod tests {
                 let mut combined = CombinedMasks::new(combine, range.len());
                 combined.set(0, initial[1]);
                 let bytes = column.combine_range_masks(range.clone(), low, high, &mut combined, depth);
-                let read: Vec<usize> = column.blocks_to_read(range.clone(), low, high).collect();
+                let loaded: Vec<usize> = column.blocks_loaded(range.clone(), low, high).collect();
                 let mut expected_bytes = 0;
                 for block in range.clone() {
                     let mut leaf = [0u64; MASK_WORDS];
                     if column.range_mask(block, low, high, &mut leaf) {
                         expected_bytes += column.bytes_of_blocks(block..block + 1);
-                        assert!(read.contains(&block), "block {block} is read, [{low}, {high}]");
+                        assert!(loaded.contains(&block), "block {block} is read, [{low}, {high}]");
                         assert!(combined.is_written(block - range.start), "block {block} read, not written");
                         assert_eq!(column.blocks_words(block..block + 1), column.block_words(block));
                     } else {
-                        assert!(!read.contains(&block), "block {block} is settled, [{low}, {high}]");
+                        assert!(!loaded.contains(&block), "block {block} is settled, [{low}, {high}]");
                     }
                     let expected: BlockMask = std::array::from_fn(|i| match combine {
                         Combine::Or => initial[block][i] | leaf[i],
@@ -1184,6 +1236,58 @@ mod tests {
                         for row in block * BLOCK_ROWS..(block + 1) * BLOCK_ROWS {
                             let expected = values.iter().any(|v| v[row] <= 10);
                             assert_eq!(mask[row % BLOCK_ROWS / 64] >> (row % 64) & 1 == 1, expected, "row {row}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn settled_blocks_amid_a_stream_of_reads_are_loaded_and_select_the_same() {
+        // `value <= 10` over 300 blocks holding a small value: 9 of every 10 of the first 200, then 6 of every 10
+        // (too few for the skips to be filled); and a column with 6 of every 10 throughout.
+        let rows = 300 * BLOCK_ROWS;
+        let has_small = |block: usize, dense_until: usize| block % 10 < if block < dense_until { 9 } else { 6 };
+        let column_of = |dense_until: usize| -> Vec<i64> {
+            (0..rows)
+                .map(
+                    |r| if has_small(r / BLOCK_ROWS, dense_until) && r % 89 == 5 { 3 } else { 1000 + (r % 555) as i64 },
+                )
+                .collect()
+        };
+        for dense_until in [200, 0] {
+            let values = column_of(dense_until);
+            let column = IntColumn::encode(&values, None, &Policy::OsDefault).unwrap();
+            for range in [0..300usize, 37..260, 190..300, 0..60, 5..5] {
+                // A block is loaded if it must be read, or if at least 52 of the 64 blocks of the range before it
+                // must be.
+                let expected: Vec<usize> = range
+                    .clone()
+                    .filter(|&block| {
+                        let before = block.saturating_sub(64).max(range.start)..block;
+                        has_small(block, dense_until)
+                            || before.filter(|&b| has_small(b, dense_until)).count() >= STREAM_READS_MIN as usize
+                    })
+                    .collect();
+                let loaded: Vec<usize> = column.blocks_loaded(range.clone(), i64::MIN, 10).collect();
+                assert_eq!(loaded, expected, "{range:?}, dense until block {dense_until}");
+                let settled_loaded = loaded.iter().filter(|&&b| !has_small(b, dense_until)).count();
+                if dense_until == 200 && range.start <= 100 && range.end >= 150 {
+                    assert!(settled_loaded > 5, "{range:?}: skips in the dense part filled");
+                } else if dense_until == 0 || range.start >= 190 || range.is_empty() {
+                    assert_eq!(settled_loaded, 0, "{range:?}: no 64 blocks of the dense part");
+                }
+                let expected_bytes: u64 = loaded.iter().map(|&b| column.bytes_of_blocks(b..b + 1)).sum();
+                for depth in [0, 2, PREFETCH_BLOCKS_MAX] {
+                    let mut masks = CombinedMasks::new(Combine::Or, range.len());
+                    let bytes = column.combine_range_masks(range.clone(), i64::MIN, 10, &mut masks, depth);
+                    assert_eq!(bytes, expected_bytes, "{range:?}, depth {depth}: the bytes loaded count");
+                    for (i, block) in range.clone().enumerate() {
+                        let mask = masks.get(i);
+                        for row in block * BLOCK_ROWS..(block + 1) * BLOCK_ROWS {
+                            let selected = mask[row % BLOCK_ROWS / 64] >> (row % 64) & 1 == 1;
+                            assert_eq!(selected, values[row] <= 10, "row {row}");
                         }
                     }
                 }
