@@ -833,10 +833,7 @@ mod tests {
     /// Two sealed blocks and two unsealed rows, with a NULL in every seventh `b`.
     fn small_table() -> Table {
         use numadb_storage::{ColumnDef, TableOptions};
-        let columns = vec![
-            ColumnDef { name: "k".into(), data_type: DataType::Integer, nullable: false },
-            ColumnDef { name: "b".into(), data_type: DataType::BigInt, nullable: true },
-        ];
+        let columns = vec![ColumnDef::new("k", DataType::Integer, false), ColumnDef::new("b", DataType::BigInt, true)];
         let options = TableOptions { partition_rows: 2048, ..TableOptions::default() };
         let table = Table::new("odd \"name\"", columns, Some(0), options).unwrap();
         let rows = (1..=2050i64)
@@ -869,7 +866,7 @@ mod tests {
         assert_eq!(Fingerprint::sql(&table), "SELECT count(*), sum(\"k\"), sum(\"b\") FROM \"odd \"\"name\"\"\"");
         let text = Table::new(
             "t",
-            vec![numadb_storage::ColumnDef { name: "s".into(), data_type: DataType::Text, nullable: true }],
+            vec![numadb_storage::ColumnDef::new("s", DataType::Text, true)],
             None,
             numadb_storage::TableOptions::default(),
         )

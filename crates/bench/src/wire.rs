@@ -137,11 +137,7 @@ fn load_thesis(session: &mut Session, rows: u64, index: IndexKind) -> Result<(),
     let nodes: Vec<u32> = db.topology().nodes_with_cpus().iter().collect();
     for (i, name) in ["TBL_0", "TBL_1"].iter().enumerate() {
         let columns = (0..7)
-            .map(|c| numadb_storage::ColumnDef {
-                name: format!("C{c}"),
-                data_type: numadb_storage::DataType::Integer,
-                nullable: c != 0,
-            })
+            .map(|c| numadb_storage::ColumnDef::new(format!("C{c}"), numadb_storage::DataType::Integer, c != 0))
             .collect();
         let options = numadb_storage::TableOptions {
             placement: numadb_storage::TablePlacement::Node(nodes[i % nodes.len()]),

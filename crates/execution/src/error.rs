@@ -77,6 +77,8 @@ pub mod sqlstate {
     pub const INVALID_TEXT_REPRESENTATION: &str = "22P02";
     /// `22023`
     pub const INVALID_PARAMETER_VALUE: &str = "22023";
+    /// `22001`
+    pub const STRING_DATA_RIGHT_TRUNCATION: &str = "22001";
     /// `22025`
     pub const INVALID_ESCAPE_SEQUENCE: &str = "22025";
     /// `2201W`
@@ -158,6 +160,7 @@ impl From<StorageError> for ExecError {
         let sqlstate = match &error {
             StorageError::Duplicate(_) => sqlstate::UNIQUE_VIOLATION,
             StorageError::NotNull { .. } => sqlstate::NOT_NULL_VIOLATION,
+            StorageError::TooLong(_) => sqlstate::STRING_DATA_RIGHT_TRUNCATION,
             StorageError::Invalid(_) => sqlstate::INVALID_PARAMETER_VALUE,
             StorageError::Placement(numadb_placement::PlacementError::NodeNotUsable(_)) => {
                 sqlstate::INVALID_PARAMETER_VALUE

@@ -775,11 +775,11 @@ mod tests {
 
     fn partition() -> Partition {
         let schema = vec![
-            ColumnDef { name: "i".into(), data_type: DataType::Integer, nullable: true },
-            ColumnDef { name: "t".into(), data_type: DataType::Text, nullable: true },
-            ColumnDef { name: "d".into(), data_type: DataType::Double, nullable: true },
-            ColumnDef { name: "j".into(), data_type: DataType::Integer, nullable: false },
-            ColumnDef { name: "k".into(), data_type: DataType::BigInt, nullable: false },
+            ColumnDef::new("i", DataType::Integer, true),
+            ColumnDef::new("t", DataType::Text, true),
+            ColumnDef::new("d", DataType::Double, true),
+            ColumnDef::new("j", DataType::Integer, false),
+            ColumnDef::new("k", DataType::BigInt, false),
         ];
         let rows = 3000;
         let ints = (0..rows).map(|i| if i % 7 == 0 { Value::Null } else { Value::Int(i as i64 % 100) }).collect();

@@ -309,7 +309,10 @@ impl Shell {
                                     .map(|c| {
                                         vec![
                                             Value::text(&c.name),
-                                            Value::text(c.data_type.sql_name()),
+                                            Value::text(&match c.max_chars {
+                                                Some(n) => format!("character varying({n})"),
+                                                None => c.data_type.sql_name().to_string(),
+                                            }),
                                             Value::text(if c.nullable { "" } else { "not null" }),
                                         ]
                                     })

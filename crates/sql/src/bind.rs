@@ -86,11 +86,87 @@ pub fn data_type(sql: &ast::DataType) -> Result<DataType, ExecError> {
             Some("float8" | "float4" | "double") => DataType::Double,
             Some("text" | "varchar" | "name" | "bpchar") => DataType::Text,
             Some("bool" | "boolean") => DataType::Boolean,
+            Some(name) if !POSTGRES_TYPES.contains(&name) => {
+                return Err(ExecError::new(sqlstate::UNDEFINED_OBJECT, format!("type \"{name}\" does not exist"))
+                    .with_hint("numadb supports integer, bigint, double precision, text/varchar and boolean"));
+            }
             _ => return Err(unsupported_type(sql)),
         },
         other => return Err(unsupported_type(other)),
     })
 }
+
+/// The length limit of a text type: `n` of `varchar(n)` or `char(n)` (`char` alone is `char(1)`), `None` for
+/// any other type or none given. `char(n)` is stored as `varchar(n)` is, without its padding.
+pub fn text_length(sql: &ast::DataType) -> Result<Option<u32>, ExecError> {
+    use ast::DataType as T;
+    let length = match sql {
+        T::Varchar(length) | T::CharacterVarying(length) => length.as_ref(),
+        T::Char(length) | T::Character(length) => {
+            Some(length.as_ref().unwrap_or(&ast::CharacterLength::IntegerLength { length: 1, unit: None }))
+        }
+        _ => None,
+    };
+    match length {
+        Some(ast::CharacterLength::IntegerLength { length: 0, .. }) => Err(ExecError::new(
+            sqlstate::INVALID_PARAMETER_VALUE,
+            format!(
+                "length for type {} must be at least 1",
+                if matches!(sql, T::Varchar(_) | T::CharacterVarying(_)) { "varchar" } else { "char" }
+            ),
+        )),
+        Some(ast::CharacterLength::IntegerLength { length, .. }) if *length > MAX_TEXT_LENGTH => Err(ExecError::new(
+            sqlstate::INVALID_PARAMETER_VALUE,
+            format!("length for type varchar cannot exceed {MAX_TEXT_LENGTH}"),
+        )),
+        Some(ast::CharacterLength::IntegerLength { length, .. }) => Ok(Some(*length as u32)),
+        Some(ast::CharacterLength::Max) | None => Ok(None),
+    }
+}
+
+/// PostgreSQL's types that the SQL parser knows only by name: numadb does not support them (0A000), where a
+/// name that is no type at all does not exist (42704), as in PostgreSQL.
+const POSTGRES_TYPES: [&str; 36] = [
+    "serial",
+    "serial4",
+    "bigserial",
+    "serial8",
+    "smallserial",
+    "serial2",
+    "money",
+    "inet",
+    "cidr",
+    "macaddr",
+    "macaddr8",
+    "oid",
+    "xml",
+    "tsvector",
+    "tsquery",
+    "point",
+    "line",
+    "lseg",
+    "box",
+    "path",
+    "polygon",
+    "circle",
+    "jsonpath",
+    "bit",
+    "varbit",
+    "int4range",
+    "int8range",
+    "numrange",
+    "tsrange",
+    "tstzrange",
+    "daterange",
+    "pg_lsn",
+    "regclass",
+    "timetz",
+    "timestamptz",
+    "citext",
+];
+
+/// PostgreSQL's largest `varchar(n)`.
+const MAX_TEXT_LENGTH: u64 = 10_485_760;
 
 fn unsupported_type(sql: &ast::DataType) -> ExecError {
     ExecError::new(sqlstate::FEATURE_NOT_SUPPORTED, format!("type {sql} is not supported"))
@@ -622,9 +698,23 @@ impl<'a> Binder<'a> {
                 }
                 Ok(Expr::InList { expr: Box::new(inner), list: bound, negated: *negated })
             }
-            E::Cast { expr: operand, data_type: target, .. } => {
-                let target = data_type(target)?;
+            E::Cast { expr: operand, data_type: sql_target, .. } => {
+                let target = data_type(sql_target)?;
                 let inner = self.bind_expr(operand, scope)?;
+                // An explicit cast to `varchar(n)` keeps the first n characters, as in PostgreSQL.
+                if let Some(max_chars) = text_length(sql_target)? {
+                    let text = if inner.data_type() == DataType::Text {
+                        inner
+                    } else {
+                        Expr::Cast { expr: Box::new(inner), to: DataType::Text }
+                    };
+                    let length = Expr::literal(Value::Int(i64::from(max_chars)), DataType::Integer);
+                    return Ok(Expr::Function {
+                        function: numadb_execution::function::ScalarFunction::Left,
+                        args: vec![text, length],
+                        data_type: DataType::Text,
+                    });
+                }
                 match inner {
                     // A number with a fraction is PostgreSQL's numeric, which rounds halves away from zero to an
                     // integer (`2.5::int` is 3), where a double rounds them to even.

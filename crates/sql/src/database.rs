@@ -1183,7 +1183,7 @@ impl Session {
                     )
                     .with_hint("Cast it to bigint (exact, within 64 bits) or double precision."));
                 }
-                columns.push(ColumnDef { name: column.name, data_type: column.data_type, nullable: true });
+                columns.push(ColumnDef::new(column.name, column.data_type, true));
             }
             let table = Table::new(&name, columns, None, table_options(create)?)?;
             let inserted = table.insert(rows)?;
@@ -1222,7 +1222,9 @@ impl Session {
                     other => return Err(unsupported(&format!("the column option {other}"))),
                 }
             }
-            columns.push(ColumnDef { name: column_name, data_type: data_type(&column.data_type)?, nullable });
+            let mut definition = ColumnDef::new(column_name, data_type(&column.data_type)?, nullable);
+            definition.max_chars = crate::bind::text_length(&column.data_type)?;
+            columns.push(definition);
         }
         for constraint in &create.constraints {
             match constraint {

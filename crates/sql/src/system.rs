@@ -12,7 +12,7 @@ use numadb_storage::{ColumnDef, DataType, Table, TableOptions, Value};
 use crate::database::Database;
 
 fn column(name: &str, data_type: DataType) -> ColumnDef {
-    ColumnDef { name: name.to_string(), data_type, nullable: true }
+    ColumnDef::new(name, data_type, true)
 }
 
 fn materialise(name: &str, columns: Vec<ColumnDef>, rows: Vec<Vec<Value>>) -> Result<Arc<Table>, ExecError> {

@@ -34,9 +34,7 @@ pub fn load_thesis_tables(
             return Err(ExecError::new(sqlstate::DUPLICATE_TABLE, format!("relation \"{name}\" already exists"))
                 .with_hint("DROP TABLE \"TBL_0\", \"TBL_1\" first"));
         }
-        let columns = (0..7)
-            .map(|c| ColumnDef { name: format!("C{c}"), data_type: DataType::Integer, nullable: c != 0 })
-            .collect();
+        let columns = (0..7).map(|c| ColumnDef::new(format!("C{c}"), DataType::Integer, c != 0)).collect();
         let placement = TablePlacement::Node(nodes[i % nodes.len()]);
         let mut options = TableOptions { placement, ..TableOptions::default() };
         if let Some(rows) = partition_rows {

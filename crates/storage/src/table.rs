@@ -37,6 +37,9 @@ pub enum StorageError {
         /// Column.
         column: String,
     },
+    /// A text longer than its column allows ([`ColumnDef::fit`]).
+    #[error("{0}")]
+    TooLong(String),
     /// A row or value that does not fit the table.
     #[error("{0}")]
     Invalid(String),
@@ -427,9 +430,9 @@ impl Table {
 
     /// Checks and inserts rows (each with one value per column, already of the column's type). Returns the
     /// number inserted. All rows are checked before any is inserted: a failing statement inserts nothing.
-    pub fn insert(&self, rows: Vec<Vec<Value>>) -> Result<u64, StorageError> {
+    pub fn insert(&self, mut rows: Vec<Vec<Value>>) -> Result<u64, StorageError> {
         let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        for row in &rows {
+        for row in &mut rows {
             if row.len() != self.columns.len() {
                 return Err(StorageError::Invalid(format!(
                     "INSERT has {} values but table \"{}\" has {} columns",
@@ -438,10 +441,11 @@ impl Table {
                     self.columns.len()
                 )));
             }
-            for (value, definition) in row.iter().zip(&self.columns) {
+            for (value, definition) in row.iter_mut().zip(&self.columns) {
                 if value.is_null() && !definition.nullable {
                     return Err(StorageError::NotNull { table: self.name.clone(), column: definition.name.clone() });
                 }
+                definition.fit(value).map_err(StorageError::TooLong)?;
             }
         }
         let indexes = self.read().indexes.clone();
@@ -509,7 +513,8 @@ impl Table {
     }
 
     /// Appends partitions built with [`Partition::build`] from consecutive slots, checking keys against the
-    /// unique indexes. When the table was empty, indexes are rebuilt from the data in one pass.
+    /// unique indexes. When the table was empty, indexes are rebuilt from the data in one pass. Text lengths are
+    /// the builder's to fit ([`ColumnDef::fit`]: COPY fits each value as it parses it).
     pub fn append_partitions(&self, partitions: Vec<Partition>) -> Result<u64, StorageError> {
         let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         self.append_locked(partitions)
@@ -705,7 +710,7 @@ impl Table {
                 }
                 match decide(&row)? {
                     RowChange::Keep => {}
-                    RowChange::Replace(values) => {
+                    RowChange::Replace(mut values) => {
                         if values.len() != width {
                             return Err(StorageError::Invalid(format!(
                                 "a row of table \"{}\" needs {width} values, got {}",
@@ -714,7 +719,7 @@ impl Table {
                             ))
                             .into());
                         }
-                        for (value, definition) in values.iter().zip(&self.columns) {
+                        for (value, definition) in values.iter_mut().zip(&self.columns) {
                             if value.is_null() && !definition.nullable {
                                 return Err(StorageError::NotNull {
                                     table: self.name.clone(),
@@ -722,6 +727,7 @@ impl Table {
                                 }
                                 .into());
                             }
+                            definition.fit(value).map_err(StorageError::TooLong)?;
                         }
                         indexed_values_changed |= indexed.iter().any(|&c| values[c] != row[c]);
                         changes.push((r, RowChange::Replace(values)));
@@ -902,10 +908,7 @@ mod tests {
     use super::*;
 
     fn schema() -> Vec<ColumnDef> {
-        vec![
-            ColumnDef { name: "id".into(), data_type: DataType::Integer, nullable: false },
-            ColumnDef { name: "name".into(), data_type: DataType::Text, nullable: true },
-        ]
+        vec![ColumnDef::new("id", DataType::Integer, false), ColumnDef::new("name", DataType::Text, true)]
     }
 
     fn small() -> TableOptions {

@@ -281,6 +281,32 @@ pub struct ColumnDef {
     pub data_type: DataType,
     /// Whether NULL is allowed.
     pub nullable: bool,
+    /// The most characters a text value may hold (`varchar(n)`, `char(n)`); `None` for any length.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_chars: Option<u32>,
+}
+
+impl ColumnDef {
+    /// A column of any length.
+    pub fn new(name: impl Into<String>, data_type: DataType, nullable: bool) -> Self {
+        ColumnDef { name: name.into(), data_type, nullable, max_chars: None }
+    }
+
+    /// `value` as this column stores it: a text longer than [`ColumnDef::max_chars`] loses the excess if it is all
+    /// spaces, as PostgreSQL does, and is refused otherwise (the message is PostgreSQL's).
+    pub fn fit(&self, value: &mut Value) -> Result<(), String> {
+        let (Some(max_chars), Value::Text(text)) = (self.max_chars, &*value) else { return Ok(()) };
+        // Bytes bound characters from above: most values are settled without counting.
+        if text.len() <= max_chars as usize {
+            return Ok(());
+        }
+        let Some((end, _)) = text.char_indices().nth(max_chars as usize) else { return Ok(()) };
+        if !text[end..].bytes().all(|b| b == b' ') {
+            return Err(format!("value too long for type character varying({max_chars})"));
+        }
+        *value = Value::text(&text[..end]);
+        Ok(())
+    }
 }
 
 #[cfg(test)]
