@@ -133,6 +133,18 @@ pub enum ScalarFunction {
     /// `width_bucket(x, low, high, count)`: which of `count` equal buckets between `low` and `high` holds `x`
     /// (0 below, `count + 1` above).
     WidthBucket,
+    /// `a & b` (`int8and(a, b)`).
+    BitAnd,
+    /// `a | b` (`int8or(a, b)`).
+    BitOr,
+    /// `a # b` (`int8xor(a, b)`).
+    BitXor,
+    /// `~a` (`int8not(a)`).
+    BitNot,
+    /// `a << n` (`int8shl(a, n)`): `n` taken modulo the width of `a`'s type, as PostgreSQL's C shift does on x86.
+    ShiftLeft,
+    /// `a >> n` (`int8shr(a, n)`): arithmetic, `n` modulo the width as for [`ScalarFunction::ShiftLeft`].
+    ShiftRight,
 }
 
 /// What one argument of a function takes, and what an argument of another type becomes.
@@ -249,6 +261,18 @@ pub const FUNCTION_NAMES: &[&str] = &[
     "gcd",
     "lcm",
     "width_bucket",
+    "int4and",
+    "int8and",
+    "int4or",
+    "int8or",
+    "int4xor",
+    "int8xor",
+    "int4not",
+    "int8not",
+    "int4shl",
+    "int8shl",
+    "int4shr",
+    "int8shr",
 ];
 
 impl ScalarFunction {
@@ -307,6 +331,12 @@ impl ScalarFunction {
             "gcd" => F::Gcd,
             "lcm" => F::Lcm,
             "width_bucket" => F::WidthBucket,
+            "int4and" | "int8and" => F::BitAnd,
+            "int4or" | "int8or" => F::BitOr,
+            "int4xor" | "int8xor" => F::BitXor,
+            "int4not" | "int8not" => F::BitNot,
+            "int4shl" | "int8shl" => F::ShiftLeft,
+            "int4shr" | "int8shr" => F::ShiftRight,
             _ => return None,
         })
     }
@@ -338,7 +368,11 @@ impl ScalarFunction {
             F::Length | F::Ascii | F::OctetLength | F::BitLength => exactly(&[P::Text], Returns::Type(Integer)),
             F::Translate => exactly(&[P::Text, P::Text, P::Text], Returns::Type(Text)),
             F::Chr | F::ToHex => exactly(&[P::Integer], Returns::Type(Text)),
-            F::Gcd | F::Lcm => exactly(&[P::Integer, P::Integer], Returns::WiderArgument),
+            F::Gcd | F::Lcm | F::BitAnd | F::BitOr | F::BitXor => {
+                exactly(&[P::Integer, P::Integer], Returns::WiderArgument)
+            }
+            F::ShiftLeft | F::ShiftRight => exactly(&[P::Integer, P::Integer], Returns::FirstArgument),
+            F::BitNot => exactly(&[P::Integer], Returns::FirstArgument),
             F::WidthBucket => exactly(&[P::Double, P::Double, P::Double, P::Integer], Returns::Type(Integer)),
             F::Round | F::Trunc => at_least(1, &[P::Double, P::Integer], Returns::Type(Double)),
             F::Floor | F::Ceil | F::Sign | F::Sqrt | F::Cbrt | F::Exp | F::Ln | F::Log10 => {
@@ -430,6 +464,12 @@ impl ScalarFunction {
             F::Gcd => "gcd",
             F::Lcm => "lcm",
             F::WidthBucket => "width_bucket",
+            F::BitAnd => "int8and",
+            F::BitOr => "int8or",
+            F::BitXor => "int8xor",
+            F::BitNot => "int8not",
+            F::ShiftLeft => "int8shl",
+            F::ShiftRight => "int8shr",
         }
     }
 
@@ -732,6 +772,21 @@ impl ScalarFunction {
                 checked_int(i64::try_from(result).ok(), data_type)?
             }
             F::WidthBucket => width_bucket(double(0)?, double(1)?, double(2)?, int(3)?)?,
+            // Both operands have the result's type, so the result does too.
+            F::BitAnd => Value::Int(int(0)? & int(1)?),
+            F::BitOr => Value::Int(int(0)? | int(1)?),
+            F::BitXor => Value::Int(int(0)? ^ int(1)?),
+            F::BitNot => Value::Int(!int(0)?),
+            F::ShiftLeft | F::ShiftRight => {
+                // The count as C's shift sees it on x86: its low bits (a negative count wraps round too).
+                let (value, count) = (int(0)?, int(1)? as u32);
+                Value::Int(match (self == F::ShiftLeft, data_type == DataType::Integer) {
+                    (true, true) => i64::from((value as i32).wrapping_shl(count)),
+                    (false, true) => i64::from((value as i32).wrapping_shr(count)),
+                    (true, false) => value.wrapping_shl(count),
+                    (false, false) => value.wrapping_shr(count),
+                })
+            }
             F::Coalesce | F::Greatest | F::Least | F::Concat | F::ConcatWs => {
                 return Err(ExecError::internal(format!("{} is not strict", self.name())));
             }

@@ -589,6 +589,31 @@ impl<'a> Binder<'a> {
                 let args = vec![self.bind_expr(left, scope)?, self.bind_expr(right, scope)?];
                 self.call_function(ScalarFunction::Power, args)
             }
+            // PostgreSQL's bitwise operators on integers are functions here.
+            E::BinaryOp {
+                left,
+                op:
+                    op @ (BinaryOperator::BitwiseAnd
+                    | BinaryOperator::BitwiseOr
+                    | BinaryOperator::PGBitwiseXor
+                    | BinaryOperator::PGBitwiseShiftLeft
+                    | BinaryOperator::PGBitwiseShiftRight),
+                right,
+            } => {
+                let function = match op {
+                    BinaryOperator::BitwiseAnd => ScalarFunction::BitAnd,
+                    BinaryOperator::BitwiseOr => ScalarFunction::BitOr,
+                    BinaryOperator::PGBitwiseXor => ScalarFunction::BitXor,
+                    BinaryOperator::PGBitwiseShiftLeft => ScalarFunction::ShiftLeft,
+                    _ => ScalarFunction::ShiftRight,
+                };
+                let args = vec![self.bind_expr(left, scope)?, self.bind_expr(right, scope)?];
+                self.call_function(function, args)
+            }
+            E::UnaryOp { op: UnaryOperator::BitwiseNot, expr: operand } => {
+                let args = vec![self.bind_expr(operand, scope)?];
+                self.call_function(ScalarFunction::BitNot, args)
+            }
             E::BinaryOp { left, op, right } => {
                 let left = self.bind_expr(left, scope)?;
                 let right = self.bind_expr(right, scope)?;
