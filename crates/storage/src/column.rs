@@ -210,13 +210,16 @@ const SPARSE_READ_PERCENT: usize = 30;
 /// A skip breaks the stream the memory and the hardware prefetchers were serving, and the skips of a scan reading
 /// most of its blocks are scattered: on the thesis aggregation (50 million rows, 2 workers), the scans loading the
 /// 87% of blocks range_pred 100 000 must read took longer than full scans loading all of them (14.8 against 13.9
-/// ms with the memory fast, 22 against 20.5 ms with it slow). Loading the settled blocks of every morsel that
-/// read at least 60% of its first 24 took 13.7-14.1 ms fast (processes alternating, three rounds of 18 runs per
-/// query each; medians); but at range_pred 50 000, where 64% of blocks must be read, filling gained nothing when
-/// the memory was fast (13.3-13.5 ms either way) and lost 10% when it was slow: the bandwidth it spends is then
-/// what the scan waits for. Hence the line at 52 of 64 (81%), which a scan reading 87% of its blocks reaches at
-/// nine skips in ten and one reading 64% almost never.
-const STREAM_READS_MIN: u32 = 52;
+/// ms with the memory fast, 22 against 20.5 ms with it slow). Filling every skip of a morsel whose first 24
+/// blocks were at least 60% to read took 13.7-14.1 ms fast (processes alternating, three rounds of 18 runs per
+/// query each; medians), but lost 10% at range_pred 50 000 (64% of blocks to read) when the memory was slow: the
+/// bandwidth it spends is then what the scan waits for. Over the window of 64 blocks (same method, four to
+/// eight rounds), against no filling:
+/// - 52 (81%): range_pred 70 000 to 150 000 3-9% faster in either phase, 50 000 unchanged;
+/// - 44 (69%): as 52 when the memory is slow (50 000 to 85 000 within 1.5% of each other), and 2-6% faster than
+///   52 at 50 000 to 85 000 when it is fast;
+/// - 38 (59%): 4-5% slower than 44 at range_pred 40 000 (56% to read) and 2% at 50 000 when the memory is slow.
+const STREAM_READS_MIN: u32 = 44;
 
 /// How many blocks beyond the L1 prefetch ring a sparse scan asks for into L2 (see [`SPARSE_READ_PERCENT`]). Four
 /// measured the same as two.
@@ -1260,7 +1263,7 @@ mod tests {
             let values = column_of(dense_until);
             let column = IntColumn::encode(&values, None, &Policy::OsDefault).unwrap();
             for range in [0..300usize, 37..260, 190..300, 0..60, 5..5] {
-                // A block is loaded if it must be read, or if at least 52 of the 64 blocks of the range before it
+                // A block is loaded if it must be read, or if at least 44 of the 64 blocks of the range before it
                 // must be.
                 let expected: Vec<usize> = range
                     .clone()
