@@ -726,21 +726,7 @@ impl<'a> Binder<'a> {
             E::Cast { expr: operand, data_type: sql_target, .. } => {
                 let target = data_type(sql_target)?;
                 let inner = self.bind_expr(operand, scope)?;
-                // An explicit cast to `varchar(n)` keeps the first n characters, as in PostgreSQL.
-                if let Some(max_chars) = text_length(sql_target)? {
-                    let text = if inner.data_type() == DataType::Text {
-                        inner
-                    } else {
-                        Expr::Cast { expr: Box::new(inner), to: DataType::Text }
-                    };
-                    let length = Expr::literal(Value::Int(i64::from(max_chars)), DataType::Integer);
-                    return Ok(Expr::Function {
-                        function: numadb_execution::function::ScalarFunction::Left,
-                        args: vec![text, length],
-                        data_type: DataType::Text,
-                    });
-                }
-                match inner {
+                let cast = match inner {
                     // A number with a fraction is PostgreSQL's numeric, which rounds halves away from zero to an
                     // integer (`2.5::int` is 3), where a double rounds them to even.
                     Expr::Literal { value: Value::Double(v), .. } if target.is_integer() && signed_number(operand) => {
@@ -756,6 +742,15 @@ impl<'a> Binder<'a> {
                         Ok(Expr::literal(cast(value, target)?, target))
                     }
                     other => Ok(Expr::Cast { expr: Box::new(other), to: target }),
+                };
+                // An explicit cast to `varchar(n)` keeps the first n characters, as in PostgreSQL.
+                match text_length(sql_target)? {
+                    Some(max_chars) => Ok(Expr::Function {
+                        function: ScalarFunction::Left,
+                        args: vec![cast?, Expr::literal(Value::Int(i64::from(max_chars)), DataType::Integer)],
+                        data_type: DataType::Text,
+                    }),
+                    None => cast,
                 }
             }
             E::Function(function) => self.bind_function(function, scope),

@@ -579,10 +579,13 @@ pub fn combine_range_leaves(
 /// Whether fewer than [`SPARSE_READ_PERCENT`] of the first [`META_AHEAD`] blocks of `leaves` in `blocks` must be
 /// read: a scan that will jump over most of its blocks. Their descriptors have just been asked for.
 fn is_sparse(leaves: &[RangeLeaf<'_>], blocks: std::ops::Range<usize>) -> bool {
-    let (sampled, to_read) = leaves
-        .iter()
-        .map(|leaf| sample_reads(leaf, blocks.clone()))
-        .fold((0, 0), |(sampled, to_read), (s, r)| (sampled + s, to_read + r));
+    let (mut sampled, mut to_read) = (0, 0);
+    for leaf in leaves {
+        for meta in leaf.column.blocks[blocks.clone()].iter().take(META_AHEAD) {
+            sampled += 1;
+            to_read += usize::from(matches!(zone(meta, leaf.low, leaf.high), Zone::Some { .. }));
+        }
+    }
     to_read * 100 < sampled * SPARSE_READ_PERCENT
 }
 
@@ -602,14 +605,6 @@ impl Stream {
         self.reads = self.reads << 1 | u64::from(must_read);
         loads
     }
-}
-
-/// How many of the first [`META_AHEAD`] blocks of `leaf` in `blocks` there are, and how many of them must be read.
-fn sample_reads(leaf: &RangeLeaf<'_>, blocks: std::ops::Range<usize>) -> (usize, usize) {
-    let sample = &leaf.column.blocks[blocks][..];
-    let sample = &sample[..sample.len().min(META_AHEAD)];
-    let to_read = sample.iter().filter(|meta| matches!(zone(meta, leaf.low, leaf.high), Zone::Some { .. })).count();
-    (sample.len(), to_read)
 }
 
 /// What a block's zone map (`meta`'s `[base, max]`) says about `[low, high]`: no row can be in it, every row is,
