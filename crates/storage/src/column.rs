@@ -320,7 +320,7 @@ impl IntColumn {
     }
 
     /// The blocks of `blocks` whose data [`IntColumn::combine_range_masks`] loads for `[low, high]`: those the
-    /// zone map cannot settle, and those settled amid a stream of reads ([`STREAM_READS_MIN`]).
+    /// zone map cannot settle, and those settled amid a stream of reads (`STREAM_READS_MIN`).
     /// Benchmarks use it to read exactly the bytes a scan reads, without decoding them.
     pub fn blocks_loaded(&self, blocks: std::ops::Range<usize>, low: i64, high: i64) -> impl Iterator<Item = usize> {
         let mut stream = Stream::default();
@@ -379,7 +379,7 @@ impl IntColumn {
     /// of its blocks).
     /// A block the zone map settles costs no kernel call and, where its verdict is the identity of the combination
     /// (nothing for an OR, everything for an AND), not even a write; nor a load of its data, unless the scan reads
-    /// so many of the blocks before it that it is loaded to keep their stream whole ([`STREAM_READS_MIN`]).
+    /// so many of the blocks before it that it is loaded to keep their stream whole (`STREAM_READS_MIN`).
     pub fn combine_range_masks(
         &self,
         blocks: std::ops::Range<usize>,
