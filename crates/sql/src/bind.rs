@@ -1695,8 +1695,9 @@ impl<'a> Binder<'a> {
             return unsupported(&format!("a correlated subquery (\"{name}\" is the enclosing query's) of this form"))
                 .with_hint(
                     "numadb plans correlated EXISTS, NOT EXISTS and IN in WHERE, and scalar subqueries that \
-                     aggregate, when the subquery meets the outer row only through equalities (inner.x = outer.y); \
-                     rewrite others as a join or a subquery in FROM.",
+                     aggregate, when the subquery meets the outer row only through equalities (inner.x = outer.y), \
+                     and EXISTS / NOT EXISTS also with one other comparison (inner.x < outer.y); rewrite others \
+                     as a join or a subquery in FROM.",
                 );
         }
         error

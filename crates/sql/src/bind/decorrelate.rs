@@ -10,6 +10,10 @@
 //! - `NOT EXISTS` left-joins them and keeps the rows that found none (a marker column IS NULL);
 //! - `x IN (SELECT v …)` joins the distinct (keys, v) on the keys and `v = x` (in WHERE, IN's NULL answers and
 //!   FALSE both drop the row, so the join is exact). `NOT IN` is not rewritten: its NULL rules are not a join's.
+//! - `[NOT] EXISTS` whose subquery also compares an inner expression with the outer row once by `<`, `<=`, `>`,
+//!   `>=` or `<>` (`… WHERE b.k = a.k AND b.s <> a.s`, TPC-H Q21's form; the equalities may be absent) left-joins
+//!   the inner rows grouped by their keys with the least and greatest of that expression, and tests them in WHERE
+//!   (`exists_with_residual`). Two such comparisons are not rewritten: one row must meet both.
 //!
 //! A scalar subquery in a WHERE condition (under comparisons, arithmetic, BETWEEN, IS NULL, NOT), or in the select
 //! list of a query that is not grouped, that aggregates such rows (`x > (SELECT avg(b.y) FROM b WHERE b.k = a.k)`)
@@ -18,13 +22,15 @@
 //! otherwise), computed only for those rows, as PostgreSQL computes it only then. EXISTS and IN over an aggregating
 //! subquery are not rewritten: it has one row whatever the keys.
 //!
-//! Anything else correlated (other comparisons with outer columns, scalar subqueries that do not aggregate or sit
+//! Anything else correlated (other comparisons with outer columns, in scalar subqueries, IN or twice, scalar subqueries that do not aggregate or sit
 //! in the select list, subqueries over joins) is left as it is, and binding refuses it with 0A000 as before. The joined relations are named `__numadb_sq<n>`, and `*` does
 //! not list their columns.
 
 use sqlparser::ast::{self, BinaryOperator, Expr as E, Select, SetExpr, TableFactor};
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::Parser;
+
+use numadb_storage::DataType;
 
 use super::{Binder, fold, object_name};
 
@@ -34,9 +40,47 @@ pub(super) const HIDDEN_RELATION: &str = "__numadb_sq";
 /// The names visible in one FROM: each relation's qualifier and column names.
 struct Names {
     relations: Vec<(String, Vec<String>)>,
+    /// The boolean columns, as (qualifier, name): their least and greatest are bool_and and bool_or.
+    booleans: Vec<(String, String)>,
 }
 
 impl Names {
+    /// Whether `expr` is a boolean: a boolean column, or an expression of a form that is one.
+    fn is_boolean(&self, expr: &E) -> bool {
+        match expr {
+            E::Identifier(name) => self.booleans.iter().any(|(_, column)| *column == fold(name)),
+            E::CompoundIdentifier(parts) => match parts.as_slice() {
+                [qualifier, name] => self.booleans.iter().any(|(q, c)| *q == fold(qualifier) && *c == fold(name)),
+                _ => false,
+            },
+            E::Nested(inner) => self.is_boolean(inner),
+            E::BinaryOp { op, .. } => matches!(
+                op,
+                BinaryOperator::Eq
+                    | BinaryOperator::NotEq
+                    | BinaryOperator::Lt
+                    | BinaryOperator::LtEq
+                    | BinaryOperator::Gt
+                    | BinaryOperator::GtEq
+                    | BinaryOperator::And
+                    | BinaryOperator::Or
+            ),
+            E::UnaryOp { op: ast::UnaryOperator::Not, .. }
+            | E::IsNull(_)
+            | E::IsNotNull(_)
+            | E::IsTrue(_)
+            | E::IsFalse(_)
+            | E::IsNotTrue(_)
+            | E::IsNotFalse(_)
+            | E::Between { .. }
+            | E::InList { .. }
+            | E::Like { .. }
+            | E::ILike { .. } => true,
+            E::Value(value) => matches!(value.value, ast::Value::Boolean(_)),
+            _ => false,
+        }
+    }
+
     fn has_column(&self, name: &str) -> bool {
         self.relations.iter().any(|(_, columns)| columns.iter().any(|c| c == name))
     }
@@ -53,6 +97,8 @@ struct Correlated<'q> {
     keys: Vec<(E, E)>,
     /// The rest of its WHERE as text (` WHERE (c1) AND (c2)`, or empty).
     local: String,
+    /// One comparison other than `=` with the outer row, inner side first (`b.x < a.y`), for EXISTS only.
+    residual: Option<(E, BinaryOperator, E)>,
 }
 
 /// Which scope an expression's names come from.
@@ -131,25 +177,33 @@ impl Binder<'_> {
 
     /// The qualifiers and column names of a FROM of tables and `WITH` queries (`None` for anything else).
     fn names_in(&self, from: &[ast::TableWithJoins]) -> Option<Names> {
-        let mut relations = Vec::new();
+        let (mut relations, mut booleans) = (Vec::new(), Vec::new());
         for item in from {
             for factor in std::iter::once(&item.relation).chain(item.joins.iter().map(|j| &j.relation)) {
                 let TableFactor::Table { name, alias, args: None, .. } = factor else { return None };
-                let mut columns: Vec<String> = match self.cte_or_view(name).ok()? {
-                    Some(query) => query.columns.iter().map(|c| c.name.clone()).collect(),
-                    None => self.source.resolve(name).ok()?.columns().iter().map(|c| c.name.clone()).collect(),
+                let mut columns: Vec<(String, DataType)> = match self.cte_or_view(name).ok()? {
+                    Some(query) => query.columns.iter().map(|c| (c.name.clone(), c.data_type)).collect(),
+                    None => {
+                        let table = self.source.resolve(name).ok()?;
+                        table.columns().iter().map(|c| (c.name.clone(), c.data_type)).collect()
+                    }
                 };
                 if let Some(alias) = alias {
-                    columns.iter_mut().zip(&alias.columns).for_each(|(c, a)| *c = fold(&a.name));
+                    columns.iter_mut().zip(&alias.columns).for_each(|((c, _), a)| *c = fold(&a.name));
                 }
                 let qualifier = match alias {
                     Some(alias) => fold(&alias.name),
                     None => object_name(name).last().cloned().unwrap_or_default(),
                 };
-                relations.push((qualifier, columns));
+                for (column, data_type) in &columns {
+                    if *data_type == DataType::Boolean {
+                        booleans.push((qualifier.clone(), column.clone()));
+                    }
+                }
+                relations.push((qualifier, columns.into_iter().map(|(c, _)| c).collect()));
             }
         }
-        Some(Names { relations })
+        Some(Names { relations, booleans })
     }
 
     /// Replaces the correlated scalar subqueries in `expr` (under comparisons, arithmetic, BETWEEN, IS [NOT]
@@ -185,7 +239,9 @@ impl Binder<'_> {
     /// aggregate has over no rows (`(SELECT avg(b.x) FROM b WHERE FALSE)`: NULL, or 0 for a count). The keys are
     /// grouped, so an outer row meets one group at most and no row is repeated.
     fn scalar_as_join(&self, subquery: &ast::Query, outer: &Names, hidden: &str) -> Option<(ast::Join, E)> {
-        let Correlated { inner, keys, local } = self.correlated_select(subquery, outer)?;
+        let Correlated { inner, keys, local, residual: None } = self.correlated_select(subquery, outer)? else {
+            return None;
+        };
         let inner_names = self.names_in(&inner.from)?;
         let [ast::SelectItem::UnnamedExpr(value) | ast::SelectItem::ExprWithAlias { expr: value, .. }] =
             inner.projection.as_slice()
@@ -242,6 +298,7 @@ impl Binder<'_> {
         let mut conjuncts = Vec::new();
         split_and(inner.selection.as_ref()?, &mut conjuncts);
         let mut keys: Vec<(E, E)> = Vec::new();
+        let mut residual = None;
         let mut local: Vec<E> = Vec::new();
         for conjunct in conjuncts {
             let refs = references(conjunct, &inner_names, outer);
@@ -249,15 +306,30 @@ impl Binder<'_> {
                 local.push(conjunct.clone());
                 continue;
             }
-            let E::BinaryOp { left, op: BinaryOperator::Eq, right } = conjunct else { return None };
+            let E::BinaryOp { left, op, right } = conjunct else { return None };
             let (l, r) = (references(left, &inner_names, outer), references(right, &inner_names, outer));
-            match (l.inner && !l.outer, r.outer && !r.inner, r.inner && !r.outer, l.outer && !l.inner) {
-                (true, true, _, _) => keys.push((left.as_ref().clone(), right.as_ref().clone())),
-                (_, _, true, true) => keys.push((right.as_ref().clone(), left.as_ref().clone())),
+            let (inner_side, outer_side, op) =
+                match (l.inner && !l.outer, r.outer && !r.inner, r.inner && !r.outer, l.outer && !l.inner) {
+                    (true, true, _, _) => (left.as_ref().clone(), right.as_ref().clone(), op.clone()),
+                    (_, _, true, true) => (right.as_ref().clone(), left.as_ref().clone(), flipped(op)?),
+                    _ => return None,
+                };
+            match op {
+                BinaryOperator::Eq => keys.push((inner_side, outer_side)),
+                BinaryOperator::Lt
+                | BinaryOperator::LtEq
+                | BinaryOperator::Gt
+                | BinaryOperator::GtEq
+                | BinaryOperator::NotEq
+                    if residual.is_none() =>
+                {
+                    residual = Some((inner_side, op, outer_side))
+                }
                 _ => return None,
             }
         }
-        if keys.is_empty() || keys.iter().any(|(i, o)| contains_subquery(i) || contains_subquery(o)) {
+        let mut sides = keys.iter().map(|(i, o)| (i, o)).chain(residual.iter().map(|(i, _, o)| (i, o)));
+        if (keys.is_empty() && residual.is_none()) || sides.any(|(i, o)| contains_subquery(i) || contains_subquery(o)) {
             return None;
         }
         let local = if local.is_empty() {
@@ -265,7 +337,7 @@ impl Binder<'_> {
         } else {
             format!(" WHERE {}", local.iter().map(|c| format!("({c})")).collect::<Vec<_>>().join(" AND "))
         };
-        Some(Correlated { inner, keys, local })
+        Some(Correlated { inner, keys, local, residual })
     }
 
     /// One correlated conjunct as a join (and what stays in WHERE), or `None` when it is not one this rewrite
@@ -276,7 +348,7 @@ impl Binder<'_> {
             E::InSubquery { expr, subquery, negated: false } => (subquery, false, Some(expr.as_ref())),
             _ => return None,
         };
-        let Correlated { inner, keys, local } = self.correlated_select(subquery, outer)?;
+        let Correlated { inner, keys, local, residual } = self.correlated_select(subquery, outer)?;
         let inner_names = self.names_in(&inner.from)?;
         // An aggregating subquery has one row whatever the keys: EXISTS is always TRUE, IN tests that one value.
         if inner.projection.iter().any(|item| match item {
@@ -284,6 +356,13 @@ impl Binder<'_> {
             _ => false,
         }) {
             return None;
+        }
+        if let Some(residual) = residual {
+            if tested.is_some() {
+                return None;
+            }
+            let boolean = inner_names.is_boolean(&residual.0);
+            return exists_with_residual(&keys, residual, boolean, &inner.from[0], &local, negated, hidden);
         }
         // IN's tested value joins the keys; its subquery has exactly one column, read from the inner rows.
         let value = match (tested, inner.projection.as_slice()) {
@@ -322,6 +401,70 @@ impl Binder<'_> {
         });
         Some((join, remaining))
     }
+}
+
+/// `[NOT] EXISTS` over rows meeting the outer row through equalities `keys` (none: every row) and one other
+/// comparison `residual`, as a left join with those rows grouped by their keys and the least and greatest of the
+/// residual's inner side per group, and the condition that stays in WHERE. Some row has `x < y` exactly when
+/// the least `x` does, `x > y` when the greatest does, and `x <> y` when either does: NULL sides never compare
+/// TRUE, and aggregates skip them; an outer row meeting no group (or a NULL) finds nothing, so the test is
+/// FALSE, not NULL (`EXISTS` is never NULL). A `boolean` inner side takes bool_and and bool_or, PostgreSQL having
+/// no min or max of booleans.
+fn exists_with_residual(
+    keys: &[(E, E)],
+    (inner, op, outer): (E, BinaryOperator, E),
+    boolean: bool,
+    from: &ast::TableWithJoins,
+    local: &str,
+    negated: bool,
+    hidden: &str,
+) -> Option<(ast::Join, Option<E>)> {
+    let mut items: Vec<String> =
+        keys.iter().enumerate().map(|(i, (inner, _))| format!("{inner} AS __numadb_k{i}")).collect();
+    // PostgreSQL has no min or max of booleans; FALSE sorts before TRUE.
+    let (least, greatest) = if boolean { ("bool_and", "bool_or") } else { ("min", "max") };
+    items.push(format!("{least}({inner}) AS __numadb_lo"));
+    items.push(format!("{greatest}({inner}) AS __numadb_hi"));
+    let group_by = if keys.is_empty() {
+        String::new()
+    } else {
+        format!(" GROUP BY {}", keys.iter().map(|(inner, _)| inner.to_string()).collect::<Vec<_>>().join(", "))
+    };
+    let on = if keys.is_empty() {
+        "TRUE".to_string()
+    } else {
+        let on: Vec<String> =
+            keys.iter().enumerate().map(|(i, (_, outer))| format!("{hidden}.__numadb_k{i} = ({outer})")).collect();
+        on.join(" AND ")
+    };
+    let text = format!(
+        "SELECT 1 FROM x LEFT JOIN (SELECT {} FROM {from}{local}{group_by}) AS {hidden} ON {on}",
+        items.join(", ")
+    );
+    let join = parse_join(&text)?;
+    let (lo, hi) = (format!("{hidden}.__numadb_lo"), format!("{hidden}.__numadb_hi"));
+    let found = match op {
+        BinaryOperator::Lt | BinaryOperator::LtEq => format!("{lo} {op} ({outer})"),
+        BinaryOperator::Gt | BinaryOperator::GtEq => format!("{hi} {op} ({outer})"),
+        BinaryOperator::NotEq => format!("{lo} <> ({outer}) OR {hi} <> ({outer})"),
+        _ => return None,
+    };
+    let condition = format!("{}COALESCE({found}, FALSE)", if negated { "NOT " } else { "" });
+    let condition = Parser::new(&PostgreSqlDialect {}).try_with_sql(&condition).ok()?.parse_expr().ok()?;
+    Some((join, Some(condition)))
+}
+
+/// The comparison with its operands swapped (`a < b` is `b > a`); `None` for an operator that is not one.
+fn flipped(op: &BinaryOperator) -> Option<BinaryOperator> {
+    Some(match op {
+        BinaryOperator::Eq => BinaryOperator::Eq,
+        BinaryOperator::NotEq => BinaryOperator::NotEq,
+        BinaryOperator::Lt => BinaryOperator::Gt,
+        BinaryOperator::LtEq => BinaryOperator::GtEq,
+        BinaryOperator::Gt => BinaryOperator::Lt,
+        BinaryOperator::GtEq => BinaryOperator::LtEq,
+        _ => return None,
+    })
 }
 
 /// Whether an expression calls an aggregate function.
