@@ -527,15 +527,7 @@ impl<'a> Binder<'a> {
                 while let E::Nested(inner) = list {
                     list = inner;
                 }
-                if !matches!(
-                    compare_op,
-                    BinaryOperator::Eq
-                        | BinaryOperator::NotEq
-                        | BinaryOperator::Lt
-                        | BinaryOperator::LtEq
-                        | BinaryOperator::Gt
-                        | BinaryOperator::GtEq
-                ) {
+                if !is_comparison(compare_op) {
                     return Err(unsupported(&format!("the operator {compare_op} with {name}")));
                 }
                 if let E::Subquery(subquery) = list {
@@ -3353,6 +3345,19 @@ fn map_columns(expr: &Expr, map: &dyn Fn(usize) -> usize) -> Expr {
             Err(never) => match never {},
         },
     }
+}
+
+/// Whether an operator is one of the six comparisons.
+fn is_comparison(op: &BinaryOperator) -> bool {
+    matches!(
+        op,
+        BinaryOperator::Eq
+            | BinaryOperator::NotEq
+            | BinaryOperator::Lt
+            | BinaryOperator::LtEq
+            | BinaryOperator::Gt
+            | BinaryOperator::GtEq
+    )
 }
 
 /// The operator of a binary expression numadb evaluates.

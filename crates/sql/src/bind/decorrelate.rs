@@ -32,7 +32,7 @@ use sqlparser::parser::Parser;
 
 use numadb_storage::DataType;
 
-use super::{Binder, fold, object_name};
+use super::{Binder, fold, is_comparison, object_name};
 
 /// The prefix of the relations the rewrite adds (hidden from `*`).
 pub(super) const HIDDEN_RELATION: &str = "__numadb_sq";
@@ -54,17 +54,7 @@ impl Names {
                 _ => false,
             },
             E::Nested(inner) => self.is_boolean(inner),
-            E::BinaryOp { op, .. } => matches!(
-                op,
-                BinaryOperator::Eq
-                    | BinaryOperator::NotEq
-                    | BinaryOperator::Lt
-                    | BinaryOperator::LtEq
-                    | BinaryOperator::Gt
-                    | BinaryOperator::GtEq
-                    | BinaryOperator::And
-                    | BinaryOperator::Or
-            ),
+            E::BinaryOp { op, .. } => is_comparison(op) || matches!(op, BinaryOperator::And | BinaryOperator::Or),
             E::UnaryOp { op: ast::UnaryOperator::Not, .. }
             | E::IsNull(_)
             | E::IsNotNull(_)
@@ -316,15 +306,7 @@ impl Binder<'_> {
                 };
             match op {
                 BinaryOperator::Eq => keys.push((inner_side, outer_side)),
-                BinaryOperator::Lt
-                | BinaryOperator::LtEq
-                | BinaryOperator::Gt
-                | BinaryOperator::GtEq
-                | BinaryOperator::NotEq
-                    if residual.is_none() =>
-                {
-                    residual = Some((inner_side, op, outer_side))
-                }
+                _ if is_comparison(&op) && residual.is_none() => residual = Some((inner_side, op, outer_side)),
                 _ => return None,
             }
         }
