@@ -468,9 +468,15 @@ const U_COLUMNS: [(&str, &str); 4] = [("uk", "INTEGER"), ("ua", "INTEGER"), ("us
 /// (which goes into `t`'s scan unless an outer join pads `t`) and over `u`, aggregated or as ordered rows.
 fn join_query(rng: &mut Rng, filter: &str) -> (String, bool) {
     if rng.chance(30) {
-        // A correlated subquery with equalities, which numadb plans as a join (scalar ones with the groups).
+        // A correlated subquery with equalities (EXISTS also with one other comparison), which numadb plans as a
+        // join (scalar ones and EXISTS with a comparison with the groups).
         let local = if rng.chance(50) { format!(" AND u.ua > {}", rng.below(41) as i64 - 20) } else { String::new() };
-        let correlated = match rng.below(7) {
+        let op = rng.pick(&["<", "<=", ">", ">=", "<>"]);
+        let correlated = match rng.below(10) {
+            // One comparison other than = besides the equalities (or alone): the groups' least and greatest.
+            7 => format!("EXISTS (SELECT 1 FROM u WHERE u.uk = t.k AND u.ua {op} t.a{local})"),
+            8 => format!("NOT EXISTS (SELECT 1 FROM u WHERE u.us {op} t.s AND t.k = u.uk{local})"),
+            9 => format!("EXISTS (SELECT 1 FROM u WHERE t.a {op} u.ua{local})"),
             4 => format!("t.a > (SELECT avg(u.ua) FROM u WHERE u.uk = t.k{local})"),
             5 => format!("(SELECT count(*) FROM u WHERE u.uk = t.k{local}) = {}", rng.below(3)),
             6 => format!("coalesce(t.s, '') >= (SELECT min(u.us) FROM u WHERE t.a = u.ua{local}) OR t.k < 3"),
