@@ -245,13 +245,11 @@ impl Binder<'_> {
         // Its value over no rows, evaluated only for outer rows that match none (`1/count(*)` fails there only).
         let empty = over_no_rows(value)?;
         let from = &inner.from[0];
-        let mut items: Vec<String> =
-            keys.iter().enumerate().map(|(i, (inner, _))| format!("{inner} AS __numadb_k{i}")).collect();
+        let mut items = key_items(&keys);
         items.push(format!("{value} AS __numadb_v"));
         items.push("TRUE AS __numadb_m".to_string());
         let group_by: Vec<String> = keys.iter().map(|(inner, _)| format!("{inner}")).collect();
-        let on: Vec<String> =
-            keys.iter().enumerate().map(|(i, (_, outer))| format!("{hidden}.__numadb_k{i} = ({outer})")).collect();
+        let on = key_conditions(&keys, hidden);
         let text = format!(
             "SELECT 1 FROM x LEFT JOIN (SELECT {} FROM {from}{local} GROUP BY {}) AS {hidden} ON {}",
             items.join(", "),
@@ -359,14 +357,12 @@ impl Binder<'_> {
             }
             (Some(_), _) => return None,
         };
-        let mut items: Vec<String> =
-            keys.iter().enumerate().map(|(i, (inner, _))| format!("{inner} AS __numadb_k{i}")).collect();
+        let mut items = key_items(&keys);
         if let Some((v, _)) = &value {
             items.push(format!("{v} AS __numadb_v"));
         }
         items.push("TRUE AS __numadb_m".to_string());
-        let mut on: Vec<String> =
-            keys.iter().enumerate().map(|(i, (_, outer))| format!("{hidden}.__numadb_k{i} = ({outer})")).collect();
+        let mut on = key_conditions(&keys, hidden);
         if let Some((_, tested)) = &value {
             on.push(format!("{hidden}.__numadb_v = ({tested})"));
         }
@@ -401,8 +397,7 @@ fn exists_with_residual(
     negated: bool,
     hidden: &str,
 ) -> Option<(ast::Join, Option<E>)> {
-    let mut items: Vec<String> =
-        keys.iter().enumerate().map(|(i, (inner, _))| format!("{inner} AS __numadb_k{i}")).collect();
+    let mut items = key_items(keys);
     // PostgreSQL has no min or max of booleans; FALSE sorts before TRUE.
     let (least, greatest) = if boolean { ("bool_and", "bool_or") } else { ("min", "max") };
     items.push(format!("{least}({inner}) AS __numadb_lo"));
@@ -412,13 +407,7 @@ fn exists_with_residual(
     } else {
         format!(" GROUP BY {}", keys.iter().map(|(inner, _)| inner.to_string()).collect::<Vec<_>>().join(", "))
     };
-    let on = if keys.is_empty() {
-        "TRUE".to_string()
-    } else {
-        let on: Vec<String> =
-            keys.iter().enumerate().map(|(i, (_, outer))| format!("{hidden}.__numadb_k{i} = ({outer})")).collect();
-        on.join(" AND ")
-    };
+    let on = if keys.is_empty() { "TRUE".to_string() } else { key_conditions(keys, hidden).join(" AND ") };
     let text = format!(
         "SELECT 1 FROM x LEFT JOIN (SELECT {} FROM {from}{local}{group_by}) AS {hidden} ON {on}",
         items.join(", ")
@@ -434,6 +423,16 @@ fn exists_with_residual(
     let condition = format!("{}COALESCE({found}, FALSE)", if negated { "NOT " } else { "" });
     let condition = Parser::new(&PostgreSqlDialect {}).try_with_sql(&condition).ok()?.parse_expr().ok()?;
     Some((join, Some(condition)))
+}
+
+/// The select-list items of a rewrite's grouped or distinct inner rows: each key's inner side, named `__numadb_k<i>`.
+fn key_items(keys: &[(E, E)]) -> Vec<String> {
+    keys.iter().enumerate().map(|(i, (inner, _))| format!("{inner} AS __numadb_k{i}")).collect()
+}
+
+/// The join conditions that meet those keys (relation `hidden`) with their outer sides.
+fn key_conditions(keys: &[(E, E)], hidden: &str) -> Vec<String> {
+    keys.iter().enumerate().map(|(i, (_, outer))| format!("{hidden}.__numadb_k{i} = ({outer})")).collect()
 }
 
 /// The comparison with its operands swapped (`a < b` is `b > a`); `None` for an operator that is not one.
