@@ -7,12 +7,22 @@
 //!
 //! Statements are split by sqlparser's tokenizer, so semicolons inside strings or quoted names are not
 //! separators.
+//!
+//! PostgreSQL's `BETWEEN SYMMETRIC` (and the default it names, `BETWEEN ASYMMETRIC`) is not in sqlparser's
+//! grammar. Between lexing and parsing, the keyword is taken out of the tokens and the lower bound wrapped in a
+//! marker call ([`SYMMETRIC_MARKER`]); after parsing, each marked `x BETWEEN a AND b` becomes what PostgreSQL's
+//! own parser makes of it, `x BETWEEN a AND b OR x BETWEEN b AND a` (negated as a whole for `NOT BETWEEN`).
 
 use numadb_execution::{ExecError, sqlstate};
-use sqlparser::ast::{Ident, ObjectName, Statement};
+use std::ops::ControlFlow;
+
+use sqlparser::ast::{
+    BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectName, Statement,
+};
 use sqlparser::dialect::PostgreSqlDialect;
+use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
-use sqlparser::tokenizer::Token;
+use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
 use crate::text;
 
@@ -115,7 +125,12 @@ pub fn parse(sql: &str) -> Result<Vec<Parsed>, ExecError> {
         text::check_complexity(statement)?;
     }
     let dialect = PostgreSqlDialect {};
-    let mut parser = Parser::new(&dialect).try_with_sql(sql).map_err(syntax_error)?;
+    let tokens = Tokenizer::new(&dialect, sql)
+        .with_unescape(true)
+        .tokenize_with_location()
+        .map_err(|e| syntax_error(e.into()))?;
+    let (tokens, symmetric) = mark_symmetric_bounds(tokens);
+    let mut parser = Parser::new(&dialect).with_tokens_with_locations(tokens);
     let mut statements = Vec::new();
     loop {
         while parser.consume_token(&Token::SemiColon) {}
@@ -124,7 +139,13 @@ pub fn parse(sql: &str) -> Result<Vec<Parsed>, ExecError> {
         }
         let statement = match custom_statement(&mut parser).map_err(syntax_error)? {
             Some(custom) => custom,
-            None => Parsed::Sql(Box::new(parser.parse_statement().map_err(syntax_error)?)),
+            None => {
+                let mut statement = parser.parse_statement().map_err(syntax_error)?;
+                if symmetric {
+                    expand_symmetric_betweens(&mut statement);
+                }
+                Parsed::Sql(Box::new(statement))
+            }
         };
         statements.push(statement);
         let next = parser.peek_token().token;
@@ -133,6 +154,113 @@ pub fn parse(sql: &str) -> Result<Vec<Parsed>, ExecError> {
         }
     }
     Ok(statements)
+}
+
+/// The call a `BETWEEN SYMMETRIC`'s lower bound is wrapped in between lexing and parsing: a name no function has.
+pub const SYMMETRIC_MARKER: &str = "__numadb_between_symmetric";
+
+/// `tokens` without the `SYMMETRIC` and `ASYMMETRIC` that follow `BETWEEN`, the lower bound after each `SYMMETRIC`
+/// wrapped in a [`SYMMETRIC_MARKER`] call; and whether there was one. The bound ends at the first `AND` outside
+/// parentheses, brackets and `CASE … END` (PostgreSQL's bound is a `b_expr`, which has no bare `AND`). A bound
+/// with no such `AND` is left as written, for the parser to report; `BETWEEN symmetric AND` names a column.
+fn mark_symmetric_bounds(tokens: Vec<TokenWithSpan>) -> (Vec<TokenWithSpan>, bool) {
+    let is_between = |t: &TokenWithSpan| matches!(&t.token, Token::Word(w) if w.keyword == Keyword::BETWEEN);
+    let modifier_at = |at: usize| {
+        let next = at + tokens[at..].iter().position(|t| !matches!(t.token, Token::Whitespace(_)))?;
+        let symmetric = word_is(&tokens[next].token, "symmetric");
+        (symmetric || word_is(&tokens[next].token, "asymmetric")).then_some((next, symmetric))
+    };
+    // Most statements have neither: they pass untouched.
+    if !(0..tokens.len()).any(|i| is_between(&tokens[i]) && modifier_at(i + 1).is_some()) {
+        return (tokens, false);
+    }
+    let mut out = Vec::with_capacity(tokens.len() + 4);
+    let mut marked = false;
+    let mut i = 0;
+    while i < tokens.len() {
+        out.push(tokens[i].clone());
+        i += 1;
+        if !is_between(&tokens[i - 1]) {
+            continue;
+        }
+        let Some((modifier, symmetric)) = modifier_at(i) else { continue };
+        if !symmetric {
+            i = modifier + 1;
+            continue;
+        }
+        let Some(and) = bound_end(&tokens[modifier + 1..]).map(|n| modifier + 1 + n) else { continue };
+        if tokens[modifier + 1..and].iter().all(|t| matches!(t.token, Token::Whitespace(_))) {
+            // `BETWEEN symmetric AND …`: a column of that name (PostgreSQL reserves the word; quoted, it is one).
+            continue;
+        }
+        let at = |token: Token| TokenWithSpan::new(token, tokens[modifier].span);
+        out.push(at(Token::Whitespace(sqlparser::tokenizer::Whitespace::Space)));
+        out.push(at(Token::make_word(SYMMETRIC_MARKER, None)));
+        out.push(at(Token::LParen));
+        out.extend(tokens[modifier + 1..and].iter().cloned());
+        out.push(at(Token::RParen));
+        out.push(at(Token::Whitespace(sqlparser::tokenizer::Whitespace::Space)));
+        marked = true;
+        i = and;
+    }
+    (out, marked)
+}
+
+/// Where in `tokens` the `AND` that ends a `BETWEEN`'s lower bound is.
+fn bound_end(tokens: &[TokenWithSpan]) -> Option<usize> {
+    let mut depth = 0usize;
+    for (n, token) in tokens.iter().enumerate() {
+        match &token.token {
+            Token::LParen | Token::LBracket => depth += 1,
+            Token::RParen | Token::RBracket => depth = depth.checked_sub(1)?,
+            Token::Word(w) if w.quote_style.is_none() && w.keyword == Keyword::CASE => depth += 1,
+            Token::Word(w) if w.quote_style.is_none() && w.keyword == Keyword::END => depth = depth.checked_sub(1)?,
+            Token::Word(w) if w.quote_style.is_none() && w.keyword == Keyword::AND && depth == 0 => return Some(n),
+            Token::SemiColon | Token::EOF => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Each `x [NOT] BETWEEN marker(a) AND b` in `statement` as `[NOT] (x BETWEEN a AND b OR x BETWEEN b AND a)`.
+fn expand_symmetric_betweens(statement: &mut Statement) {
+    let _ = sqlparser::ast::visit_expressions_mut(statement, |expr| {
+        if let Expr::Between { expr: tested, negated, low, high } = expr
+            && let Some(bound) = symmetric_bound(low)
+        {
+            let between = |low: Expr, high: Expr| Expr::Between {
+                expr: tested.clone(),
+                negated: false,
+                low: Box::new(low),
+                high: Box::new(high),
+            };
+            let either = Expr::Nested(Box::new(Expr::BinaryOp {
+                left: Box::new(between(bound.clone(), (**high).clone())),
+                op: BinaryOperator::Or,
+                right: Box::new(between((**high).clone(), bound)),
+            }));
+            *expr = if *negated {
+                Expr::UnaryOp { op: sqlparser::ast::UnaryOperator::Not, expr: Box::new(either) }
+            } else {
+                either
+            };
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+/// The argument of a [`SYMMETRIC_MARKER`] call.
+fn symmetric_bound(expr: &Expr) -> Option<Expr> {
+    let Expr::Function(call) = expr else { return None };
+    if call.name.to_string() != SYMMETRIC_MARKER {
+        return None;
+    }
+    let FunctionArguments::List(list) = &call.args else { return None };
+    match list.args.as_slice() {
+        [FunctionArg::Unnamed(FunctionArgExpr::Expr(bound))] => Some(bound.clone()),
+        _ => None,
+    }
 }
 
 /// Whether the tokens ahead, starting at `at`, are `NUMA NODE` or `SET ( numa_placement`.
