@@ -76,13 +76,17 @@ pub enum Filter {
         /// `IS NOT NULL`.
         negated: bool,
     },
-    /// Integer column whose value is one of a join's keys: what a join hands the scan of its probing side
-    /// ([`crate::keys`]). NULL is UNKNOWN, as for `=`.
+    /// Integer column whose value is one of a set of keys: what a join hands the scan of its probing side
+    /// ([`crate::keys`]), and a long `IN` list of integers. NULL is UNKNOWN, as for `=`.
     IntKeys {
         /// Column.
         column: usize,
         /// The keys.
         keys: Arc<KeySet>,
+        /// The keys in order, when known (an `IN` list): a block whose zone map holds none of them is not read,
+        /// as the list's `=` ranges would have skipped it. Without them a block is read when it overlaps the
+        /// keys' bounds.
+        sorted: Option<Arc<[i64]>>,
     },
     /// Evaluated row by row.
     Rows(Expr),
@@ -127,6 +131,14 @@ impl TriMask {
         self.f.unwrap_or_else(|| not_mask(&self.t))
     }
 }
+
+/// From how many integers on an integer column an `IN` list is looked up as a set of keys
+/// ([`Filter::IntKeys`]) rather than compared value by value: one kernel pass per value over each block the
+/// value's zone map test leaves, against decoding the block once and looking its 1024 values up. Measured on
+/// 10 million uniform rows (2 workers), random values: 32 values took 6.7 ms as ranges and 12.5 as keys, 64
+/// took 13.0 and 10.8, 1 000 took 200 and 11.6 (on the sorted key column, where each value's zone map finds
+/// one block, keys were faster at every size: 0.29 against 0.45 ms at 32 values).
+pub const IN_KEYS_MIN: usize = 48;
 
 /// A constant for comparing with a column: the literal or parameter value.
 fn constant(expr: &Expr, params: &[Value]) -> Result<Option<Value>, ExecError> {
@@ -322,12 +334,32 @@ pub fn compile(expr: &Expr, params: &[Value]) -> Result<Filter, ExecError> {
             }
         }
         Expr::InList { expr: inner, list, negated } => {
-            let mut alternatives = Vec::with_capacity(list.len());
+            // A long list of integers on an integer column is one set of keys: each block is decoded once and
+            // its values looked up, where one `=` range per value would run a kernel over it per value.
+            let key_column = column_of(inner)
+                .filter(|(_, data_type)| data_type.is_integer() && list.len() >= IN_KEYS_MIN)
+                .map(|(column, _)| column);
+            let mut alternatives = Vec::new();
+            let mut keys = Vec::new();
             for candidate in list {
+                if key_column.is_some()
+                    && let Some(Value::Int(key)) = constant(candidate, params)?
+                {
+                    keys.push(key);
+                    continue;
+                }
                 match compile_comparison(BinaryOp::Eq, inner, candidate, params)? {
                     Some(filter) => alternatives.push(filter),
                     None => return Ok(Filter::Rows(expr.clone())),
                 }
+            }
+            if let Some(column) = key_column
+                && !keys.is_empty()
+            {
+                keys.sort_unstable();
+                keys.dedup();
+                let set = Arc::new(KeySet::of(&keys));
+                alternatives.push(Filter::IntKeys { column, keys: set, sorted: Some(keys.into()) });
             }
             let any = Filter::Or(alternatives);
             if *negated { Filter::Not(Box::new(any)) } else { any }
@@ -494,7 +526,9 @@ impl Filter {
                 }
             }
             Filter::Rows(expr) => rows_leaf(expr, partition, blocks, params, reads, None, out)?,
-            Filter::IntKeys { column, keys } => keys_leaf(partition, *column, keys, blocks, reads, None, out)?,
+            Filter::IntKeys { column, keys, sorted } => {
+                keys_leaf(partition, *column, (keys, sorted.as_deref()), blocks, reads, None, out)?
+            }
             Filter::And(parts) | Filter::Or(parts) if let Some(combine) = self.two_valued_ranges(partition) => {
                 // Two-valued logic (no NULLs): each leaf's block masks combine in place, with no intermediate
                 // vectors of masks.
@@ -523,8 +557,9 @@ impl Filter {
                     };
                     if let Filter::Rows(expr) = part {
                         rows_leaf(expr, partition, blocks.clone(), params, reads, Some(&decided()), &mut scratch)?;
-                    } else if let Filter::IntKeys { column, keys } = part {
+                    } else if let Filter::IntKeys { column, keys, sorted } = part {
                         // A block the parts before have decided is not read.
+                        let keys = (&**keys, sorted.as_deref());
                         keys_leaf(partition, *column, keys, blocks.clone(), reads, Some(&decided()), &mut scratch)?;
                     } else {
                         part.eval_blocks(partition, blocks.clone(), params, prefetch_blocks, reads, &mut scratch)?;
@@ -618,7 +653,7 @@ fn rows_leaf(
 fn keys_leaf(
     partition: &Partition,
     column: usize,
-    keys: &KeySet,
+    (keys, sorted): (&KeySet, Option<&[i64]>),
     blocks: Range<usize>,
     reads: &mut [u64],
     skip: Option<&[BlockMask]>,
@@ -636,7 +671,13 @@ fn keys_leaf(
             out.push(TriMask { t: NONE, f: Some(NONE) });
             continue;
         }
-        let overlaps = keys.bounds().is_some_and(|(low, high)| low <= meta.max && meta.base <= high);
+        let overlaps = match sorted {
+            Some(sorted) => {
+                let first_not_below = sorted.partition_point(|&key| key < meta.base);
+                sorted.get(first_not_below).is_some_and(|&key| key <= meta.max)
+            }
+            None => keys.bounds().is_some_and(|(low, high)| low <= meta.max && meta.base <= high),
+        };
         let hits = if overlaps {
             codes.decode_block(block, &mut values);
             reads[column] += codes.bytes_of_blocks(block..block + 1);
@@ -906,6 +947,39 @@ mod tests {
         check(&Expr::IsNull { expr: i(), negated: false });
         check(&Expr::IsNull { expr: t(), negated: true });
         check(&cmp(BinaryOp::Eq, i(), lit(Value::Null, DataType::Integer)));
+    }
+
+    #[test]
+    fn long_in_lists_are_sets_of_keys_and_agree_with_row_evaluation() {
+        let int = |v: i64| *lit(Value::Int(v), DataType::Integer);
+        let in_list = |column: Box<Expr>, values: &mut dyn Iterator<Item = Expr>, negated: bool| Expr::InList {
+            expr: column,
+            list: values.collect(),
+            negated,
+        };
+        // Column j: block 1 holds 1000..2000, the others 0..63; the sorted keys skip block 1 unless a key is in it.
+        let narrow = || (0..IN_KEYS_MIN as i64).map(|v| int(v * 3));
+        for negated in [false, true] {
+            let expr = in_list(column(3, DataType::Integer), &mut narrow(), negated);
+            let compiled = match compile(&expr, &[]).unwrap() {
+                Filter::Not(inner) => *inner,
+                other => other,
+            };
+            let Filter::Or(parts) = compiled else { panic!("{expr:?}") };
+            assert!(matches!(parts.as_slice(), [Filter::IntKeys { sorted: Some(_), .. }]), "{parts:?}");
+            check(&expr);
+            // One key in the wide block, a NULL (never TRUE; NOT IN never TRUE either), a value out of range.
+            let mut mixed = narrow().chain([int(1500), *lit(Value::Null, DataType::Integer), int(i64::MAX)]);
+            check(&in_list(column(3, DataType::Integer), &mut mixed, negated));
+            // A column with NULLs, and a BIGINT one.
+            check(&in_list(column(0, DataType::Integer), &mut narrow(), negated));
+            let mut bigs = (0..100).map(|v| *lit(Value::Int(v * 50 - 2500), DataType::BigInt));
+            check(&in_list(column(4, DataType::BigInt), &mut bigs, negated));
+        }
+        // Below the threshold, one range per value, as before.
+        let short = in_list(column(3, DataType::Integer), &mut narrow().take(IN_KEYS_MIN - 1), false);
+        let Filter::Or(parts) = compile(&short, &[]).unwrap() else { panic!() };
+        assert!(parts.iter().all(|part| matches!(part, Filter::IntRange { .. })));
     }
 
     #[test]

@@ -540,7 +540,7 @@ fn add_scan(
         // After the WHERE clause's kernels, so that it decodes only blocks they leave rows in, and before its
         // leaves evaluated on rows, so that they skip the rows it drops. A WHERE clause of kernels alone stays one
         // part, which its kernels may evaluate together.
-        let keys = Filter::IntKeys { column: *column, keys: Arc::clone(keys) };
+        let keys = Filter::IntKeys { column: *column, keys: Arc::clone(keys), sorted: None };
         filter = Some(match filter {
             None => keys,
             Some(Filter::And(mut parts)) if parts.iter().any(|part| matches!(part, Filter::Rows(_))) => {
@@ -1451,7 +1451,7 @@ fn filter_row3(filter: &Filter, row: &[Value], params: &[Value]) -> Result<Optio
             _ => None,
         },
         Filter::IsNull { column, negated } => Some(row[*column].is_null() != *negated),
-        Filter::IntKeys { column, keys } => match &row[*column] {
+        Filter::IntKeys { column, keys, .. } => match &row[*column] {
             Value::Int(v) => Some(keys.contains(*v)),
             _ => None,
         },
