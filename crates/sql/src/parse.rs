@@ -13,11 +13,11 @@
 //! marker call ([`SYMMETRIC_MARKER`]); after parsing, each marked `x BETWEEN a AND b` becomes what PostgreSQL's
 //! own parser makes of it, `x BETWEEN a AND b OR x BETWEEN b AND a` (negated as a whole for `NOT BETWEEN`).
 
-use numadb_execution::{ExecError, sqlstate};
 use std::ops::ControlFlow;
 
+use numadb_execution::{ExecError, sqlstate};
 use sqlparser::ast::{
-    BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectName, Statement,
+    BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectName, Statement, UnaryOperator,
 };
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::keywords::Keyword;
@@ -144,6 +144,7 @@ pub fn parse(sql: &str) -> Result<Vec<Parsed>, ExecError> {
                 if symmetric {
                     expand_symmetric_betweens(&mut statement);
                 }
+                parenthesize_double_minus(&mut statement);
                 Parsed::Sql(Box::new(statement))
             }
         };
@@ -245,6 +246,21 @@ fn expand_symmetric_betweens(statement: &mut Statement) {
             } else {
                 either
             };
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+/// Each `- -x` in `statement` as `-(-x)`. sqlparser writes the first as `--x`, which is a comment, and the binder
+/// reads some clauses back from their text (the names a join's inputs must produce, a decorrelated subquery's
+/// condition): `SELECT - - t.k FROM t, u` lost its column.
+fn parenthesize_double_minus(statement: &mut Statement) {
+    let _ = sqlparser::ast::visit_expressions_mut(statement, |expr| {
+        if let Expr::UnaryOp { op: UnaryOperator::Minus, expr: operand } = expr
+            && operand.to_string().starts_with('-')
+        {
+            let inner = std::mem::replace(operand.as_mut(), Expr::Value(sqlparser::ast::Value::Null.into()));
+            **operand = Expr::Nested(Box::new(inner));
         }
         ControlFlow::<()>::Continue(())
     });
