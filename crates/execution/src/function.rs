@@ -526,13 +526,14 @@ impl ScalarFunction {
                 Ok(Value::Text(Arc::from(out)))
             }
             _ => {
-                // Strict functions: NULL in, NULL out, and at most four arguments.
+                // Strict functions: NULL in, NULL out, and at most four arguments. Every argument is evaluated
+                // first, as in PostgreSQL: a NULL one does not hide another's error (`substr(NULL, 1, 1 / 0)`).
                 let mut values = [Value::Null, Value::Null, Value::Null, Value::Null];
                 for (slot, arg) in values.iter_mut().zip(args) {
                     *slot = arg.eval(row, params)?;
-                    if slot.is_null() {
-                        return Ok(Value::Null);
-                    }
+                }
+                if values[..args.len().min(values.len())].iter().any(Value::is_null) {
+                    return Ok(Value::Null);
                 }
                 // to_hex writes a negative number in its own type's width.
                 let data_type = if self == F::ToHex { args[0].data_type() } else { data_type };
@@ -579,12 +580,13 @@ impl ScalarFunction {
             F::Ceil => Value::Double(double(0)?.ceil() + 0.0),
             F::Sign => {
                 let x = double(0)?;
+                // NaN is neither above nor below 0: its sign is 0, as PostgreSQL's comparisons in C make it.
                 Value::Double(if x > 0.0 {
                     1.0
                 } else if x < 0.0 {
                     -1.0
                 } else {
-                    x + 0.0
+                    0.0
                 })
             }
             F::Sqrt => {

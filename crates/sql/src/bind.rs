@@ -995,7 +995,12 @@ impl<'a> Binder<'a> {
                 // (`nullif(NULL, 1)` is an integer, as in PostgreSQL).
                 let left = self.bind_expr(left, scope)?;
                 let right = self.bind_expr(right, scope)?;
-                let (left, right) = self.unify_comparison(left, right)?;
+                let (mut left, right) = self.unify_comparison(left, right)?;
+                // PostgreSQL has no `=` between an integer and a double: the integer becomes a double, and so does
+                // the result (`nullif(1, 2.5)` is 1.0). Integers of both widths compare as they are.
+                if left.data_type().is_integer() && right.data_type() == DataType::Double {
+                    left = Expr::Cast { expr: Box::new(left), to: DataType::Double };
+                }
                 let equal = self.bind_binary(&BinaryOperator::Eq, left.clone(), right)?;
                 let data_type = left.data_type();
                 return Ok(Some(Expr::Case {
@@ -1955,20 +1960,19 @@ impl<'a> Binder<'a> {
 
     /// An ORDER BY item of a set operation: an output column by ordinal or name.
     fn output_position(&self, expr: &ast::Expr, columns: &[OutputColumn]) -> Result<usize, ExecError> {
+        if let Some(constant) = constant_item(expr) {
+            let position =
+                constant.map_err(|()| ExecError::new(sqlstate::SYNTAX_ERROR, "non-integer constant in ORDER BY"))?;
+            return match usize::try_from(position) {
+                Ok(ordinal @ 1..) if ordinal <= columns.len() => Ok(ordinal - 1),
+                _ => Err(ExecError::new(
+                    sqlstate::INVALID_COLUMN_REFERENCE,
+                    format!("ORDER BY position {position} is not in select list"),
+                )),
+            };
+        }
         match expr {
-            ast::Expr::Value(v) => match &v.value {
-                ast::Value::Number(n, _) => {
-                    let ordinal: usize = n.parse().unwrap_or(0);
-                    if ordinal == 0 || ordinal > columns.len() {
-                        return Err(ExecError::new(
-                            sqlstate::INVALID_COLUMN_REFERENCE,
-                            format!("ORDER BY position {n} is not in select list"),
-                        ));
-                    }
-                    Ok(ordinal - 1)
-                }
-                _ => Err(unsupported("ORDER BY a constant")),
-            },
+            ast::Expr::Nested(inner) => self.output_position(inner, columns),
             ast::Expr::Identifier(ident) => {
                 let name = fold(ident);
                 columns.iter().position(|c| c.name == name).ok_or_else(|| {
@@ -2663,20 +2667,23 @@ impl<'a> Binder<'a> {
     ) -> Result<Option<Expr>, ExecError> {
         match expr {
             // Parentheses change nothing (PostgreSQL's parse tree has none): `ORDER BY (x)` names x too.
-            ast::Expr::Nested(inner) => self.select_list_reference(inner, scope, items, for_order_by),
-            ast::Expr::Value(v) => {
-                if let ast::Value::Number(n, _) = &v.value {
-                    let ordinal: usize = n.parse().unwrap_or(0);
-                    if ordinal == 0 || ordinal > items.len() {
-                        return Err(ExecError::new(
-                            sqlstate::INVALID_COLUMN_REFERENCE,
-                            format!("position {n} is not in select list"),
-                        ));
-                    }
-                    return Ok(Some(items[ordinal - 1].0.clone()));
+            ast::Expr::Nested(_) | ast::Expr::Value(_) | ast::Expr::UnaryOp { op: UnaryOperator::Minus, .. }
+                if let Some(constant) = constant_item(expr) =>
+            {
+                let clause = if for_order_by { "ORDER BY" } else { "GROUP BY" };
+                let position = constant.map_err(|()| {
+                    ExecError::new(sqlstate::SYNTAX_ERROR, format!("non-integer constant in {clause}"))
+                })?;
+                match usize::try_from(position) {
+                    Ok(ordinal @ 1..) if ordinal <= items.len() => Ok(Some(items[ordinal - 1].0.clone())),
+                    _ => Err(ExecError::new(
+                        sqlstate::INVALID_COLUMN_REFERENCE,
+                        format!("{clause} position {position} is not in select list"),
+                    )),
                 }
-                Ok(None)
             }
+            ast::Expr::Nested(inner) => self.select_list_reference(inner, scope, items, for_order_by),
+            ast::Expr::Value(_) => Ok(None),
             ast::Expr::Identifier(ident) => {
                 let name = fold(ident);
                 // An input column by that name (a join's, a renamed table's included): GROUP BY means it.
@@ -2901,6 +2908,29 @@ fn post(
     Plan::Post { input: Box::new(input), filter, projection, distinct, order_by, offset, limit, with_ties: false }
 }
 
+/// An ORDER BY or GROUP BY item that is a constant as PostgreSQL's grammar leaves it, which makes it a position in
+/// the select list: an integer (`2`, `(2)`, with any minus signs folded in: `-1`, `- (-7)`), or `Err` for any other
+/// literal (a string, a fraction, an integer beyond 32 bits, a boolean, NULL), which PostgreSQL refuses. `None`:
+/// not a constant item (`+1` and `1 + 1` are expressions, sorted or grouped by like any other).
+fn constant_item(expr: &ast::Expr) -> Option<Result<i64, ()>> {
+    match expr {
+        ast::Expr::Nested(inner) => constant_item(inner),
+        ast::Expr::Value(v) => Some(match &v.value {
+            ast::Value::Number(n, _) => n.parse::<i32>().map(i64::from).map_err(|_| ()),
+            _ => Err(()),
+        }),
+        ast::Expr::UnaryOp { op: UnaryOperator::Minus, expr: inner } => match constant_item(inner)? {
+            Ok(n) => Some(Ok(-n)),
+            // `-1.5`, `-'x'`: a negated fraction is still a non-integer constant; anything else is an expression.
+            Err(()) => match inner.as_ref() {
+                ast::Expr::Value(v) if matches!(v.value, ast::Value::Number(..)) => Some(Err(())),
+                _ => None,
+            },
+        },
+        _ => None,
+    }
+}
+
 /// A result column's name, as PostgreSQL derives it.
 fn column_name(expr: &ast::Expr) -> String {
     named(expr).0
@@ -2930,6 +2960,7 @@ fn named(expr: &ast::Expr) -> (String, u8) {
         // Functions SQL writes with keywords are named as PostgreSQL names them.
         ast::Expr::Floor { .. } => strong("floor"),
         ast::Expr::Ceil { .. } => strong("ceil"),
+        ast::Expr::Substring { shorthand: true, .. } => strong("substr"),
         ast::Expr::Substring { .. } => strong("substring"),
         ast::Expr::Position { .. } => strong("position"),
         ast::Expr::Trim { trim_where: Some(TrimWhereField::Leading), .. } => strong("ltrim"),

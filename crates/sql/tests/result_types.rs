@@ -37,6 +37,7 @@ fn values_carry_their_columns_types() {
         "SELECT a FROM t UNION SELECT d FROM t",
         "SELECT CASE WHEN f THEN a ELSE d END, CASE WHEN f THEN a ELSE b END, CASE WHEN f THEN 1 END FROM t",
         "SELECT coalesce(a, d), coalesce(a, b), coalesce(d, 0), greatest(a, b), least(a, 1.5), nullif(a, 1) FROM t",
+        "SELECT nullif(a, d), nullif(b, d), nullif(a, b), nullif(d, a) FROM t",
         "SELECT abs(a), abs(b), abs(d), length(s), lower(s), a IS DISTINCT FROM 1 FROM t",
         "SELECT sum(a), sum(d), avg(a), count(DISTINCT a), sum(DISTINCT a), min(s), max(b) FROM t",
         "SELECT a + b, a * 2, a + d, -a, a % 2, b / 2 FROM t",
@@ -55,4 +56,15 @@ fn values_carry_their_columns_types() {
             }
         }
     }
+}
+
+#[test]
+fn result_columns_are_named_as_postgresql_names_them() {
+    let database = Database::new().unwrap();
+    let mut session = database.session();
+    let output = session
+        .execute_one("SELECT substr('abc', 2), substring('abc' FROM 2), substring('abc', 2), - - 1, 1 AS one")
+        .unwrap();
+    let names: Vec<&str> = output.columns.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["substr", "substring", "substring", "?column?", "one"]);
 }
