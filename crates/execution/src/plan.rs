@@ -726,7 +726,10 @@ fn describe_output(out: &mut String, indent: &str, output: &ScanOutput, names: &
                     )
                 })
                 .collect();
-            let _ = writeln!(out, "{indent}      Aggregates: {}", calls.join(", "));
+            // A grouping without aggregates (`SELECT DISTINCT`, `GROUP BY` alone) has no line for them.
+            if !calls.is_empty() {
+                let _ = writeln!(out, "{indent}      Aggregates: {}", calls.join(", "));
+            }
         }
     }
 }

@@ -2526,6 +2526,9 @@ impl<'a> Binder<'a> {
         let Some(table) = table else {
             return Err(ExecError::internal("a SELECT without FROM is planned over one empty row"));
         };
+        let plain = !grouped && aggregates.is_empty() && having.is_none();
+        let (group_by, grouped, distinct) =
+            distinct_as_grouping(group_by, grouped, distinct, &items, &sort_exprs, plain)?;
 
         if grouped || !aggregates.is_empty() || having.is_some() {
             // Rewrite everything above the aggregation over its output row: group keys, then aggregates.
@@ -3047,6 +3050,78 @@ fn plan_over_rows(
     } = clauses;
     let columns: Vec<OutputColumn> =
         items.iter().map(|(e, name)| OutputColumn { name: name.clone(), data_type: e.data_type() }).collect();
+    let mut input = input;
+    let mut filter = filter;
+    let scans_rows = matches!(&input, Plan::Scan(ScanPlan { output: ScanOutput::Rows(_), join_keys: None, .. }));
+    // DISTINCT over a scan's rows is grouped in its tasks, as over a table (below).
+    let plain = !grouped && aggregates.is_empty() && having.is_none() && windows.is_empty() && scans_rows;
+    let (group_by, grouped, distinct) = distinct_as_grouping(group_by, grouped, distinct, &items, &sort_exprs, plain)?;
+    let aggregated = grouped || !aggregates.is_empty() || having.is_some();
+    if let Plan::Scan(scan @ ScanPlan { output: ScanOutput::Rows(_), join_keys: None, .. }) = &mut input {
+        let ScanOutput::Rows(projections) = &scan.output else { unreachable!("matched above") };
+        let projections = projections.clone();
+        // The rows are a scan's that only projects (a subquery in FROM such as `(SELECT c % 10 AS g FROM t)`, a
+        // view): WHERE joins the scan's filter, after the subquery's own, so that it runs in the scan's tasks
+        // over the table's columns instead of on the session thread over gathered rows. Not when it reads a
+        // volatile column (`random() AS r … WHERE r < 0.5` must keep the value it returns).
+        if let Some(outer) = filter.take_if(|f| !reads_volatile(f, &projections)) {
+            let outer = substitute_columns(&outer, &projections);
+            scan.filter = Some(match scan.filter.take() {
+                Some(inner) => fold_boolean(vec![inner, outer], BinaryOp::And),
+                None => outer,
+            });
+        }
+        // So does the aggregation: the scan aggregates in its tasks, as over a table.
+        if aggregated && windows.is_empty() && filter.is_none() {
+            let over_table = |e: &Expr| substitute_columns(e, &projections);
+            let exprs_read_volatile = items
+                .iter()
+                .map(|(e, _)| e)
+                .chain(&group_by)
+                .chain(groupings.iter().flatten())
+                .chain(&having)
+                .chain(sort_exprs.iter().map(|(e, _)| e))
+                .any(|e| reads_volatile(e, &projections))
+                || aggregates.iter().any(|a| {
+                    let mut volatile = false;
+                    let _ = a.try_map_exprs(&mut |e| {
+                        volatile |= reads_volatile(e, &projections);
+                        Ok(e.clone())
+                    });
+                    volatile
+                });
+            if !exprs_read_volatile {
+                let table_names: Vec<String> = scan.table.columns().iter().map(|c| c.name.clone()).collect();
+                let keys: Vec<Expr> = group_by.iter().map(over_table).collect();
+                let table_groupings: Vec<Vec<Expr>> =
+                    groupings.iter().map(|call| call.iter().map(over_table).collect()).collect();
+                let table_items: Vec<(Expr, String)> = items.iter().map(|(e, n)| (over_table(e), n.clone())).collect();
+                let grouped_row = GroupedRow {
+                    keys: &keys,
+                    aggregates: aggregates.len(),
+                    sets: sets.as_deref(),
+                    groupings: &table_groupings,
+                    names: &table_names,
+                };
+                let table_having = having.as_ref().map(over_table);
+                let table_sorts: Vec<(Expr, &ast::OrderByOptions)> =
+                    sort_exprs.iter().map(|(e, options)| (over_table(e), *options)).collect();
+                // Over the table's columns an error would name them rather than the subquery's: such a query is
+                // planned over the rows, which says it as PostgreSQL does.
+                if let Ok((projection, having, keys_sorted)) =
+                    over_groups(&table_items, table_having.as_ref(), &table_sorts, &grouped_row)
+                {
+                    let aggregates = aggregates
+                        .iter()
+                        .map(|a| a.try_map_exprs(&mut |e| Ok(over_table(e))))
+                        .collect::<Result<Vec<_>, ExecError>>()?;
+                    scan.output = ScanOutput::Aggregate { group_by: keys, aggregates, sets };
+                    let plan = post(input, having, Some(projection), distinct, keys_sorted, offset, limit);
+                    return Ok((plan, columns));
+                }
+            }
+        }
+    }
     let plan = post(input, filter, None, Dedup::No, Vec::new(), None, None);
     // Window functions run over the rows after WHERE, grouping and HAVING, before the select list; their values
     // are appended to those rows, at `width` on.
@@ -3360,6 +3435,56 @@ fn grouping_argument_error() -> ExecError {
         sqlstate::GROUPING_ERROR,
         "arguments to GROUPING must be grouping expressions of the associated query level",
     )
+}
+
+/// `SELECT DISTINCT` without aggregates, as a grouping by the select list's expressions (each once): the scan's
+/// tasks group their rows (partial tables per domain, merged) where DISTINCT took every row to the session thread.
+/// The same rows come out: DISTINCT and GROUP BY compare values alike (NULLs equal). Returns the grouping keys,
+/// whether the query is grouped, and the deduplication left to do.
+/// `plain`: the query has no GROUP BY, aggregate or HAVING of its own.
+fn distinct_as_grouping(
+    group_by: Vec<Expr>,
+    grouped: bool,
+    distinct: Dedup,
+    items: &[(Expr, String)],
+    sort_exprs: &[(Expr, &ast::OrderByOptions)],
+    plain: bool,
+) -> Result<(Vec<Expr>, bool, Dedup), ExecError> {
+    if distinct != Dedup::Rows || !plain {
+        return Ok((group_by, grouped, distinct));
+    }
+    if sort_exprs.iter().any(|(e, _)| !items.iter().any(|(item, _)| item == e)) {
+        return Err(distinct_order_error());
+    }
+    let mut keys: Vec<Expr> = Vec::with_capacity(items.len());
+    for (item, _) in items {
+        if !keys.contains(item) {
+            keys.push(item.clone());
+        }
+    }
+    Ok((keys, true, Dedup::No))
+}
+
+/// `expr` over a scan's input (the table's columns) where it was over the scan's output `projections`: each column
+/// `i` replaced by `projections[i]`. Columns past them (aggregates', window functions' values) stay.
+fn substitute_columns(expr: &Expr, projections: &[Expr]) -> Expr {
+    match expr {
+        Expr::Column { index, .. } if *index < projections.len() => projections[*index].clone(),
+        _ => {
+            match expr.try_map_children(&mut |e| Ok::<_, std::convert::Infallible>(substitute_columns(e, projections)))
+            {
+                Ok(mapped) => mapped,
+                Err(never) => match never {},
+            }
+        }
+    }
+}
+
+/// Whether `expr` reads one of `projections` that is volatile: substituted, it would be evaluated again.
+fn reads_volatile(expr: &Expr, projections: &[Expr]) -> bool {
+    let mut columns = Vec::new();
+    expr.columns(&mut columns);
+    columns.iter().any(|&c| projections.get(c).is_some_and(Expr::is_volatile))
 }
 
 /// Renumbers column references to positions in `columns` (the scan's output).

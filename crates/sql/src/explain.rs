@@ -91,14 +91,32 @@ mod tests {
 
     #[test]
     fn each_operator_after_the_scan_has_its_rows_and_time() {
+        // DISTINCT over a table is the scan's grouping: 7 groups come out of its tasks.
         let lines = explain_analyze("SELECT DISTINCT b FROM t WHERE a <= 50 ORDER BY b DESC LIMIT 3");
         assert!(line(&lines, "Scan t:").contains("50 selected"), "{lines:#?}");
-        assert!(line(&lines, "Project:").starts_with("Project: 50 rows, "), "{lines:#?}");
-        assert!(line(&lines, "Distinct:").starts_with("Distinct: 7 rows, "), "{lines:#?}");
+        assert!(line(&lines, "Group Key:").ends_with("b"), "{lines:#?}");
+        assert!(line(&lines, "Project:").starts_with("Project: 7 rows, "), "{lines:#?}");
         // Under a LIMIT the sort takes only the first OFFSET + LIMIT of the 7 rows (selected first).
         assert!(line(&lines, "Sort:").starts_with("Sort: 3 rows, "), "{lines:#?}");
         assert!(line(&lines, "Limit:").starts_with("Limit: 3 rows, "), "{lines:#?}");
         assert!(line(&lines, "Limit:").ends_with(" ms on the session thread"));
+        // Over rows that are no scan's, DISTINCT runs after them.
+        let lines = explain_analyze("SELECT DISTINCT x FROM (VALUES (1), (1), (2)) v(x)");
+        assert!(line(&lines, "Distinct:").starts_with("Distinct: 2 rows, "), "{lines:#?}");
+    }
+
+    #[test]
+    fn a_projecting_subquerys_where_and_grouping_run_in_the_scan() {
+        let lines = explain_analyze(
+            "SELECT g, count(*) FROM (SELECT a % 10 AS g, b FROM t WHERE a > 5) s WHERE g < 3 GROUP BY g",
+        );
+        assert!(line(&lines, "-> Parallel Scan on t").contains("hash aggregate"), "{lines:#?}");
+        assert_eq!(line(&lines, "Filter:").trim(), "Filter: ((a > 5) AND ((a % 10) < 3))", "{lines:#?}");
+        assert_eq!(line(&lines, "Group Key:").trim(), "Group Key: (a % 10)", "{lines:#?}");
+        assert!(!lines.iter().any(|l| l.contains("Filter (HAVING)") || l.contains("Aggregate:")), "{lines:#?}");
+        // A volatile column stays where it is evaluated once.
+        let lines = explain_analyze("SELECT count(*) FROM (SELECT random() AS r FROM t) s WHERE r < 0.5");
+        assert!(line(&lines, "Filter (HAVING):").starts_with("Filter (HAVING): "), "{lines:#?}");
     }
 
     #[test]
