@@ -157,6 +157,16 @@ pub enum Expr {
         /// `NOT IN`.
         negated: bool,
     },
+    /// `e [NOT] IN (values)` over a subquery's many values, looked up in a hash set rather than compared one by
+    /// one ([`quantified`]); SQL's rules as for [`Expr::InList`].
+    InSet {
+        /// Operand (an integer when the values are, text when they are).
+        expr: Box<Expr>,
+        /// The values.
+        set: Arc<ValueSet>,
+        /// `NOT IN`.
+        negated: bool,
+    },
     /// `e [NOT] LIKE pattern [ESCAPE c]` and `ILIKE`: `%` matches any run of characters, `_` any one.
     Like {
         /// The text tested.
@@ -235,6 +245,7 @@ impl Expr {
             | Expr::IsNull { .. }
             | Expr::Between { .. }
             | Expr::InList { .. }
+            | Expr::InSet { .. }
             | Expr::Like { .. }
             | Expr::QuantifiedSubquery { .. } => DataType::Boolean,
             Expr::Subquery { data_type, .. } => *data_type,
@@ -264,6 +275,9 @@ impl Expr {
             Expr::IsNull { expr, negated } => Expr::IsNull { expr: boxed(expr)?, negated: *negated },
             Expr::Between { expr, low, high, negated } => {
                 Expr::Between { expr: boxed(expr)?, low: boxed(low)?, high: boxed(high)?, negated: *negated }
+            }
+            Expr::InSet { expr, set, negated } => {
+                Expr::InSet { expr: boxed(expr)?, set: Arc::clone(set), negated: *negated }
             }
             Expr::InList { expr, list, negated } => {
                 let expr = boxed(expr)?;
@@ -320,6 +334,7 @@ impl Expr {
                 expr.columns(out);
                 list.iter().for_each(|e| e.columns(out));
             }
+            Expr::InSet { expr, .. } => expr.columns(out),
             Expr::Like { expr, pattern, .. } => {
                 expr.columns(out);
                 pattern.columns(out);
@@ -421,6 +436,10 @@ impl Expr {
                 }
                 Ok(if *negated { not3(&result) } else { result })
             }
+            Expr::InSet { expr, set, negated } => {
+                let found = set.find(&expr.eval(row, params)?);
+                Ok(if *negated { not3(&found) } else { found })
+            }
             Expr::Like { expr, pattern, negated, case_insensitive, escape } => {
                 match (expr.eval(row, params)?, pattern.eval(row, params)?) {
                     (Value::Null, _) | (_, Value::Null) => Ok(Value::Null),
@@ -472,6 +491,84 @@ impl Expr {
     }
 }
 
+/// From how many values a subquery's `IN` list is a [`ValueSet`]. Below, the list's comparisons one by one (and,
+/// on an integer column, the scan's kernels: `crate::filter::IN_KEYS_MIN` is the same count) cost no more.
+pub const IN_SET_MIN: usize = 48;
+
+/// The values of a long `IN` list, hashed: integers or texts (and whether a NULL was among them).
+#[derive(Debug, PartialEq)]
+pub struct ValueSet {
+    /// The integers, in order (for a scan's zone maps).
+    ints: Arc<[i64]>,
+    int_set: std::collections::HashSet<i64, foldhash::fast::FixedState>,
+    texts: std::collections::HashSet<Arc<str>, foldhash::fast::FixedState>,
+    has_null: bool,
+    len: usize,
+}
+
+impl ValueSet {
+    /// The set of `values` for an operand of type `operand`: integers for an integer operand, texts for a text
+    /// one, each value equal to the operand exactly when `=` says so. `None` for other types (a double operand
+    /// compares with integers as doubles), which stay a list.
+    pub fn of(values: &[Value], operand: DataType) -> Option<ValueSet> {
+        let (mut ints, mut texts, mut has_null) = (Vec::new(), Vec::new(), false);
+        for value in values {
+            match (value, operand) {
+                (Value::Null, _) => has_null = true,
+                (Value::Int(v), DataType::Integer | DataType::BigInt) => ints.push(*v),
+                (Value::Text(t), DataType::Text) => texts.push(Arc::clone(t)),
+                _ => return None,
+            }
+        }
+        ints.sort_unstable();
+        ints.dedup();
+        Some(ValueSet {
+            int_set: ints.iter().copied().collect(),
+            ints: ints.into(),
+            texts: texts.into_iter().collect(),
+            has_null,
+            len: values.len(),
+        })
+    }
+
+    /// `value IN (the values)`: TRUE when one equals it, else NULL if the operand or a value is NULL, else FALSE.
+    pub fn find(&self, value: &Value) -> Value {
+        let found = match value {
+            Value::Null => return Value::Null,
+            Value::Int(v) => self.int_set.contains(v),
+            Value::Text(t) => self.texts.contains(t),
+            _ => false,
+        };
+        if found {
+            Value::Bool(true)
+        } else if self.has_null {
+            Value::Null
+        } else {
+            Value::Bool(false)
+        }
+    }
+
+    /// The integers, in order (none for a set of texts).
+    pub fn ints(&self) -> &Arc<[i64]> {
+        &self.ints
+    }
+
+    /// Whether a NULL was among the values.
+    pub fn has_null(&self) -> bool {
+        self.has_null
+    }
+
+    /// How many values the list had.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the list was empty (never: an empty list is no set).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
 /// `expr op ANY (values)` (`all` false) or `expr op ALL (values)` as an expression over literals, with SQL's
 /// rules: over no values ANY is false and ALL is true (even for a NULL operand); otherwise it is the OR (ANY) or
 /// AND (ALL) of the comparisons with every value, NULLs included. `= ANY` and `<> ALL` become an IN list (the scan
@@ -484,6 +581,11 @@ pub fn quantified(expr: Expr, op: BinaryOp, all: bool, values: Vec<Value>, value
         return Expr::literal(Value::Bool(all), DataType::Boolean);
     }
     if matches!((op, all), (BinaryOp::Eq, false) | (BinaryOp::NotEq, true)) {
+        if values.len() >= IN_SET_MIN
+            && let Some(set) = ValueSet::of(&values, expr.data_type())
+        {
+            return Expr::InSet { expr: Box::new(expr), set: Arc::new(set), negated: all };
+        }
         let list = values.into_iter().map(literal).collect();
         return Expr::InList { expr: Box::new(expr), list, negated: all };
     }

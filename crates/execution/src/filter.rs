@@ -333,6 +333,18 @@ pub fn compile(expr: &Expr, params: &[Value]) -> Result<Filter, ExecError> {
                 _ => Filter::Rows(expr.clone()),
             }
         }
+        Expr::InSet { expr: inner, set, negated } => match column_of(inner) {
+            Some((column, data_type)) if data_type.is_integer() => {
+                let keys = Filter::IntKeys {
+                    column,
+                    keys: Arc::new(KeySet::of(set.ints())),
+                    sorted: Some(Arc::clone(set.ints())),
+                };
+                let any = if set.has_null() { Filter::Or(vec![keys, Filter::Unknown]) } else { keys };
+                if *negated { Filter::Not(Box::new(any)) } else { any }
+            }
+            _ => Filter::Rows(expr.clone()),
+        },
         Expr::InList { expr: inner, list, negated } => {
             // A long list of integers on an integer column is one set of keys: each block is decoded once and
             // its values looked up, where one `=` range per value would run a kernel over it per value.
@@ -975,6 +987,22 @@ mod tests {
             check(&in_list(column(0, DataType::Integer), &mut narrow(), negated));
             let mut bigs = (0..100).map(|v| *lit(Value::Int(v * 50 - 2500), DataType::BigInt));
             check(&in_list(column(4, DataType::BigInt), &mut bigs, negated));
+        }
+        // A subquery's values as a hashed set ([`crate::expr::quantified`]): the same keys on an integer column.
+        for negated in [false, true] {
+            let mut values: Vec<Value> = (0..60).map(|v| Value::Int(v * 3)).collect();
+            for with_null in [false, true] {
+                if with_null {
+                    values.push(Value::Null);
+                }
+                for (index, data_type) in [(3, DataType::Integer), (0, DataType::Integer), (4, DataType::BigInt)] {
+                    let op = if negated { BinaryOp::NotEq } else { BinaryOp::Eq };
+                    let operand = *column(index, data_type);
+                    let expr = crate::expr::quantified(operand, op, negated, values.clone(), data_type);
+                    assert!(matches!(expr, Expr::InSet { .. }), "{expr:?}");
+                    check(&expr);
+                }
+            }
         }
         // Below the threshold, one range per value, as before.
         let short = in_list(column(3, DataType::Integer), &mut narrow().take(IN_KEYS_MIN - 1), false);

@@ -770,6 +770,9 @@ pub fn show_expr(expr: &Expr, names: &[String]) -> String {
             if *negated { "NOT " } else { "" },
             list.iter().map(|e| show_expr(e, names)).collect::<Vec<_>>().join(", ")
         ),
+        Expr::InSet { expr, set, negated } => {
+            format!("({} {}IN ({} values))", show_expr(expr, names), if *negated { "NOT " } else { "" }, set.len())
+        }
         Expr::Like { expr, pattern, negated, case_insensitive, escape } => format!(
             "({} {}{}LIKE {}{})",
             show_expr(expr, names),
