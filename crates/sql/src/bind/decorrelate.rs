@@ -15,6 +15,10 @@
 //!   the inner rows grouped by their keys with the least and greatest of that expression, and tests them in WHERE
 //!   (`exists_with_residual`). Two such comparisons are not rewritten: one row must meet both.
 //!
+//! `[NOT] EXISTS` elsewhere in WHERE or in the select list (under OR, NOT, CASE) is the same join made a left join
+//! that marks the outer rows it holds for (`exists_as_mark`): the test of the mark (IS [NOT] NULL, or the
+//! residual's COALESCE test) takes the subquery's place, TRUE or FALSE as EXISTS is.
+//!
 //! A scalar subquery in a WHERE condition (under comparisons, arithmetic, BETWEEN, IS NULL, NOT), or in the select
 //! list of a query that is not grouped, that aggregates such rows (`x > (SELECT avg(b.y) FROM b WHERE b.k = a.k)`)
 //! becomes a left join with those rows grouped by their keys; the subquery's place takes the group's value or,
@@ -22,8 +26,8 @@
 //! otherwise), computed only for those rows, as PostgreSQL computes it only then. EXISTS and IN over an aggregating
 //! subquery are not rewritten: it has one row whatever the keys.
 //!
-//! Anything else correlated (other comparisons with outer columns, in scalar subqueries, IN or twice, scalar subqueries that do not aggregate or sit
-//! in the select list, subqueries over joins) is left as it is, and binding refuses it with 0A000 as before. The joined relations are named `__numadb_sq<n>`, and `*` does
+//! Anything else correlated (other comparisons with outer columns, in scalar subqueries, IN or twice, IN other than
+//! as a condition of WHERE, scalar subqueries that do not aggregate, subqueries over joins) is left as it is, and binding refuses it with 0A000 as before. The joined relations are named `__numadb_sq<n>`, and `*` does
 //! not list their columns.
 
 use sqlparser::ast::{self, BinaryOperator, Expr as E, Select, SetExpr, TableFactor};
@@ -207,12 +211,34 @@ impl Binder<'_> {
                     *expr = replacement;
                 }
             }
+            E::Exists { subquery, negated } => {
+                let hidden = format!("{HIDDEN_RELATION}{}", joins.len() + 1);
+                if let Some((join, replacement)) = self.exists_as_mark(subquery, *negated, outer, &hidden) {
+                    joins.push(join);
+                    *expr = replacement;
+                }
+            }
             E::BinaryOp { left, right, .. } | E::IsDistinctFrom(left, right) | E::IsNotDistinctFrom(left, right) => {
                 self.rewrite_scalars(left, outer, joins);
                 self.rewrite_scalars(right, outer, joins);
             }
-            E::UnaryOp { expr, .. } | E::Nested(expr) | E::IsNull(expr) | E::IsNotNull(expr) | E::Cast { expr, .. } => {
-                self.rewrite_scalars(expr, outer, joins)
+            E::UnaryOp { expr, .. }
+            | E::Nested(expr)
+            | E::IsNull(expr)
+            | E::IsNotNull(expr)
+            | E::IsTrue(expr)
+            | E::IsNotTrue(expr)
+            | E::IsFalse(expr)
+            | E::IsNotFalse(expr)
+            | E::Cast { expr, .. } => self.rewrite_scalars(expr, outer, joins),
+            E::Case { operand, conditions, else_result, .. } => {
+                for part in operand.iter_mut().chain(else_result.iter_mut()) {
+                    self.rewrite_scalars(part, outer, joins);
+                }
+                for when in conditions {
+                    self.rewrite_scalars(&mut when.condition, outer, joins);
+                    self.rewrite_scalars(&mut when.result, outer, joins);
+                }
             }
             E::Between { expr, low, high, .. } => {
                 for part in [expr, low, high] {
@@ -221,6 +247,44 @@ impl Binder<'_> {
             }
             _ => {}
         }
+    }
+
+    /// A correlated `[NOT] EXISTS` anywhere in an expression (under OR, NOT, CASE's neighbours; in the select list)
+    /// as a left join that marks the outer rows it holds for, and the test of the mark that replaces it: the
+    /// inner rows' distinct keys (`JOIN … ON` meets an outer row at most once), or with one other comparison their
+    /// least and greatest per key group ([`exists_with_residual`]). EXISTS is TRUE or FALSE, never NULL, and so
+    /// is the test.
+    fn exists_as_mark(
+        &self,
+        subquery: &ast::Query,
+        negated: bool,
+        outer: &Names,
+        hidden: &str,
+    ) -> Option<(ast::Join, E)> {
+        let Correlated { inner, keys, local, residual } = self.correlated_select(subquery, outer)?;
+        let inner_names = self.names_in(&inner.from)?;
+        if inner.projection.iter().any(|item| match item {
+            ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => has_aggregate(e),
+            _ => false,
+        }) {
+            return None;
+        }
+        if let Some(residual) = residual {
+            let boolean = inner_names.is_boolean(&residual.0);
+            let (join, test) = exists_with_residual(&keys, residual, boolean, &inner.from[0], &local, negated, hidden)?;
+            return Some((join, E::Nested(Box::new(test?))));
+        }
+        let mut items = key_items(&keys);
+        items.push("TRUE AS __numadb_m".to_string());
+        let text = format!(
+            "SELECT 1 FROM x LEFT JOIN (SELECT DISTINCT {} FROM {}{local}) AS {hidden} ON {}",
+            items.join(", "),
+            inner.from[0],
+            key_conditions(&keys, hidden).join(" AND ")
+        );
+        let join = parse_join(&text)?;
+        let mark = Box::new(E::CompoundIdentifier(vec![ast::Ident::new(hidden), ast::Ident::new("__numadb_m")]));
+        Some((join, E::Nested(Box::new(if negated { E::IsNull(mark) } else { E::IsNotNull(mark) }))))
     }
 
     /// A correlated scalar subquery that aggregates one table's rows meeting the outer row through equalities
