@@ -254,6 +254,27 @@ impl Expr {
         }
     }
 
+    /// Whether the expression is NULL whatever the row, as PostgreSQL's planner folds it: a NULL literal, cast or
+    /// negated, or a strict operator or function with such an operand (looked at a few levels deep only: this
+    /// runs as rows are evaluated).
+    pub fn is_null_constant(&self) -> bool {
+        fn within(expr: &Expr, depth: u32) -> bool {
+            match expr {
+                Expr::Literal { value, .. } => value.is_null(),
+                _ if depth == 0 => false,
+                Expr::Cast { expr, .. } | Expr::Negate { expr, .. } => within(expr, depth - 1),
+                Expr::Binary { op, left, right, .. } if !matches!(op, BinaryOp::And | BinaryOp::Or) => {
+                    within(left, depth - 1) || within(right, depth - 1)
+                }
+                Expr::Function { function, args, .. } if function.is_strict() => {
+                    args.iter().any(|arg| within(arg, depth - 1))
+                }
+                _ => false,
+            }
+        }
+        within(self, 3)
+    }
+
     /// The expression with each direct sub-expression replaced by `f` of it (leaves are cloned): the one place
     /// that knows every variant's children, for rewrites over whole trees.
     pub fn try_map_children<E>(&self, f: &mut impl FnMut(&Expr) -> Result<Expr, E>) -> Result<Expr, E> {
@@ -381,6 +402,14 @@ impl Expr {
                     ExecError::new(sqlstate::UNDEFINED_PARAMETER, format!("there is no parameter ${}", index + 1))
                 })?;
                 coerce_param(value, *data_type)
+            }
+            // A strict operator with a NULL constant operand is NULL, the other operand not evaluated: PostgreSQL
+            // folds it so when planning (`NULL::int + 1 / 0` is NULL, no error).
+            Expr::Binary { op, left, right, .. }
+                if !matches!(op, BinaryOp::And | BinaryOp::Or)
+                    && (left.is_null_constant() || right.is_null_constant()) =>
+            {
+                Ok(Value::Null)
             }
             Expr::Binary { op, left, right, data_type } => {
                 let left_value = left.eval(row, params)?;

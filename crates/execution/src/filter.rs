@@ -22,6 +22,15 @@ use crate::error::ExecError;
 use crate::expr::{BinaryOp, Expr};
 use crate::keys::KeySet;
 
+/// Which of a filter's masks its caller reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wanted {
+    /// The TRUE rows alone: FALSE and UNKNOWN both drop a row.
+    True,
+    /// Both the TRUE and the FALSE rows (a filter under NOT, or combined by three-valued logic).
+    TrueAndFalse,
+}
+
 /// One bound of a text range.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TextBound {
@@ -437,7 +446,7 @@ impl Filter {
             return combine_range_leaves(leaves, partition, blocks, reads, out, prefetch_blocks);
         }
         let mut masks = Vec::with_capacity(blocks.len());
-        self.eval_blocks(partition, blocks, params, prefetch_blocks, reads, &mut masks)?;
+        self.eval_blocks_wanting(partition, blocks, params, prefetch_blocks, reads, &mut masks, Wanted::True)?;
         out.reset(Combine::Or, masks.len());
         for (i, mask) in masks.iter().enumerate().filter(|(_, mask)| mask.t != NONE) {
             out.set(i, mask.t);
@@ -473,6 +482,22 @@ impl Filter {
         prefetch_blocks: usize,
         reads: &mut [u64],
         out: &mut Vec<TriMask>,
+    ) -> Result<(), ExecError> {
+        self.eval_blocks_wanting(partition, blocks, params, prefetch_blocks, reads, out, Wanted::TrueAndFalse)
+    }
+
+    /// [`Filter::eval_blocks`], for a caller that reads the TRUE rows alone (`Wanted::True`: a scan's WHERE
+    /// clause) or both masks exactly.
+    #[allow(clippy::too_many_arguments)]
+    fn eval_blocks_wanting(
+        &self,
+        partition: &Partition,
+        blocks: Range<usize>,
+        params: &[Value],
+        prefetch_blocks: usize,
+        reads: &mut [u64],
+        out: &mut Vec<TriMask>,
+        wanted: Wanted,
     ) -> Result<(), ExecError> {
         out.clear();
         match self {
@@ -558,14 +583,23 @@ impl Filter {
                 // As PostgreSQL orders a qual's clauses by cost and stops at the first that decides a row: the
                 // leaves that cannot fail go first, and a leaf evaluated row by row (one that can fail: a
                 // division by zero, an overflow) skips the rows the leaves before it have decided (FALSE for an
-                // AND, TRUE for an OR), so `b <> 0 AND a / b > 1` raises no error.
+                // AND, TRUE for an OR), so `b <> 0 AND a / b > 1` raises no error. A WHERE clause's own AND (its
+                // list of quals, whose TRUE rows alone are wanted) has decided a row at the first part that is
+                // not TRUE, NULL included, as PostgreSQL stops there: `WHERE NULL AND 1 / 0 > 0` raises nothing.
+                let drops_unknown = is_and && wanted == Wanted::True;
                 let ordered: Vec<&Filter> = cheap_first(parts).collect();
                 ordered[0].eval_blocks(partition, blocks.clone(), params, prefetch_blocks, reads, out)?;
                 let mut scratch = Vec::with_capacity(out.len());
                 for part in &ordered[1..] {
                     scratch.clear();
                     let decided = || -> Vec<BlockMask> {
-                        out.iter().map(|r| if is_and { r.false_mask() } else { r.t }).collect()
+                        out.iter()
+                            .map(|r| match (is_and, drops_unknown) {
+                                (true, true) => not_mask(&r.t),
+                                (true, false) => r.false_mask(),
+                                (false, _) => r.t,
+                            })
+                            .collect()
                     };
                     if let Filter::Rows(expr) = part {
                         rows_leaf(expr, partition, blocks.clone(), params, reads, Some(&decided()), &mut scratch)?;
@@ -1008,6 +1042,40 @@ mod tests {
         let short = in_list(column(3, DataType::Integer), &mut narrow().take(IN_KEYS_MIN - 1), false);
         let Filter::Or(parts) = compile(&short, &[]).unwrap() else { panic!() };
         assert!(parts.iter().all(|part| matches!(part, Filter::IntRange { .. })));
+    }
+
+    #[test]
+    fn a_where_clauses_and_stops_at_the_first_part_that_is_not_true() {
+        let int = |v: i64| lit(Value::Int(v), DataType::Integer);
+        // Column i is NULL in every 7th row: there `i > 1000` is UNKNOWN, elsewhere FALSE. `100 / (j - j)` fails.
+        let failing = cmp(
+            BinaryOp::Gt,
+            Box::new(Expr::Binary {
+                op: BinaryOp::Div,
+                left: int(100),
+                right: Box::new(Expr::Binary {
+                    op: BinaryOp::Sub,
+                    left: column(3, DataType::Integer),
+                    right: column(3, DataType::Integer),
+                    data_type: DataType::Integer,
+                }),
+                data_type: DataType::Integer,
+            }),
+            int(0),
+        );
+        let expr =
+            cmp(BinaryOp::And, Box::new(cmp(BinaryOp::Gt, column(0, DataType::Integer), int(1000))), Box::new(failing));
+        let filter = compile(&expr, &[]).unwrap();
+        let partition = partition();
+        let mut masks = CombinedMasks::new(Combine::Or, 0);
+        let mut reads = vec![0; 5];
+        // A scan wants the TRUE rows: the UNKNOWN ones are dropped before the division.
+        filter.true_masks(&partition, 0..partition.blocks(), &[], 1, &mut reads, &mut masks).unwrap();
+        assert!((0..masks.len()).all(|i| masks.get(i) == NONE));
+        // Under NOT, UNKNOWN and FALSE differ: the division runs on the UNKNOWN rows, and fails.
+        let mut tri = Vec::new();
+        let error = filter.eval_blocks(&partition, 0..partition.blocks(), &[], 1, &mut reads, &mut tri).unwrap_err();
+        assert_eq!(error.sqlstate, crate::sqlstate::DIVISION_BY_ZERO);
     }
 
     #[test]

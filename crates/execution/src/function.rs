@@ -473,6 +473,12 @@ impl ScalarFunction {
         }
     }
 
+    /// Whether a NULL argument makes the call NULL: every function but those that pass NULLs over.
+    pub fn is_strict(self) -> bool {
+        use ScalarFunction as F;
+        !matches!(self, F::Coalesce | F::Greatest | F::Least | F::Concat | F::ConcatWs)
+    }
+
     /// Evaluates the call on a row.
     pub(crate) fn eval(
         self,
@@ -527,7 +533,12 @@ impl ScalarFunction {
             }
             _ => {
                 // Strict functions: NULL in, NULL out, and at most four arguments. Every argument is evaluated
-                // first, as in PostgreSQL: a NULL one does not hide another's error (`substr(NULL, 1, 1 / 0)`).
+                // first, as in PostgreSQL: a NULL one does not hide another's error (`substr(s, 1, 1 / 0)` with
+                // `s` NULL fails), unless it is a NULL constant, which PostgreSQL folds when planning
+                // (`substr(NULL, 1, 1 / 0)` is NULL).
+                if args.iter().any(Expr::is_null_constant) {
+                    return Ok(Value::Null);
+                }
                 let mut values = [Value::Null, Value::Null, Value::Null, Value::Null];
                 for (slot, arg) in values.iter_mut().zip(args) {
                     *slot = arg.eval(row, params)?;

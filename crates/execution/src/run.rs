@@ -20,7 +20,7 @@ use numadb_storage::{ColumnData, Combine, CombinedMasks, Partition, TableSnapsho
 
 use crate::aggregate::{Accumulator, AggregateCall, AggregateFunction, GroupState, PartialAggregate};
 use crate::error::{ExecError, sqlstate};
-use crate::expr::Expr;
+use crate::expr::{BinaryOp, Expr};
 use crate::filter::{Filter, compile, tail_mask};
 use crate::group::{self, IntGroups};
 use crate::keys::{KeyBitmap, KeySet};
@@ -1413,8 +1413,29 @@ fn run_delta(job: &ScanJob, width: usize, ctx: &TaskContext<'_>) -> Result<TaskO
 }
 
 /// Evaluates a compiled filter on one row of values (the delta, lookups' residual predicates): TRUE only.
+/// Whether a row passes a WHERE or HAVING clause. Its conjuncts are PostgreSQL's list of quals: the first that is
+/// not TRUE (FALSE or NULL) drops the row, and those after it are not evaluated (`WHERE NULL AND 1 / 0 > 0` raises
+/// nothing). Inside an expression an AND goes on after a NULL, as it must to tell FALSE from NULL.
 fn filter_row(filter: &Filter, row: &[Value], params: &[Value]) -> Result<bool, ExecError> {
+    if let Filter::And(parts) = filter {
+        for part in crate::filter::cheap_first(parts) {
+            if filter_row3(part, row, params)? != Some(true) {
+                return Ok(false);
+            }
+        }
+        return Ok(true);
+    }
     Ok(filter_row3(filter, row, params)? == Some(true))
+}
+
+/// [`filter_row`] for a clause not compiled into a [`Filter`] (over rows an operator produced).
+fn passes(filter: &Expr, row: &[Value], params: &[Value]) -> Result<bool, ExecError> {
+    match filter {
+        Expr::Binary { op: BinaryOp::And, left, right, .. } => {
+            Ok(passes(left, row, params)? && passes(right, row, params)?)
+        }
+        _ => Ok(matches!(filter.eval(row, params)?, Value::Bool(true))),
+    }
 }
 
 fn filter_row3(filter: &Filter, row: &[Value], params: &[Value]) -> Result<Option<bool>, ExecError> {
@@ -2900,7 +2921,7 @@ fn post_process(
     let mut keyed: Vec<KeyedRow> = Vec::with_capacity(rows.len());
     for row in rows {
         if let Some(filter) = filter
-            && !matches!(filter.eval(&row, params)?, Value::Bool(true))
+            && !passes(filter, &row, params)?
         {
             continue;
         }

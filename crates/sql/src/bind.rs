@@ -2273,6 +2273,13 @@ impl<'a> Binder<'a> {
                 borrowed_names.iter().for_each(|&i| referable[i].1.clear());
                 std::borrow::Cow::Owned(referable)
             };
+            // PostgreSQL reads ORDER BY before GROUP BY: a constant ORDER BY item that is no position is the
+            // error it reports first.
+            for item in order_by {
+                if constant_item(&item.expr).is_some() {
+                    self.select_list_reference(&item.expr, scope, &referable, true)?;
+                }
+            }
             let (group_by, sets, grouped) = match &select.group_by {
                 GroupByExpr::Expressions(exprs, modifiers) if modifiers.is_empty() => {
                     let (keys, sets) = self.grouping_sets(exprs, scope, &referable)?;
