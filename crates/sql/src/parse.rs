@@ -177,8 +177,13 @@ fn mark_symmetric_bounds(tokens: Vec<TokenWithSpan>) -> (Vec<TokenWithSpan>, boo
     }
     let mut out = Vec::with_capacity(tokens.len() + 4);
     let mut marked = false;
+    // Where a marked bound ends (the index of its `AND`), innermost last: a bound may hold another BETWEEN.
+    let mut closes: Vec<(usize, TokenWithSpan)> = Vec::new();
     let mut i = 0;
     while i < tokens.len() {
+        while let Some((_, close)) = closes.pop_if(|(at, _)| *at == i) {
+            out.push(close);
+        }
         out.push(tokens[i].clone());
         i += 1;
         if !is_between(&tokens[i - 1]) {
@@ -198,11 +203,9 @@ fn mark_symmetric_bounds(tokens: Vec<TokenWithSpan>) -> (Vec<TokenWithSpan>, boo
         out.push(at(Token::Whitespace(sqlparser::tokenizer::Whitespace::Space)));
         out.push(at(Token::make_word(SYMMETRIC_MARKER, None)));
         out.push(at(Token::LParen));
-        out.extend(tokens[modifier + 1..and].iter().cloned());
-        out.push(at(Token::RParen));
-        out.push(at(Token::Whitespace(sqlparser::tokenizer::Whitespace::Space)));
+        closes.push((and, at(Token::RParen)));
         marked = true;
-        i = and;
+        i = modifier + 1;
     }
     (out, marked)
 }
