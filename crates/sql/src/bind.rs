@@ -3129,6 +3129,34 @@ fn plan_over_rows(
             }
         }
     }
+    if let Plan::Scan(ScanPlan { output: ScanOutput::Rows(projections), .. }) = &mut input {
+        // A subquery's column no clause reads is not computed (nor its table's columns read), as PostgreSQL
+        // leaves it out: `SELECT k FROM (SELECT k, 1 / 0 AS g FROM t) s` raises nothing. It stays a NULL in its
+        // place, so that the other columns keep their numbers.
+        let mut used = Vec::new();
+        let mut note = |e: &Expr| {
+            e.columns(&mut used);
+            Ok::<_, ExecError>(e.clone())
+        };
+        for expr in filter.iter().chain(items.iter().map(|(e, _)| e)).chain(&group_by).chain(groupings.iter().flatten())
+        {
+            note(expr)?;
+        }
+        for expr in having.iter().chain(sort_exprs.iter().map(|(e, _)| e)) {
+            note(expr)?;
+        }
+        for aggregate in &aggregates {
+            aggregate.try_map_exprs(&mut note)?;
+        }
+        for call in &windows {
+            call.try_map_exprs(&mut note)?;
+        }
+        for (index, projection) in projections.iter_mut().enumerate() {
+            if !used.contains(&index) {
+                *projection = Expr::literal(Value::Null, projection.data_type());
+            }
+        }
+    }
     let plan = post(input, filter, None, Dedup::No, Vec::new(), None, None);
     // Window functions run over the rows after WHERE, grouping and HAVING, before the select list; their values
     // are appended to those rows, at `width` on.
