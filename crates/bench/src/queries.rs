@@ -91,6 +91,22 @@ pub fn queries(rows: u64) -> Vec<(&'static str, String)> {
         ("count distinct", r#"SELECT COUNT(DISTINCT "C1" % 1000) FROM "TBL_0""#.to_string()),
         ("arithmetic filter", format!(r#"SELECT COUNT(*) FROM "TBL_0" WHERE "C1" + "C2" < {half}"#)),
         ("join", format!(r#"SELECT COUNT(*) FROM "TBL_0" a JOIN "TBL_1" b ON a."C1" = b."C0" WHERE a."C2" < {tenth}"#)),
+        (
+            "subquery in FROM",
+            r#"SELECT g, COUNT(*) FROM (SELECT "C1" % 10 AS g, "C2" FROM "TBL_0") s WHERE g < 5 GROUP BY g ORDER BY g"#
+                .to_string(),
+        ),
+        (
+            "select distinct",
+            r#"SELECT COUNT(*) FROM (SELECT DISTINCT "C1" % 1000, "C2" % 7 FROM "TBL_0") s"#.to_string(),
+        ),
+        (
+            "IN (subquery)",
+            format!(
+                r#"SELECT COUNT(*) FROM "TBL_0" WHERE "C1" % {tenth} IN (SELECT "C2" FROM "TBL_1" WHERE "C3" < {})"#,
+                (rows / 50).max(1)
+            ),
+        ),
     ]
 }
 

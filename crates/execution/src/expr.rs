@@ -577,6 +577,12 @@ impl ValueSet {
         }
     }
 
+    /// Whether the integer `value` is one of the values.
+    #[inline]
+    pub fn contains_int(&self, value: i64) -> bool {
+        self.int_set.contains(&value)
+    }
+
     /// The integers, in order (none for a set of texts).
     pub fn ints(&self) -> &Arc<[i64]> {
         &self.ints

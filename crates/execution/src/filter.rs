@@ -911,9 +911,13 @@ mod tests {
 
     /// Every block of the compiled filter agrees with row-by-row evaluation of the expression.
     fn check(expr: &Expr) {
-        let partition = partition();
         let filter = compile(expr, &[]).unwrap();
         assert!(!matches!(filter, Filter::Rows(_)), "{expr:?} did not compile to a block filter");
+        check_filter(expr, &filter);
+    }
+
+    fn check_filter(expr: &Expr, filter: &Filter) {
+        let partition = partition();
         // The scan's plain TRUE masks (combined in place where the filter allows) say what the three-valued ones
         // do, and account the same bytes.
         let (mut true_reads, mut tri_reads) = (vec![0; 5], vec![0; 5]);
@@ -1036,6 +1040,25 @@ mod tests {
                     assert!(matches!(expr, Expr::InSet { .. }), "{expr:?}");
                     check(&expr);
                 }
+            }
+        }
+        // Over an integer expression, a block at a time ([`crate::vector`]), with and without a NULL in the set.
+        let operand = || Expr::Binary {
+            op: BinaryOp::Mod,
+            left: column(0, DataType::Integer),
+            right: lit(Value::Int(10), DataType::Integer),
+            data_type: DataType::Integer,
+        };
+        for negated in [false, true] {
+            for with_null in [false, true] {
+                let mut values: Vec<Value> = (0..60).map(|v| Value::Int(v % 5 - 1)).collect();
+                if with_null {
+                    values.push(Value::Null);
+                }
+                let op = if negated { BinaryOp::NotEq } else { BinaryOp::Eq };
+                let expr = crate::expr::quantified(operand(), op, negated, values, DataType::Integer);
+                assert!(crate::vector::is_int_comparison(&expr), "{expr:?}");
+                check_filter(&expr, &compile(&expr, &[]).unwrap());
             }
         }
         // Below the threshold, one range per value, as before.

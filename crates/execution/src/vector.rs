@@ -46,10 +46,12 @@ impl IntBlock {
     }
 }
 
-/// Whether `expr` is a comparison that [`predicate_block`] evaluates.
+/// Whether `expr` is a comparison that [`predicate_block`] evaluates: of two integer expressions, or an integer
+/// expression `[NOT] IN` a subquery's set of integers.
 pub(crate) fn is_int_comparison(expr: &Expr) -> bool {
     match expr {
         Expr::Binary { op, left, right, .. } if op.is_comparison() => is_int_expr(left) && is_int_expr(right),
+        Expr::InSet { expr, .. } => is_int_expr(expr),
         _ => false,
     }
 }
@@ -91,10 +93,22 @@ pub(crate) fn predicate_block(
     skip: &BlockMask,
     reads: &mut [u64],
 ) -> Result<TriMask, ExecError> {
+    let absent = absent_or_skipped(partition, block, skip);
+    if let Expr::InSet { expr: operand, set, negated } = expr {
+        let operand = int_block(operand, partition, block, &absent, params, reads)?;
+        let found = rows_where(&operand.values, |value| set.contains_int(value));
+        let (mut t, mut f) = ([0u64; MASK_WORDS], [0u64; MASK_WORDS]);
+        for word in 0..MASK_WORDS {
+            // A value not found is FALSE, or NULL when the set holds a NULL; a NULL operand is NULL.
+            let rows = !operand.nulls[word];
+            t[word] = found[word] & rows;
+            f[word] = if set.has_null() { 0 } else { !found[word] & rows };
+        }
+        return Ok(if *negated { TriMask { t: f, f: Some(t) } } else { TriMask { t, f: Some(f) } });
+    }
     let Expr::Binary { op, left, right, .. } = expr else {
         return Err(ExecError::internal("not an integer comparison"));
     };
-    let absent = absent_or_skipped(partition, block, skip);
     let left = int_block(left, partition, block, &absent, params, reads)?;
     let right = int_block(right, partition, block, &absent, params, reads)?;
     let (a, b) = (&*left.values, &*right.values);
