@@ -124,7 +124,7 @@ pub(crate) struct IntGroups {
 const SEEN_SPAN: usize = 1 << 16;
 
 /// The most slots of the table from key offsets to groups.
-const DIRECT_SLOTS: usize = 4096;
+const DIRECT_SLOTS: usize = 16384;
 
 /// The slots of one key in the table from key offsets to groups: `values` values from `low` on, then one slot
 /// for NULL if `null`.
@@ -136,6 +136,22 @@ struct KeyShape {
 }
 
 impl KeyShape {
+    /// The shape with the slots of both.
+    fn union(&self, other: &KeyShape) -> KeyShape {
+        let null = self.null || other.null;
+        match (self.values, other.values) {
+            (0, _) => KeyShape { null, ..*other },
+            (_, 0) => KeyShape { null, ..*self },
+            _ => {
+                let low = self.low.min(other.low);
+                let high =
+                    (i128::from(self.low) + self.values as i128).max(i128::from(other.low) + other.values as i128);
+                let values = usize::try_from(high - i128::from(low)).unwrap_or(usize::MAX).min(DIRECT_SLOTS + 1);
+                KeyShape { low, values, null }
+            }
+        }
+    }
+
     /// Whether every value and NULL of `other` has its slot here.
     fn covers(&self, other: &KeyShape) -> bool {
         let (low, high) = (i128::from(self.low), i128::from(self.low) + self.values as i128);
@@ -312,6 +328,21 @@ impl IntGroups {
         if let (true, Some(old)) = (keys_fit, self.direct_shape) {
             shape = old;
         } else {
+            // The new table covers the old one's values too where it can: blocks of `x % 7000` each span a little
+            // less than the whole range, and a table laid out for one block alone was laid out again block
+            // after block.
+            if let Some(old) = self.direct_shape {
+                let mut union = shape;
+                let mut union_slots = 1usize;
+                for (k, (old, new)) in old.iter().zip(shape.iter()).take(keys.len()).enumerate() {
+                    let merged = old.union(new);
+                    union_slots = union_slots.saturating_mul(merged.values + usize::from(merged.null));
+                    union[k] = merged;
+                }
+                if union_slots <= DIRECT_SLOTS {
+                    (shape, slots) = (union, union_slots);
+                }
+            }
             direct.clear();
             direct.resize(slots, u32::MAX);
             self.direct_shape = Some(shape);
@@ -467,6 +498,27 @@ fn value_range(values: &[i64; BLOCK_ROWS], nulls: &BlockMask, mask: &BlockMask) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shapes_union_covers_both_shapes() {
+        let shape = |low: i64, values: usize, null: bool| KeyShape { low, values, null };
+        let cases = [
+            (shape(3, 10, false), shape(1, 5, false)),
+            (shape(3, 10, false), shape(20, 5, true)),
+            (shape(0, 0, true), shape(-4, 2, false)),
+            (shape(-4, 2, false), shape(0, 0, true)),
+            (shape(i64::MAX - 1, 2, false), shape(i64::MIN, 2, false)),
+        ];
+        for (a, b) in cases {
+            let union = a.union(&b);
+            if union.values <= DIRECT_SLOTS {
+                assert!(union.covers(&a) && union.covers(&b), "{a:?} ∪ {b:?} = {union:?}");
+            }
+        }
+        assert_eq!(shape(3, 10, false).union(&shape(1, 5, true)), shape(1, 12, true));
+        // Too far apart for a table: more slots than it may have, so the caller keeps the new shape alone.
+        assert!(shape(i64::MAX - 1, 2, false).union(&shape(i64::MIN, 2, false)).values > DIRECT_SLOTS);
+    }
 
     #[test]
     fn value_ranges_take_the_selected_non_null_rows_only() {
