@@ -3485,7 +3485,9 @@ fn distinct_as_grouping(
     sort_exprs: &[(Expr, &ast::OrderByOptions)],
     plain: bool,
 ) -> Result<(Vec<Expr>, bool, Dedup), ExecError> {
-    if distinct != Dedup::Rows || !plain {
+    // No columns (`SELECT DISTINCT FROM t`, which PostgreSQL's grammar refuses and numadb's parser takes) would be
+    // a grouping by no keys: one row even of no rows.
+    if distinct != Dedup::Rows || !plain || items.is_empty() {
         return Ok((group_by, grouped, distinct));
     }
     if sort_exprs.iter().any(|(e, _)| !items.iter().any(|(item, _)| item == e)) {
