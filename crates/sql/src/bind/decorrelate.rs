@@ -261,14 +261,7 @@ impl Binder<'_> {
         outer: &Names,
         hidden: &str,
     ) -> Option<(ast::Join, E)> {
-        let Correlated { inner, keys, local, residual } = self.correlated_select(subquery, outer)?;
-        let inner_names = self.names_in(&inner.from)?;
-        if inner.projection.iter().any(|item| match item {
-            ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => has_aggregate(e),
-            _ => false,
-        }) {
-            return None;
-        }
+        let (Correlated { inner, keys, local, residual }, inner_names) = self.correlated_rows(subquery, outer)?;
         if let Some(residual) = residual {
             let boolean = inner_names.is_boolean(&residual.0);
             let (join, test) = exists_with_residual(&keys, residual, boolean, &inner.from[0], &local, negated, hidden)?;
@@ -384,6 +377,19 @@ impl Binder<'_> {
         Some(Correlated { inner, keys, local, residual })
     }
 
+    /// The subquery of an `EXISTS` or `IN` as [`Binder::correlated_select`] takes it apart, with its FROM's names;
+    /// `None` also for one that aggregates: it has one row whatever the keys (EXISTS is always TRUE, IN tests that
+    /// one value), which no join on the keys says.
+    fn correlated_rows<'q>(&self, subquery: &'q ast::Query, outer: &Names) -> Option<(Correlated<'q>, Names)> {
+        let correlated = self.correlated_select(subquery, outer)?;
+        let inner_names = self.names_in(&correlated.inner.from)?;
+        let aggregates = correlated.inner.projection.iter().any(|item| match item {
+            ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => has_aggregate(e),
+            _ => false,
+        });
+        (!aggregates).then_some((correlated, inner_names))
+    }
+
     /// One correlated conjunct as a join (and what stays in WHERE), or `None` when it is not one this rewrite
     /// handles (including when it is not correlated at all: the ordinary path plans it).
     fn as_join(&self, conjunct: &E, outer: &Names, hidden: &str) -> Option<(ast::Join, Option<E>)> {
@@ -392,15 +398,7 @@ impl Binder<'_> {
             E::InSubquery { expr, subquery, negated: false } => (subquery, false, Some(expr.as_ref())),
             _ => return None,
         };
-        let Correlated { inner, keys, local, residual } = self.correlated_select(subquery, outer)?;
-        let inner_names = self.names_in(&inner.from)?;
-        // An aggregating subquery has one row whatever the keys: EXISTS is always TRUE, IN tests that one value.
-        if inner.projection.iter().any(|item| match item {
-            ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => has_aggregate(e),
-            _ => false,
-        }) {
-            return None;
-        }
+        let (Correlated { inner, keys, local, residual }, inner_names) = self.correlated_rows(subquery, outer)?;
         if let Some(residual) = residual {
             if tested.is_some() {
                 return None;
