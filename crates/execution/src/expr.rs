@@ -254,25 +254,28 @@ impl Expr {
         }
     }
 
-    /// Whether the expression is NULL whatever the row, as PostgreSQL's planner folds it: a NULL literal, cast or
-    /// negated, or a strict operator or function with such an operand (looked at a few levels deep only: this
-    /// runs as rows are evaluated).
-    pub fn is_null_constant(&self) -> bool {
-        fn within(expr: &Expr, depth: u32) -> bool {
-            match expr {
-                Expr::Literal { value, .. } => value.is_null(),
-                _ if depth == 0 => false,
-                Expr::Cast { expr, .. } | Expr::Negate { expr, .. } => within(expr, depth - 1),
-                Expr::Binary { op, left, right, .. } if !matches!(op, BinaryOp::And | BinaryOp::Or) => {
-                    within(left, depth - 1) || within(right, depth - 1)
-                }
-                Expr::Function { function, args, .. } if function.is_strict() => {
-                    args.iter().any(|arg| within(arg, depth - 1))
-                }
-                _ => false,
-            }
+    /// Whether the expression is a NULL literal, cast or not: the one look an operator takes at its operands as
+    /// it is evaluated (an operand that is a whole expression would be walked once per row).
+    #[inline]
+    pub fn is_null_literal(&self) -> bool {
+        match self {
+            Expr::Literal { value: Value::Null, .. } => true,
+            Expr::Cast { expr, .. } => matches!(**expr, Expr::Literal { value: Value::Null, .. }),
+            _ => false,
         }
-        within(self, 3)
+    }
+
+    /// Whether the expression is NULL whatever the row, as PostgreSQL's planner folds it: a NULL literal, or a
+    /// strict operator or function with one as an operand (`NULL || 'x'`). Looked at two levels deep only: a
+    /// strict function asks it of each argument as every row is evaluated.
+    pub fn is_null_constant(&self) -> bool {
+        match self {
+            Expr::Binary { op, left, right, .. } if !matches!(op, BinaryOp::And | BinaryOp::Or) => {
+                left.is_null_literal() || right.is_null_literal()
+            }
+            Expr::Function { function, args, .. } if function.is_strict() => args.iter().any(Expr::is_null_literal),
+            _ => self.is_null_literal(),
+        }
     }
 
     /// The expression with each direct sub-expression replaced by `f` of it (leaves are cloned): the one place
@@ -406,8 +409,8 @@ impl Expr {
             // A strict operator with a NULL constant operand is NULL, the other operand not evaluated: PostgreSQL
             // folds it so when planning (`NULL::int + 1 / 0` is NULL, no error).
             Expr::Binary { op, left, right, .. }
-                if !matches!(op, BinaryOp::And | BinaryOp::Or)
-                    && (left.is_null_constant() || right.is_null_constant()) =>
+                if (left.is_null_literal() || right.is_null_literal())
+                    && !matches!(op, BinaryOp::And | BinaryOp::Or) =>
             {
                 Ok(Value::Null)
             }
