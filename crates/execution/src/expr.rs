@@ -8,6 +8,7 @@ use numadb_storage::{DataType, Value, compare_doubles};
 
 use crate::error::{ExecError, sqlstate};
 pub use crate::function::ScalarFunction;
+use crate::keys::KeySet;
 
 /// A binary operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -532,7 +533,9 @@ pub const IN_SET_MIN: usize = 48;
 pub struct ValueSet {
     /// The integers, in order (for a scan's zone maps).
     ints: Arc<[i64]>,
-    int_set: std::collections::HashSet<i64, foldhash::fast::FixedState>,
+    /// The integers as a join's keys are held (a bitmap where they are close enough), which a scan of an integer
+    /// column takes as they are.
+    keys: Arc<KeySet>,
     texts: std::collections::HashSet<Arc<str>, foldhash::fast::FixedState>,
     has_null: bool,
     len: usize,
@@ -555,7 +558,7 @@ impl ValueSet {
         ints.sort_unstable();
         ints.dedup();
         Some(ValueSet {
-            int_set: ints.iter().copied().collect(),
+            keys: Arc::new(KeySet::of(&ints)),
             ints: ints.into(),
             texts: texts.into_iter().collect(),
             has_null,
@@ -567,7 +570,7 @@ impl ValueSet {
     pub fn find(&self, value: &Value) -> Value {
         let found = match value {
             Value::Null => return Value::Null,
-            Value::Int(v) => self.int_set.contains(v),
+            Value::Int(v) => self.keys.contains(*v),
             Value::Text(t) => self.texts.contains(t),
             _ => false,
         };
@@ -583,7 +586,12 @@ impl ValueSet {
     /// Whether the integer `value` is one of the values.
     #[inline]
     pub fn contains_int(&self, value: i64) -> bool {
-        self.int_set.contains(&value)
+        self.keys.contains(value)
+    }
+
+    /// The integers as a set of keys.
+    pub fn keys(&self) -> &Arc<KeySet> {
+        &self.keys
     }
 
     /// The integers, in order (none for a set of texts).

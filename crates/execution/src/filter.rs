@@ -344,11 +344,8 @@ pub fn compile(expr: &Expr, params: &[Value]) -> Result<Filter, ExecError> {
         }
         Expr::InSet { expr: inner, set, negated } => match column_of(inner) {
             Some((column, data_type)) if data_type.is_integer() => {
-                let keys = Filter::IntKeys {
-                    column,
-                    keys: Arc::new(KeySet::of(set.ints())),
-                    sorted: Some(Arc::clone(set.ints())),
-                };
+                let keys =
+                    Filter::IntKeys { column, keys: Arc::clone(set.keys()), sorted: Some(Arc::clone(set.ints())) };
                 let any = if set.has_null() { Filter::Or(vec![keys, Filter::Unknown]) } else { keys };
                 if *negated { Filter::Not(Box::new(any)) } else { any }
             }

@@ -261,23 +261,8 @@ impl Binder<'_> {
         outer: &Names,
         hidden: &str,
     ) -> Option<(ast::Join, E)> {
-        let (Correlated { inner, keys, local, residual }, inner_names) = self.correlated_rows(subquery, outer)?;
-        if let Some(residual) = residual {
-            let boolean = inner_names.is_boolean(&residual.0);
-            let (join, test) = exists_with_residual(&keys, residual, boolean, &inner.from[0], &local, negated, hidden)?;
-            return Some((join, E::Nested(Box::new(test?))));
-        }
-        let mut items = key_items(&keys);
-        items.push("TRUE AS __numadb_m".to_string());
-        let text = format!(
-            "SELECT 1 FROM x LEFT JOIN (SELECT DISTINCT {} FROM {}{local}) AS {hidden} ON {}",
-            items.join(", "),
-            inner.from[0],
-            key_conditions(&keys, hidden).join(" AND ")
-        );
-        let join = parse_join(&text)?;
-        let mark = Box::new(E::CompoundIdentifier(vec![ast::Ident::new(hidden), ast::Ident::new("__numadb_m")]));
-        Some((join, E::Nested(Box::new(if negated { E::IsNull(mark) } else { E::IsNotNull(mark) }))))
+        let (join, test) = self.subquery_join(subquery, negated, None, true, outer, hidden)?;
+        Some((join, E::Nested(Box::new(test?))))
     }
 
     /// A correlated scalar subquery that aggregates one table's rows meeting the outer row through equalities
@@ -393,11 +378,28 @@ impl Binder<'_> {
     /// One correlated conjunct as a join (and what stays in WHERE), or `None` when it is not one this rewrite
     /// handles (including when it is not correlated at all: the ordinary path plans it).
     fn as_join(&self, conjunct: &E, outer: &Names, hidden: &str) -> Option<(ast::Join, Option<E>)> {
-        let (subquery, negated, tested) = match conjunct {
-            E::Exists { subquery, negated } => (subquery, *negated, None),
-            E::InSubquery { expr, subquery, negated: false } => (subquery, false, Some(expr.as_ref())),
-            _ => return None,
-        };
+        match conjunct {
+            E::Exists { subquery, negated } => self.subquery_join(subquery, *negated, None, false, outer, hidden),
+            E::InSubquery { expr, subquery, negated: false } => {
+                self.subquery_join(subquery, false, Some(expr.as_ref()), false, outer, hidden)
+            }
+            _ => None,
+        }
+    }
+
+    /// `[NOT] EXISTS (subquery)`, or `tested IN (subquery)`, as a join with the subquery's distinct keys (with one
+    /// other comparison, [`exists_with_residual`]) and the condition that stays: none for a conjunct EXISTS or IN
+    /// (an inner join keeps the rows that hold), the mark's test for NOT EXISTS and wherever `mark` asks for it
+    /// (the join is then a left join, and the test TRUE or FALSE in the subquery's place).
+    fn subquery_join(
+        &self,
+        subquery: &ast::Query,
+        negated: bool,
+        tested: Option<&E>,
+        mark: bool,
+        outer: &Names,
+        hidden: &str,
+    ) -> Option<(ast::Join, Option<E>)> {
         let (Correlated { inner, keys, local, residual }, inner_names) = self.correlated_rows(subquery, outer)?;
         if let Some(residual) = residual {
             if tested.is_some() {
@@ -428,7 +430,7 @@ impl Binder<'_> {
         if let Some((_, tested)) = &value {
             on.push(format!("{hidden}.__numadb_v = ({tested})"));
         }
-        let kind = if negated { "LEFT JOIN" } else { "JOIN" };
+        let kind = if negated || mark { "LEFT JOIN" } else { "JOIN" };
         let text = format!(
             "SELECT 1 FROM x {kind} (SELECT DISTINCT {} FROM {}{local}) AS {hidden} ON {}",
             items.join(", "),
@@ -436,9 +438,12 @@ impl Binder<'_> {
             on.join(" AND ")
         );
         let join = parse_join(&text)?;
-        let remaining = negated.then(|| {
-            E::IsNull(Box::new(E::CompoundIdentifier(vec![ast::Ident::new(hidden), ast::Ident::new("__numadb_m")])))
-        });
+        let found = || Box::new(E::CompoundIdentifier(vec![ast::Ident::new(hidden), ast::Ident::new("__numadb_m")]));
+        let remaining = match (negated, mark) {
+            (true, _) => Some(E::IsNull(found())),
+            (false, true) => Some(E::IsNotNull(found())),
+            (false, false) => None,
+        };
         Some((join, remaining))
     }
 }
