@@ -100,7 +100,13 @@ pub(crate) struct QueryState {
     done: Mutex<bool>,
     done_signal: Condvar,
     pub(crate) graph: Vec<GraphNode>,
-    started: Instant,
+    pub(crate) started: Instant,
+    /// When the first task started, in nanoseconds after submission (`u64::MAX` until one has).
+    first_task_start_ns: AtomicU64,
+    /// When the last task ended, in nanoseconds after submission.
+    last_task_end_ns: AtomicU64,
+    /// Time the workers spent in the query's task bodies, summed over workers.
+    task_busy_ns: AtomicU64,
     node_column: Vec<Option<usize>>,
     node_ids: Vec<u32>,
     domain_names: Vec<String>,
@@ -124,6 +130,9 @@ impl QueryState {
             done_signal: Condvar::new(),
             graph,
             started: Instant::now(),
+            first_task_start_ns: AtomicU64::new(u64::MAX),
+            last_task_end_ns: AtomicU64::new(0),
+            task_busy_ns: AtomicU64::new(0),
             node_column: shared.node_column.clone(),
             node_ids: shared.node_ids.clone(),
             domain_names: shared.domains.domains.iter().map(|d| d.name.clone()).collect(),
@@ -183,6 +192,17 @@ impl QueryState {
         }
     }
 
+    /// Adds a worker's batch of task timings: the earliest start and latest end among them (nanoseconds after
+    /// submission) and the time spent in their bodies.
+    pub(crate) fn record_task_times(&self, first_start_ns: u64, last_end_ns: u64, busy_ns: u64) {
+        if busy_ns == 0 && first_start_ns == u64::MAX {
+            return;
+        }
+        self.first_task_start_ns.fetch_min(first_start_ns, Ordering::Relaxed);
+        self.last_task_end_ns.fetch_max(last_end_ns, Ordering::Relaxed);
+        self.task_busy_ns.fetch_add(busy_ns, Ordering::Relaxed);
+    }
+
     pub(crate) fn record_skipped(&self) {
         self.tasks_skipped.fetch_add(1, Ordering::Relaxed);
     }
@@ -221,9 +241,19 @@ impl QueryState {
         let load = |counters: &[AtomicU64]| counters.iter().map(|c| c.load(Ordering::Relaxed)).collect::<Vec<u64>>();
         let columns = self.node_ids.len();
         let flat = load(&self.bytes);
+        let first_start_ns = self.first_task_start_ns.load(Ordering::Relaxed);
+        let (dispatch, task_span) = if first_start_ns == u64::MAX {
+            (Duration::ZERO, Duration::ZERO)
+        } else {
+            let last_end_ns = self.last_task_end_ns.load(Ordering::Relaxed).max(first_start_ns);
+            (Duration::from_nanos(first_start_ns), Duration::from_nanos(last_end_ns - first_start_ns))
+        };
         QueryReport {
             query_id: self.id,
             elapsed: self.started.elapsed(),
+            dispatch,
+            task_span,
+            task_busy: Duration::from_nanos(self.task_busy_ns.load(Ordering::Relaxed)),
             domain_names: self.domain_names.clone(),
             tasks_run: load(&self.tasks_run),
             tasks_stolen: load(&self.tasks_stolen),
@@ -294,6 +324,13 @@ pub struct QueryReport {
     pub query_id: u64,
     /// From submission to the last task.
     pub elapsed: Duration,
+    /// From submission to the start of the first task: how long the workers took to wake and take it.
+    pub dispatch: Duration,
+    /// From the start of the first task to the end of the last.
+    pub task_span: Duration,
+    /// Time the workers spent running the tasks, summed over workers: against `task_span` × workers, how busy
+    /// they were while the query ran (the rest is waiting for tasks, mostly at the end).
+    pub task_busy: Duration,
     /// Domain names, the index of the per-domain vectors.
     pub domain_names: Vec<String>,
     /// Tasks run, by the domain they ran in.
@@ -311,6 +348,9 @@ impl QueryReport {
     /// itself report as one): times, tasks per domain, skipped tasks, bytes per (domain, node).
     pub fn add(&mut self, other: &QueryReport) {
         self.elapsed += other.elapsed;
+        self.dispatch += other.dispatch;
+        self.task_span += other.task_span;
+        self.task_busy += other.task_busy;
         self.tasks_skipped += other.tasks_skipped;
         self.tasks_run.iter_mut().zip(&other.tasks_run).for_each(|(a, b)| *a += b);
         self.tasks_stolen.iter_mut().zip(&other.tasks_stolen).for_each(|(a, b)| *a += b);

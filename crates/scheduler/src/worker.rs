@@ -47,6 +47,11 @@ struct Pending {
     finished: usize,
     runs: u64,
     stolen: u64,
+    /// Earliest start and latest end of the batch's tasks, nanoseconds after the query's submission.
+    first_start_ns: u64,
+    last_end_ns: u64,
+    /// Time in the batch's task bodies.
+    busy_ns: u64,
 }
 
 /// Most finished tasks a worker holds back from their query.
@@ -100,12 +105,20 @@ impl WorkerView {
     fn flush(&self) {
         if let Some(pending) = self.pending.borrow_mut().take() {
             pending.query.record_runs(pending.running_domain, pending.runs, pending.stolen);
+            pending.query.record_task_times(pending.first_start_ns, pending.last_end_ns, pending.busy_ns);
             pending.query.finish_many(pending.finished);
         }
     }
 
-    /// Counts a finished (`ran`) or skipped task of `query` towards the batch.
-    fn account(&self, query: &Arc<crate::query::QueryState>, running_domain: u32, ran: bool, stolen: bool) {
+    /// Counts a finished (`ran`, between `times`) or skipped task of `query` towards the batch.
+    fn account(
+        &self,
+        query: &Arc<crate::query::QueryState>,
+        running_domain: u32,
+        times: Option<(Instant, Instant)>,
+        stolen: bool,
+    ) {
+        let ran = times.is_some();
         let same = self
             .pending
             .borrow()
@@ -113,8 +126,16 @@ impl WorkerView {
             .is_some_and(|p| Arc::ptr_eq(&p.query, query) && p.running_domain == running_domain);
         if !same {
             self.flush();
-            *self.pending.borrow_mut() =
-                Some(Pending { query: Arc::clone(query), running_domain, finished: 0, runs: 0, stolen: 0 });
+            *self.pending.borrow_mut() = Some(Pending {
+                query: Arc::clone(query),
+                running_domain,
+                finished: 0,
+                runs: 0,
+                stolen: 0,
+                first_start_ns: u64::MAX,
+                last_end_ns: 0,
+                busy_ns: 0,
+            });
         }
         let full = {
             let mut pending = self.pending.borrow_mut();
@@ -122,6 +143,12 @@ impl WorkerView {
             pending.finished += 1;
             pending.runs += u64::from(ran);
             pending.stolen += u64::from(ran && stolen);
+            if let Some((start, end)) = times {
+                let after_submission = |at: Instant| at.saturating_duration_since(query.started).as_nanos() as u64;
+                pending.first_start_ns = pending.first_start_ns.min(after_submission(start));
+                pending.last_end_ns = pending.last_end_ns.max(after_submission(end));
+                pending.busy_ns += end.saturating_duration_since(start).as_nanos() as u64;
+            }
             pending.finished >= PENDING_FLUSH_EVERY
         };
         if full {
@@ -229,7 +256,7 @@ impl WorkerView {
             if let Some(node) = node {
                 shared.release_dependents(&query, node, self.domain);
             }
-            self.account(&query, self.domain, false, false);
+            self.account(&query, self.domain, None, false);
             return;
         }
         let binding = shared.config.binding;
@@ -264,6 +291,7 @@ impl WorkerView {
             stolen,
             child_binding,
         };
+        let start = Instant::now();
         match catch_unwind(AssertUnwindSafe(|| body(&context))) {
             Ok(Ok(())) => {}
             Ok(Err(error)) => query.fail(QueryError::Task(error.message)),
@@ -276,11 +304,12 @@ impl WorkerView {
                 query.fail(QueryError::Panic(message));
             }
         }
+        let end = Instant::now();
         shared.worker_tasks_run[self.index].fetch_add(1, Ordering::Relaxed);
         if let Some(node) = node {
             shared.release_dependents(&query, node, self.domain);
         }
-        self.account(&query, running_domain, true, stolen);
+        self.account(&query, running_domain, Some((start, end)), stolen);
     }
 }
 

@@ -572,3 +572,27 @@ fn worker_layouts_follow_the_thesis() {
         Scheduler::new(&topology, logical(Stealing::ANY, Binding::None, WorkerLayout::OneDomain(7))).err().unwrap();
     assert!(error.to_string().contains("domain 7 does not exist"), "{error}");
 }
+
+#[test]
+fn a_report_times_the_dispatch_the_task_span_and_the_workers_busy_time() {
+    let scheduler = Scheduler::new(&snc(2), logical(Stealing::ANY, Binding::None, WorkerLayout::All)).unwrap();
+    let log: Log = Arc::default();
+    let mut graph = TaskGraph::new();
+    for _ in 0..16 {
+        graph.add(logging_task(&log, None, Duration::from_millis(3)));
+    }
+    let report = scheduler.run(graph).unwrap();
+    assert_eq!(log.lock().unwrap().len(), 16);
+    // Each task sleeps 3 ms inside its body: the busy time counts all 16 of them, the span at least one.
+    assert!(report.task_busy >= Duration::from_millis(48), "{report:?}");
+    assert!(report.task_span >= Duration::from_millis(3), "{report:?}");
+    // Busy time cannot exceed what the workers had in the span, and the span lies inside the query's time.
+    let workers = scheduler.worker_count() as u32;
+    assert!(report.task_busy <= report.task_span * workers, "{report:?}");
+    assert!(report.dispatch + report.task_span <= report.elapsed, "{report:?}");
+    // Reports of two queries add up, as a statement's subqueries do.
+    let mut total = report.clone();
+    total.add(&report);
+    assert_eq!(total.task_busy, report.task_busy * 2);
+    assert_eq!(total.task_span, report.task_span * 2);
+}

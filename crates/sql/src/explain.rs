@@ -49,6 +49,16 @@ pub fn analyze_lines(result: &ExecutionResult, scheduler: &Scheduler) -> Vec<Str
         .map(|(name, (run, stolen))| format!("{name}={run} (stolen {stolen})"))
         .collect();
     lines.push(format!("Tasks per domain: {}", per_domain.join(", ")));
+    if !report.task_span.is_zero() {
+        let workers = scheduler.worker_count().max(1);
+        lines.push(format!(
+            "Workers: the first task started {:.3} ms after submission and the last ended {:.3} ms after it; the {} workers were busy {:.1}% of that span",
+            report.dispatch.as_secs_f64() * 1e3,
+            (report.dispatch + report.task_span).as_secs_f64() * 1e3,
+            workers,
+            report.task_busy.as_secs_f64() * 100.0 / (report.task_span.as_secs_f64() * workers as f64)
+        ));
+    }
     let matrix = &report.bytes_read;
     lines.push("Bytes read (rows: domain the task ran in; columns: memory node):".to_string());
     let header: Vec<String> = matrix.memory_nodes.iter().map(|n| format!("{:>12}", format!("node {n}"))).collect();
