@@ -101,6 +101,13 @@ pub fn queries(rows: u64) -> Vec<(&'static str, String)> {
             r#"SELECT COUNT(*) FROM (SELECT DISTINCT "C1" % 1000, "C2" % 7 FROM "TBL_0") s"#.to_string(),
         ),
         (
+            "many groups",
+            format!(
+                r#"SELECT COUNT(*), SUM(n) FROM (SELECT "C1" % {} AS g, COUNT(*) AS n, SUM("C2") FROM "TBL_0" GROUP BY g) s"#,
+                (rows / 25).max(1)
+            ),
+        ),
+        (
             "IN (subquery)",
             format!(
                 r#"SELECT COUNT(*) FROM "TBL_0" WHERE "C1" % {tenth} IN (SELECT "C2" FROM "TBL_1" WHERE "C3" < {})"#,

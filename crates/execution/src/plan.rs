@@ -518,7 +518,7 @@ impl Plan {
                     out,
                     "{indent}{arrow}Parallel Scan on {} ({})",
                     scan.table.name(),
-                    output_kind(&scan.output)
+                    output_kind(&scan.output, scan.join_keys.as_ref().is_some_and(|keys| keys.probe.is_some()))
                 );
                 if let Some(filter) = &scan.filter {
                     let _ = writeln!(out, "{indent}      Filter: {}", show_expr(filter, &column_names(&scan.table)));
@@ -533,7 +533,7 @@ impl Plan {
                     "{indent}{arrow}Index Lookup on {} using {} ({})",
                     lookup.table.name(),
                     names.get(lookup.column).map(String::as_str).unwrap_or("?"),
-                    output_kind(&lookup.output)
+                    output_kind(&lookup.output, true)
                 );
                 let _ = writeln!(out, "{indent}      Key: {}", show_expr(&lookup.key, &names));
                 if let Some(residual) = &lookup.residual {
@@ -673,11 +673,16 @@ fn map_aggregation(
     Ok((group_by, aggregates))
 }
 
-fn output_kind(output: &ScanOutput) -> &'static str {
+/// What a scan (or lookup) produces; `joined` when it aggregates rows joined with another input's, or runs on the
+/// session's thread, which keep a partial per domain whatever the grouping.
+fn output_kind(output: &ScanOutput, joined: bool) -> &'static str {
     match output {
         ScanOutput::Rows(_) => "rows",
         ScanOutput::Aggregate { sets: Some(_), .. } => "hash aggregate by grouping sets, partial per domain",
         ScanOutput::Aggregate { group_by, .. } if group_by.is_empty() => "aggregate",
+        _ if !joined && crate::group::merges_by_partition(output) => {
+            "hash aggregate, partial per worker, merged in partitions of the groups"
+        }
         ScanOutput::Aggregate { .. } => "hash aggregate, partial per domain",
     }
 }

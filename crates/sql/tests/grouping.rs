@@ -1,0 +1,124 @@
+//! GROUP BY with many groups: each worker's tasks add to one table of groups, and as many merge tasks as workers
+//! each add up one hash partition of the groups and finish its rows. Every grouping here is checked against the
+//! same groups computed here from the table's rows: keys spanning few values (the direct table) and many (the
+//! hash index), NULL and boolean keys, DISTINCT aggregates, rows still in a table's unsealed delta (grouped row by
+//! row), and many small tasks.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use numadb_sql::{Database, Session};
+use numadb_storage::Value;
+
+fn int(value: &Value) -> Option<i64> {
+    match value {
+        Value::Int(v) => Some(*v),
+        Value::Bool(b) => Some(i64::from(*b)),
+        Value::Null => None,
+        other => panic!("not an integer: {other:?}"),
+    }
+}
+
+/// Per group (key values), over its rows' `v`: count(*), sum, min, max, count(DISTINCT v % 7).
+type Expected = BTreeMap<Vec<Option<i64>>, (i64, i64, i64, i64, usize)>;
+
+/// A group's count, sum, minimum, maximum and set of `v % 7` while its rows are added.
+type Adding = (i64, i64, i64, i64, BTreeSet<i64>);
+
+fn expected(rows: &[Vec<Value>], keys: usize) -> Expected {
+    let mut groups: BTreeMap<Vec<Option<i64>>, Adding> = BTreeMap::new();
+    for row in rows {
+        let key: Vec<Option<i64>> = row[..keys].iter().map(int).collect();
+        let v = int(&row[keys]).expect("v is never NULL here");
+        let group = groups.entry(key).or_insert((0, 0, i64::MAX, i64::MIN, BTreeSet::new()));
+        group.0 += 1;
+        group.1 += v;
+        group.2 = group.2.min(v);
+        group.3 = group.3.max(v);
+        group.4.insert(v % 7);
+    }
+    groups
+        .into_iter()
+        .map(|(key, (count, sum, min, max, distinct))| (key, (count, sum, min, max, distinct.len())))
+        .collect()
+}
+
+fn grouped(session: &mut Session, keys: &[&str], table: &str) -> Expected {
+    let list = keys.join(", ");
+    let sql =
+        format!("SELECT {list}, count(*), sum(v), min(v), max(v), count(DISTINCT v % 7) FROM {table} GROUP BY {list}");
+    let rows = session.execute_one(&sql).unwrap_or_else(|e| panic!("{sql}: {e:?}")).rows;
+    let mut out = Expected::new();
+    for row in rows {
+        let key: Vec<Option<i64>> = row[..keys.len()].iter().map(int).collect();
+        let values: Vec<i64> = row[keys.len()..].iter().map(|v| int(v).expect("an aggregate")).collect();
+        let state = (values[0], values[1], values[2], values[3], values[4] as usize);
+        assert!(out.insert(key.clone(), state).is_none(), "{sql}: group {key:?} came out twice");
+    }
+    out
+}
+
+#[test]
+fn many_groups_merged_in_partitions_are_the_groups_of_the_rows() {
+    let database = Database::new().unwrap();
+    let mut session = database.session();
+    numadb_sql::thesis::load_thesis_tables(&mut session, 131_072, 5, Some(16_384), None).unwrap();
+    session
+        .execute_one("CREATE TABLE g (k INTEGER, b BOOLEAN, w BIGINT, v INTEGER) WITH (partition_rows = 16384)")
+        .unwrap();
+    // k spans 70 000 values (one direct table), w spans 3 million (the hash index); a NULL k every 97 rows.
+    session
+        .execute_one(
+            "INSERT INTO g SELECT CASE WHEN \"C2\" % 97 = 0 THEN NULL ELSE \"C1\" % 70000 END, \"C3\" % 3 = 0, \
+             \"C4\" * 23, \"C5\" FROM \"TBL_0\"",
+        )
+        .unwrap();
+    // A few rows stay in the unsealed delta, with keys the sealed rows have and keys they do not.
+    session
+        .execute_one(
+            "INSERT INTO g VALUES (5, true, 1, 7), (NULL, NULL, NULL, 8), (-3, false, 46, 9), (5, true, 1, 700)",
+        )
+        .unwrap();
+    let rows = session.execute_one("SELECT k, b, w, v FROM g").unwrap().rows;
+    assert_eq!(rows.len(), 131_076);
+    let pick = |columns: &[usize]| -> Vec<Vec<Value>> {
+        rows.iter().map(|row| columns.iter().map(|&c| row[c].clone()).chain([row[3].clone()]).collect()).collect()
+    };
+    for morsel_rows in ["auto", "1024"] {
+        session.execute_one(&format!("SET numadb.morsel_rows = '{morsel_rows}'")).unwrap();
+        for (keys, columns) in [(&["k"][..], &[0][..]), (&["k", "b"], &[0, 1]), (&["w"], &[2]), (&["b", "w"], &[1, 2])]
+        {
+            let want = expected(&pick(columns), keys.len());
+            let got = grouped(&mut session, keys, "g");
+            assert_eq!(got.len(), want.len(), "GROUP BY {keys:?}, morsels of {morsel_rows} rows");
+            assert!(got == want, "GROUP BY {keys:?}, morsels of {morsel_rows} rows: the groups differ");
+        }
+    }
+    // The plan says how the groups are merged; text keys and grouping sets keep one merge per domain.
+    let mut plan = |sql: &str| -> String {
+        let rows = session.execute_one(&format!("EXPLAIN {sql}")).unwrap().rows;
+        rows.iter().map(|row| row[0].to_string()).collect::<Vec<_>>().join("\n")
+    };
+    assert!(plan("SELECT k, count(*) FROM g GROUP BY k").contains("merged in partitions of the groups"));
+    assert!(plan("SELECT k, count(*) FROM g GROUP BY ROLLUP (k)").contains("partial per domain"));
+}
+
+#[test]
+fn an_error_in_a_task_of_a_partitioned_grouping_fails_the_statement_and_not_the_session() {
+    let database = Database::new().unwrap();
+    let mut session = database.session();
+    session.execute_one("CREATE TABLE d (k INTEGER, v INTEGER) WITH (partition_rows = 1024)").unwrap();
+    let values: Vec<String> = (0..8192).map(|i| format!("({}, {})", i % 3, i % 1000)).collect();
+    session.execute_one(&format!("INSERT INTO d VALUES {}", values.join(", "))).unwrap();
+    session.execute_one("SET numadb.morsel_rows = 1024").unwrap();
+    // Some task divides by zero half-way through the workers' groups.
+    let error = session.execute_one("SELECT 100 / v, count(*) FROM d GROUP BY 1").unwrap_err();
+    assert_eq!(error.sqlstate, "22012", "{error:?}");
+    let rows = session.execute_one("SELECT k, count(*), sum(v) FROM d GROUP BY k ORDER BY k").unwrap().rows;
+    let expected: Vec<Vec<Value>> = (0..3)
+        .map(|k| {
+            let vs: Vec<i64> = (0..8192).filter(|i| i % 3 == k).map(|i| i % 1000).collect();
+            vec![Value::Int(k), Value::Int(vs.len() as i64), Value::Int(vs.iter().sum())]
+        })
+        .collect();
+    assert_eq!(rows, expected);
+}
