@@ -399,7 +399,12 @@ impl ScanJob {
                 general.merge(std::mem::take(partial));
             }
         }
-        for slot in &self.worker_groups {
+        // Each merge task starts at a different worker, so that the first to reach a worker's groups, which cuts
+        // them into parts for all, is a different one for each: in worker order, every merge task waited on the
+        // first to cut worker 0's, then worker 1's, and so on (16 workers: 2.5 million groups cut one worker
+        // at a time).
+        let workers = self.worker_groups.len();
+        for slot in (0..workers).map(|offset| &self.worker_groups[(part + offset) % workers]) {
             let taken = {
                 let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
                 if let WorkerGroups::Groups(_) = &*slot
