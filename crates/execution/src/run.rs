@@ -3117,17 +3117,37 @@ fn post_process(
         Some((e, false)) => row_count(e, params, "LIMIT")?,
         None => None,
     };
+    // A projection of distinct columns (a grouping's output in its select list's order, a subquery's columns)
+    // moves the values out of the row rather than evaluating each: over 3 million groups evaluating it took 300 ms.
+    let moved_columns: Option<Vec<usize>> = projection.and_then(|exprs| {
+        let columns: Vec<usize> = exprs
+            .iter()
+            .map(|e| match e {
+                Expr::Column { index, .. } => Some(*index),
+                _ => None,
+            })
+            .collect::<Option<_>>()?;
+        let distinct = columns.iter().collect::<HashSet<_>>().len() == columns.len();
+        distinct.then_some(columns)
+    });
     let mut keyed: Vec<KeyedRow> = Vec::with_capacity(rows.len());
-    for row in rows {
+    for mut row in rows {
         if let Some(filter) = filter
             && !passes(filter, &row, params)?
         {
             continue;
         }
         let keys = order_by.iter().map(|k| k.expr.eval(&row, params)).collect::<Result<Vec<_>, _>>()?;
-        let output = match projection {
-            Some(exprs) => exprs.iter().map(|e| e.eval(&row, params)).collect::<Result<Vec<_>, _>>()?,
-            None => row,
+        let output = match (projection, &moved_columns) {
+            (Some(_), Some(columns)) if columns.iter().all(|&c| c < row.len()) => {
+                if columns.len() == row.len() && columns.iter().enumerate().all(|(i, &c)| i == c) {
+                    row
+                } else {
+                    columns.iter().map(|&c| std::mem::replace(&mut row[c], Value::Null)).collect()
+                }
+            }
+            (Some(exprs), _) => exprs.iter().map(|e| e.eval(&row, params)).collect::<Result<Vec<_>, _>>()?,
+            (None, _) => row,
         };
         keyed.push((keys, output));
     }
