@@ -48,22 +48,25 @@ impl std::hash::Hash for IntKey {
     /// hashing the 33 bytes as bytes took an eighth of a GROUP BY's time).
     #[inline]
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        let mut folded = u64::from(self.nulls);
-        for value in self.values {
-            folded = (folded ^ value as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(23);
-        }
-        state.write_u64(folded);
+        state.write_u64(self.folded());
     }
 }
 
 impl IntKey {
-    /// Which of `parts` hash partitions the key falls in ([`IntGroups::into_parts`]): the key's words folded as its
-    /// hash folds them, mixed, and mapped onto `0..parts` by their high bits.
-    fn part(&self, parts: usize) -> usize {
+    /// The key's words folded into one by multiplying.
+    #[inline]
+    fn folded(&self) -> u64 {
         let mut folded = u64::from(self.nulls);
         for value in self.values {
             folded = (folded ^ value as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(23);
         }
+        folded
+    }
+
+    /// Which of `parts` hash partitions the key falls in ([`IntGroups::into_parts`]): its folded words mixed and
+    /// mapped onto `0..parts` by their high bits.
+    fn part(&self, parts: usize) -> usize {
+        let mut folded = self.folded();
         folded ^= folded >> 33;
         folded = folded.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
         folded ^= folded >> 33;
