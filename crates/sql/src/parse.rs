@@ -129,7 +129,7 @@ pub fn parse(sql: &str) -> Result<Vec<Parsed>, ExecError> {
         .with_unescape(true)
         .tokenize_with_location()
         .map_err(|e| syntax_error(e.into()))?;
-    let (tokens, symmetric) = mark_symmetric_bounds(tokens);
+    let (tokens, symmetric) = mark_symmetric_bounds(drop_trim_from_without_characters(tokens));
     let mut parser = Parser::new(&dialect).with_tokens_with_locations(tokens);
     let mut statements = Vec::new();
     loop {
@@ -159,6 +159,29 @@ pub fn parse(sql: &str) -> Result<Vec<Parsed>, ExecError> {
 
 /// The call a `BETWEEN SYMMETRIC`'s lower bound is wrapped in between lexing and parsing: a name no function has.
 pub const SYMMETRIC_MARKER: &str = "__numadb_between_symmetric";
+
+/// `tokens` without the `FROM` of `TRIM([LEADING | TRAILING | BOTH] FROM x)`, which PostgreSQL takes as a trim of
+/// spaces: sqlparser wants characters before `FROM`, and parses `TRIM(LEADING x)` as that same trim.
+fn drop_trim_from_without_characters(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let significant: Vec<usize> =
+        (0..tokens.len()).filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_))).collect();
+    let token_at = |n: usize| significant.get(n).map(|&i| &tokens[i].token);
+    let mut froms = Vec::new();
+    for n in 0..significant.len() {
+        if !token_at(n).is_some_and(|t| word_is(t, "trim")) || token_at(n + 1) != Some(&Token::LParen) {
+            continue;
+        }
+        let side = token_at(n + 2).is_some_and(|t| ["leading", "trailing", "both"].iter().any(|w| word_is(t, w)));
+        let from = n + 2 + usize::from(side);
+        if token_at(from).is_some_and(|t| word_is(t, "from")) {
+            froms.push(significant[from]);
+        }
+    }
+    for &at in froms.iter().rev() {
+        tokens.remove(at);
+    }
+    tokens
+}
 
 /// `tokens` without the `SYMMETRIC` and `ASYMMETRIC` that follow `BETWEEN`, the lower bound after each `SYMMETRIC`
 /// wrapped in a [`SYMMETRIC_MARKER`] call; and whether there was one. The bound ends at the first `AND` outside
