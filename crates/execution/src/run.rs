@@ -914,6 +914,7 @@ impl BlockCache {
 /// Tried and not kept: a plain loop over the 64 rows of a word of all rows (every word of an unfiltered scan's
 /// full blocks). `GROUP BY "C1" % 100` over 5 million rows, whose aggregation loops all come here, took 17.1 ms
 /// with it against 14.6 without (old and new binary alternated three times).
+#[inline]
 fn try_for_each_set(mask: &BlockMask, mut f: impl FnMut(usize) -> Result<(), ExecError>) -> Result<(), ExecError> {
     for (word_index, &word) in mask.iter().enumerate() {
         let mut bits = word;
@@ -926,6 +927,7 @@ fn try_for_each_set(mask: &BlockMask, mut f: impl FnMut(usize) -> Result<(), Exe
 }
 
 /// Calls `f` with each row set in `mask`, in order.
+#[inline]
 pub(crate) fn for_each_set(mask: &BlockMask, mut f: impl FnMut(usize)) {
     // Never fails: `f` cannot.
     let _ = try_for_each_set(mask, |i| {
