@@ -1804,11 +1804,24 @@ fn finish(
             let rows = finish(input, executor, jobs, next_job, budget, result)?;
             let started = Instant::now();
             let mut partial = PartialAggregate::default();
+            let fed_one_state = group_by.is_empty() && sets.is_none();
+            let mut state: GroupState = aggregates.iter().map(Accumulator::new).collect();
             for (position, row) in rows.iter().enumerate() {
                 if position % INTERRUPT_CHECK_ROWS == 0 {
                     check_interrupts(executor)?;
                 }
-                group_row(group_by, aggregates, &mut partial, row, executor.params)?;
+                if fed_one_state {
+                    // One group, whose state is fed row after row: through `group_row`, every row hashed the
+                    // empty key to find it (an outer COUNT and SUM over 200 000 grouped rows took 10 ms).
+                    for (call, accumulator) in aggregates.iter().zip(state.iter_mut()) {
+                        call.feed(accumulator, row, executor.params)?;
+                    }
+                } else {
+                    group_row(group_by, aggregates, &mut partial, row, executor.params)?;
+                }
+            }
+            if fed_one_state && !rows.is_empty() {
+                partial.groups.insert(Vec::new(), state);
             }
             let output = finish_groups(partial, group_by.len(), aggregates, sets.as_deref(), Some(budget))?;
             result.operator("Aggregate", output.len(), started);
