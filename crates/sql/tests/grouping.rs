@@ -122,3 +122,37 @@ fn an_error_in_a_task_of_a_partitioned_grouping_fails_the_statement_and_not_the_
         .collect();
     assert_eq!(rows, expected);
 }
+
+/// Workers whose tables outgrow the caches spill their groups into the merge's partitions and start afresh, so a
+/// key is spilled many times from one worker; the merge adds every copy up. Over 1.1 million rows (more than
+/// enough for many more partitions than workers) and over 300 000 (one per worker), with one worker and with
+/// all, keys through the hash index (`w`: nearly every row its own group) and through the direct table (`k`).
+#[test]
+fn groups_spilled_from_full_tables_are_the_groups_of_the_rows() {
+    let database = Database::new().unwrap();
+    let mut session = database.session();
+    numadb_sql::thesis::load_thesis_tables(&mut session, 1_100_000, 11, None, None).unwrap();
+    for (table, rows) in [("big", 1_100_000), ("small", 300_000)] {
+        session.execute_one(&format!("CREATE TABLE {table} (k INTEGER, w BIGINT, v INTEGER)")).unwrap();
+        // w repeats a key now and then (C1 is uniform in 1..N), and the rows of one key lie far apart.
+        session
+            .execute_one(&format!(
+                "INSERT INTO {table} SELECT \"C1\" % 200000, CASE WHEN \"C2\" % 101 = 0 THEN NULL ELSE \"C1\" * 7 END, \
+                 \"C3\" FROM \"TBL_0\" WHERE \"C0\" <= {rows}"
+            ))
+            .unwrap();
+        let all = session.execute_one(&format!("SELECT k, w, v FROM {table}")).unwrap().rows;
+        let pick = |column: usize| -> Vec<Vec<Value>> {
+            all.iter().map(|row| vec![row[column].clone(), row[2].clone()]).collect()
+        };
+        for (key, column) in [("w", 1), ("k", 0)] {
+            let want = expected(&pick(column), 1);
+            for workers in ["cpus(0)", "all"] {
+                session.execute_one(&format!("SET numadb.workers = '{workers}'")).unwrap();
+                let got = grouped(&mut session, &[key], table);
+                assert_eq!(got.len(), want.len(), "{table}: GROUP BY {key} with {workers} workers");
+                assert!(got == want, "{table}: GROUP BY {key} with {workers} workers: the groups differ");
+            }
+        }
+    }
+}
