@@ -445,6 +445,7 @@ impl ScanJob {
             }
             general.finish(aggregates, true)?
         };
+        self.budget.charge(&rows)?;
         self.merged_rows.lock().unwrap_or_else(|p| p.into_inner()).push(rows);
         self.merge_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         Ok(())
@@ -3154,17 +3155,18 @@ fn post_process(
         let distinct = columns.iter().collect::<HashSet<_>>().len() == columns.len();
         distinct.then_some(columns)
     });
-    let mut keyed: Vec<KeyedRow> = Vec::with_capacity(rows.len());
-    for mut row in rows {
-        if let Some(filter) = filter
-            && !passes(filter, &row, params)?
-        {
-            continue;
+    let kept_row = |row: &[Value]| -> Result<bool, ExecError> {
+        match filter {
+            Some(filter) => passes(filter, row, params),
+            None => Ok(true),
         }
-        let keys = order_by.iter().map(|k| k.expr.eval(&row, params)).collect::<Result<Vec<_>, _>>()?;
-        let output = match (projection, &moved_columns) {
+    };
+    let project = |mut row: Vec<Value>| -> Result<Vec<Value>, ExecError> {
+        Ok(match (projection, &moved_columns) {
             (Some(_), Some(columns)) if columns.iter().all(|&c| c < row.len()) => {
-                if columns.len() == row.len() && columns.iter().enumerate().all(|(i, &c)| i == c) {
+                if columns.iter().enumerate().all(|(i, &c)| i == c) {
+                    // The row's first columns, in order: it loses the rest.
+                    row.truncate(columns.len());
                     row
                 } else {
                     columns.iter().map(|&c| std::mem::replace(&mut row[c], Value::Null)).collect()
@@ -3172,15 +3174,50 @@ fn post_process(
             }
             (Some(exprs), _) => exprs.iter().map(|e| e.eval(&row, params)).collect::<Result<Vec<_>, _>>()?,
             (None, _) => row,
-        };
-        keyed.push((keys, output));
+        })
+    };
+    let operator_name = match (filter.is_some(), projection.is_some()) {
+        (true, true) => Some("Filter (HAVING) and Project"),
+        (true, false) => Some("Filter (HAVING)"),
+        (false, true) => Some("Project"),
+        (false, false) => None,
+    };
+    if order_by.is_empty() && distinct == Dedup::No && !with_ties {
+        // Nothing to sort or compare: the rows are filtered and projected where they lie, in their own vector,
+        // up to the LIMIT (as PostgreSQL, which evaluates no row past it). Paired with their (no) sort keys in a
+        // second vector, 3 million grouped rows took 80 ms, most of it faulting in the fresh 150 MB.
+        let mut rows = rows;
+        let end = limit.map_or(usize::MAX, |limit| offset.saturating_add(limit));
+        let mut kept = 0;
+        for position in 0..rows.len() {
+            if kept == end {
+                break;
+            }
+            if kept_row(&rows[position])? {
+                rows[kept] = project(std::mem::take(&mut rows[position]))?;
+                kept += 1;
+            }
+        }
+        rows.truncate(kept);
+        if let Some(name) = operator_name {
+            result.operator(name, rows.len(), started);
+        }
+        let started = Instant::now();
+        rows.drain(..offset.min(rows.len()));
+        if limit.is_some() || offset > 0 {
+            result.operator("Limit", rows.len(), started);
+        }
+        return Ok(rows);
     }
-    if filter.is_some() || projection.is_some() {
-        let name = match (filter.is_some(), projection.is_some()) {
-            (true, true) => "Filter (HAVING) and Project",
-            (true, false) => "Filter (HAVING)",
-            _ => "Project",
-        };
+    let mut keyed: Vec<KeyedRow> = Vec::with_capacity(rows.len());
+    for row in rows {
+        if !kept_row(&row)? {
+            continue;
+        }
+        let keys = order_by.iter().map(|k| k.expr.eval(&row, params)).collect::<Result<Vec<_>, _>>()?;
+        keyed.push((keys, project(row)?));
+    }
+    if let Some(name) = operator_name {
         result.operator(name, keyed.len(), started);
     }
     if distinct == Dedup::Rows {

@@ -47,6 +47,9 @@ fn a_result_larger_than_numadb_max_result_mb_is_an_error_not_the_servers_memory(
     let count = session.execute_one("SELECT count(*), max(\"C3\") FROM \"TBL_0\"").unwrap();
     assert_eq!(count.rows[0][0], Value::Int(262_144));
     assert_eq!(session.execute_one("SELECT * FROM \"TBL_0\" LIMIT 10").unwrap().rows.len(), 10);
+    // So are the groups of a GROUP BY merged in partitions: about 166 000 of them, some 16 MB as rows.
+    let error = session.execute_one("SELECT \"C1\", count(*), sum(\"C2\") FROM \"TBL_0\" GROUP BY 1").unwrap_err();
+    assert_eq!(error.sqlstate, "53200");
     session.execute_one("SET numadb.max_result_mb = 0").unwrap();
     assert_eq!(session.execute_one("SELECT * FROM \"TBL_0\"").unwrap().rows.len(), 262_144);
     assert_eq!(session.execute_one("SET numadb.max_result_mb = 'lots'").unwrap_err().sqlstate, "22023");
