@@ -80,6 +80,14 @@ impl AggregateCall {
             accumulator.add(&Value::Null, true);
             return Ok(());
         };
+        if let Expr::Column { index, .. } = argument
+            && !matches!(accumulator, Accumulator::Ordered { .. })
+        {
+            // A column's value is added where it lies, not copied out first (an outer SUM over 3 million
+            // grouped rows).
+            accumulator.add(row.get(*index).unwrap_or(&Value::Null), false);
+            return Ok(());
+        }
         let value = argument.eval(row, params)?;
         match accumulator {
             Accumulator::Ordered { items, .. } => {
