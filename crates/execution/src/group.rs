@@ -4,14 +4,18 @@
 //! each key and argument by walking its expression tree, and looks the key up as a `Vec<Value>`. For
 //! `GROUP BY "C1" % 100` over millions of rows that is nearly all the time. Here the keys and arguments are
 //! integer expressions ([`crate::vector::is_int_expr`]) evaluated once per block into arrays, a group is found by
-//! a fixed-size key of integers, and each aggregate keeps a count, a sum, a minimum and a maximum, or for DISTINCT
-//! the set of values: what [`Accumulator::add_ints`] and [`Accumulator::add`] take at the end of the task.
+//! a fixed-size key of integers, and each aggregate keeps what its function needs of a count, a sum, a minimum and
+//! a maximum (every aggregate's words side by side per group), or for DISTINCT the set of values: what
+//! [`Accumulator::add_ints`] and [`Accumulator::add`] take at the end of the task.
 //!
 //! With integer keys (not a text column's codes, which are a partition's own), a scan's tasks that run on one
 //! worker add to that worker's groups, and the groups are merged by as many tasks as there are workers, each
 //! taking one hash partition of every worker's groups ([`IntGroups::into_parts`], [`IntGroups::merge_part`]) and
 //! finishing its rows ([`IntGroups::into_rows`]): with groups per task, each of 23 tasks over 5 million rows
-//! found most of `GROUP BY x % 200000`'s groups again, and one merge per domain added them all up alone.
+//! found most of `GROUP BY x % 200000`'s groups again, and one merge per domain added them all up alone. A
+//! worker's table that outgrows the caches spills its groups into those partitions and starts afresh
+//! ([`IntGroups::spill_into`]), as DuckDB's radix-partitioned aggregation does: with millions of groups, a row
+//! then finds its group in a table the caches hold, and so does each partition's merge.
 //!
 //! Results are those of the general path: the same groups and values. Which rows raise an error is the same too
 //! (unselected and NULL rows are never evaluated); when a block would raise one, the caller runs that block on the
