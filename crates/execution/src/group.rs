@@ -142,8 +142,12 @@ fn cut_into(
 }
 
 /// Splits a general-path partial aggregate of the groups [`IntGroups`] would find into `parts` partitions as
-/// [`IntGroups::into_parts`] splits those it found.
+/// [`IntGroups::into_parts`] splits those it found (no partitions at all when it has no groups).
 pub(crate) fn split_partial(partial: PartialAggregate, parts: usize) -> Vec<PartialAggregate> {
+    if partial.groups.is_empty() {
+        // No partition has any (the usual case: the tasks' groups are all their workers').
+        return Vec::new();
+    }
     let mut out: Vec<PartialAggregate> = (0..parts).map(|_| PartialAggregate::default()).collect();
     if parts == 1 {
         out[0] = partial;
