@@ -277,6 +277,8 @@ pub(crate) struct IntGroups {
     /// The groups spilled so far, cut into `spill_parts` hash partitions as [`IntGroups::into_parts`] cuts them
     /// (empty before the first spill).
     spilled: Vec<GroupsPart>,
+    /// Groups spilled so far, counted once per spill that moved them.
+    groups_spilled: u64,
     /// Without GROUP BY, per DISTINCT aggregate: the values already in its set from a range fixed by the first
     /// block (`SEEN_SPAN` values from its smallest), one bit each, so that a value seen before costs a bit test
     /// and not a hash-set insert (`COUNT(DISTINCT x % 1000)` over millions of rows).
@@ -391,6 +393,7 @@ impl IntGroups {
             seen: aggregates.iter().map(|_| None).collect(),
             spill_parts: 0,
             spilled: Vec::new(),
+            groups_spilled: 0,
         }
     }
 
@@ -678,6 +681,11 @@ impl IntGroups {
         self.spill_parts = parts;
     }
 
+    /// Groups spilled while rows were added (not those the cut for the merge moves at the end).
+    pub(crate) fn groups_spilled(&self) -> u64 {
+        self.groups_spilled
+    }
+
     /// Spills the groups if the table holds more than the caches do.
     fn spill_if_full(&mut self) {
         if self.spill_parts == 0 {
@@ -694,6 +702,7 @@ impl IntGroups {
         if self.spilled.is_empty() {
             self.spilled = (0..self.spill_parts.max(1)).map(|_| GroupsPart::empty(None, false)).collect();
         }
+        self.groups_spilled += self.order.len() as u64;
         let values = std::mem::take(&mut self.values);
         cut_into(&mut self.spilled, &self.order, &self.states, values, self.stride, self.aggregates);
         self.order.clear();

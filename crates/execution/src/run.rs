@@ -141,6 +141,9 @@ pub struct ScanStats {
     pub task_time: Duration,
     /// Time spent merging partial results (tasks and calling thread).
     pub merge_time: Duration,
+    /// Groups that workers' tables, grown past the caches, spilled into the merge's partitions (a group found
+    /// again after a spill counts again).
+    pub groups_spilled: u64,
 }
 
 /// What running a statement produced.
@@ -277,6 +280,8 @@ struct ScanJob {
     bytes_read: AtomicU64,
     task_ns: AtomicU64,
     merge_ns: AtomicU64,
+    /// Groups the workers' tables spilled ([`ScanStats::groups_spilled`]).
+    groups_spilled: AtomicU64,
     tasks: usize,
 }
 
@@ -430,6 +435,7 @@ impl ScanJob {
                 if let WorkerGroups::Groups(_) = &*slot
                     && let WorkerGroups::Groups(worker) = std::mem::take(&mut *slot)
                 {
+                    self.groups_spilled.fetch_add(worker.groups_spilled(), Ordering::Relaxed);
                     *slot = WorkerGroups::Parts(worker.into_parts(self.merge_parts).into_iter().map(Some).collect());
                 }
                 match &mut *slot {
@@ -528,6 +534,7 @@ pub fn execute(plan: &Plan, executor: &Executor<'_>) -> Result<ExecutionResult, 
             bytes_read: job.bytes_read.load(Ordering::Relaxed),
             task_time: Duration::from_nanos(job.task_ns.load(Ordering::Relaxed)),
             merge_time: Duration::from_nanos(job.merge_ns.load(Ordering::Relaxed)),
+            groups_spilled: job.groups_spilled.load(Ordering::Relaxed),
         });
     }
     result.scans.extend(later_scans);
@@ -803,6 +810,7 @@ fn add_scan(
         bytes_read: AtomicU64::new(0),
         task_ns: AtomicU64::new(0),
         merge_ns: AtomicU64::new(0),
+        groups_spilled: AtomicU64::new(0),
         merge_parts,
         merged_rows: Mutex::new(Vec::new()),
         worker_groups: (0..if merge_parts > 0 { workers } else { 0 }).map(|_| Mutex::default()).collect(),

@@ -26,6 +26,12 @@ pub fn analyze_lines(result: &ExecutionResult, scheduler: &Scheduler) -> Vec<Str
             scan.task_time.as_secs_f64() * 1e3,
             scan.merge_time.as_secs_f64() * 1e3
         ));
+        if scan.groups_spilled > 0 {
+            lines.push(format!(
+                "Scan {}: the workers' tables of groups outgrew the caches and spilled {} groups into the merge's partitions",
+                scan.table, scan.groups_spilled
+            ));
+        }
     }
     if result.index_rows > 0 {
         lines.push(format!("Index lookups found {} rows (run on the session thread)", result.index_rows));

@@ -155,4 +155,14 @@ fn groups_spilled_from_full_tables_are_the_groups_of_the_rows() {
             }
         }
     }
+    // EXPLAIN ANALYZE says when the tables spilled: with nearly a group per row (w), not with k's 200 000. One
+    // worker, so that it sees all the rows on any machine.
+    session.execute_one("SET numadb.workers = 'cpus(0)'").unwrap();
+    let explain = |session: &mut Session, key: &str| -> String {
+        let sql = format!("EXPLAIN ANALYZE SELECT {key}, count(*) FROM big GROUP BY {key}");
+        let rows = session.execute_one(&sql).unwrap().rows;
+        rows.iter().map(|row| row[0].to_string()).collect::<Vec<_>>().join("\n")
+    };
+    assert!(explain(&mut session, "w").contains("spilled"), "{}", explain(&mut session, "w"));
+    assert!(!explain(&mut session, "k").contains("spilled"), "{}", explain(&mut session, "k"));
 }
