@@ -247,7 +247,8 @@ pub(crate) struct IntGroups {
     /// ([`IntGroups::slots`]). A GROUP BY of many groups (200 000 over 5 million rows) reaches one group's state
     /// at random per row: kept per aggregate, in a 48-byte summary of a count, a sum, a minimum and a maximum
     /// whatever the function, COUNT(*) and SUM took two cache lines per row out of 19 MB per worker, and now take
-    /// one out of 6.4 MB.
+    /// one out of 6.4 MB (95 -> 60 ms). Few groups lose nothing: each aggregate's loop reads the row's base
+    /// ([`IntGroups::bases`]), and `GROUP BY "C1" % 100` took 9.8 ms either way.
     states: Vec<u64>,
     /// The words of a group's state.
     stride: usize,
@@ -300,7 +301,9 @@ const MERGE_SLOTS_PER_GROUP: usize = 8;
 const SPILL_GROUPS_HASHED: usize = 1 << 16;
 
 /// The groups a table found through its direct table alone holds before they are spilled: their states (32
-/// bytes each for COUNT(*) and SUM) are all a row touches, and `GROUP BY x % 200000` fits.
+/// bytes each for COUNT(*) and SUM) are all a row touches, and `GROUP BY x % 200000` fits. Spilled at 2^15
+/// groups, that GROUP BY took 160 ms instead of 38 (5 million rows, 2 workers): nearly every row was spilled,
+/// and merged again through the index.
 const SPILL_GROUPS_DIRECT: usize = 1 << 18;
 
 /// The slots of one key in the table from key offsets to groups: `values` values from `low` on, then one slot
