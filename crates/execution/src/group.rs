@@ -233,8 +233,8 @@ pub(crate) fn applies(group_by: &[Expr], aggregates: &[AggregateCall]) -> bool {
 pub(crate) struct IntGroups {
     keys: usize,
     aggregates: usize,
-    /// Whether each aggregate counts distinct values (MIN and MAX ignore DISTINCT: the extreme is the same).
-    distinct: Vec<bool>,
+    /// Whether some aggregate counts distinct values, which each group keeps sets of ([`IntGroups::values`]).
+    distinct_sets: bool,
     /// Groups by key, for blocks whose keys span too many values for the direct table and for merging: kept up
     /// to date lazily ([`IntGroups::ensure_index`]), as the direct table finds a block's groups without it, and a
     /// GROUP BY of a few thousand groups per task spent a third of its time inserting them here.
@@ -351,6 +351,7 @@ enum Kind {
     Distinct,
 }
 
+/// What an aggregate of `function` keeps, DISTINCT or not (MIN and MAX ignore DISTINCT: the extreme is the same).
 fn kind(function: AggregateFunction, distinct: bool) -> Kind {
     match function {
         AggregateFunction::Min => Kind::Min,
@@ -365,21 +366,17 @@ impl IntGroups {
     /// Groups for `keys` GROUP BY keys and `aggregates` (an aggregation [`applies`] takes) over a partition of
     /// `columns` columns.
     pub(crate) fn new(keys: usize, aggregates: &[AggregateCall], columns: usize) -> IntGroups {
-        let distinct: Vec<bool> = aggregates
-            .iter()
-            .map(|call| call.distinct && !matches!(call.function, AggregateFunction::Min | AggregateFunction::Max))
-            .collect();
         let mut slots = Vec::with_capacity(aggregates.len());
         let mut empty = Vec::new();
-        for (call, &distinct) in aggregates.iter().zip(&distinct) {
-            let kind = kind(call.function, distinct);
+        for call in aggregates {
+            let kind = kind(call.function, call.distinct);
             slots.push(StateSlot { offset: empty.len(), kind });
             empty.extend_from_slice(kind.empty());
         }
         IntGroups {
             keys,
             aggregates: aggregates.len(),
-            distinct,
+            distinct_sets: slots.iter().any(|slot| slot.kind == Kind::Distinct),
             index: HashMap::default(),
             indexed: 0,
             order: Vec::new(),
@@ -634,7 +631,7 @@ impl IntGroups {
         let group = self.order.len();
         self.order.push(key);
         self.states.extend_from_slice(&self.empty);
-        if self.distinct.contains(&true) {
+        if self.distinct_sets {
             self.values.extend((0..self.aggregates).map(|_| HashSet::default()));
         }
         group
