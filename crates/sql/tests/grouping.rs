@@ -126,7 +126,8 @@ fn an_error_in_a_task_of_a_partitioned_grouping_fails_the_statement_and_not_the_
 /// Workers whose tables outgrow the caches spill their groups into the merge's partitions and start afresh, so a
 /// key is spilled many times from one worker; the merge adds every copy up. Over 1.1 million rows (more than
 /// enough for many more partitions than workers) and over 300 000 (one per worker), with one worker and with
-/// all, keys through the hash index (`w`: nearly every row its own group) and through the direct table (`k`).
+/// all, keys through the hash index (`w`: nearly every row its own group), through the direct table (`k`), and
+/// both together.
 #[test]
 fn groups_spilled_from_full_tables_are_the_groups_of_the_rows() {
     let database = Database::new().unwrap();
@@ -142,16 +143,17 @@ fn groups_spilled_from_full_tables_are_the_groups_of_the_rows() {
             ))
             .unwrap();
         let all = session.execute_one(&format!("SELECT k, w, v FROM {table}")).unwrap().rows;
-        let pick = |column: usize| -> Vec<Vec<Value>> {
-            all.iter().map(|row| vec![row[column].clone(), row[2].clone()]).collect()
+        let pick = |columns: &[usize]| -> Vec<Vec<Value>> {
+            all.iter().map(|row| columns.iter().map(|&c| row[c].clone()).chain([row[2].clone()]).collect()).collect()
         };
-        for (key, column) in [("w", 1), ("k", 0)] {
-            let want = expected(&pick(column), 1);
+        // Two keys too: spilled and merged as one key of two values.
+        for (keys, columns) in [(&["w"][..], &[1][..]), (&["k"], &[0]), (&["k", "w"], &[0, 1])] {
+            let want = expected(&pick(columns), keys.len());
             for workers in ["cpus(0)", "all"] {
                 session.execute_one(&format!("SET numadb.workers = '{workers}'")).unwrap();
-                let got = grouped(&mut session, &[key], table);
-                assert_eq!(got.len(), want.len(), "{table}: GROUP BY {key} with {workers} workers");
-                assert!(got == want, "{table}: GROUP BY {key} with {workers} workers: the groups differ");
+                let got = grouped(&mut session, keys, table);
+                assert_eq!(got.len(), want.len(), "{table}: GROUP BY {keys:?} with {workers} workers");
+                assert!(got == want, "{table}: GROUP BY {keys:?} with {workers} workers: the groups differ");
             }
         }
     }
