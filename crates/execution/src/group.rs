@@ -817,21 +817,12 @@ impl IntGroups {
         group_by: &[Expr],
         aggregates: &[AggregateCall],
     ) -> Result<Vec<Vec<Value>>, ExecError> {
-        let booleans: Vec<bool> = group_by.iter().map(|key| key.data_type() == DataType::Boolean).collect();
+        let stands = stands_of(group_by, None);
         let empty: GroupState = aggregates.iter().map(Accumulator::new).collect();
         let mut values = std::mem::take(&mut self.values);
         let mut rows = Vec::with_capacity(self.order.len());
         for (group, key) in self.order.iter().enumerate() {
-            let mut row = Vec::with_capacity(self.keys + aggregates.len());
-            row.extend(booleans.iter().enumerate().map(|(k, &boolean)| {
-                if key.nulls >> k & 1 == 1 {
-                    Value::Null
-                } else if boolean {
-                    Value::Bool(key.values[k] != 0)
-                } else {
-                    Value::Int(key.values[k])
-                }
-            }));
+            let mut row = key_values(key, &stands, aggregates.len());
             for (slot, empty) in empty.iter().enumerate() {
                 let StateSlot { offset, kind } = self.slots[slot];
                 if kind == Kind::Count && matches!(empty, Accumulator::Count(_)) {
@@ -901,36 +892,12 @@ impl IntGroups {
         partition: Option<&Partition>,
         mut f: impl FnMut(Vec<Value>, &mut GroupState) -> Result<(), ExecError>,
     ) -> Result<(), ExecError> {
-        /// What a key's integers stand for.
-        enum Stands<'p> {
-            Int,
-            Bool,
-            Text(&'p Dictionary),
-        }
-        let stands: Vec<Stands<'_>> = group_by
-            .iter()
-            .map(|key| match (key, key.data_type()) {
-                (_, DataType::Boolean) => Stands::Bool,
-                (Expr::Column { index, .. }, DataType::Text) => {
-                    match partition.map(|partition| partition.column(*index).data()) {
-                        Some(ColumnData::Text { dictionary, .. }) => Stands::Text(dictionary),
-                        _ => Stands::Int,
-                    }
-                }
-                _ => Stands::Int,
-            })
-            .collect();
+        let stands = stands_of(group_by, partition);
         let mut values = std::mem::take(&mut self.values);
         let empty: GroupState = aggregates.iter().map(Accumulator::new).collect();
         let mut state: GroupState = Vec::with_capacity(aggregates.len());
         for (group, key) in self.order.iter().enumerate() {
-            let mut key_values = Vec::with_capacity(self.keys + aggregates.len());
-            key_values.extend((0..self.keys).map(|k| match &stands[k] {
-                _ if key.nulls >> k & 1 == 1 => Value::Null,
-                Stands::Text(dictionary) => Value::Text(Arc::from(dictionary.get(key.values[k] as usize))),
-                Stands::Bool => Value::Bool(key.values[k] != 0),
-                Stands::Int => Value::Int(key.values[k]),
-            }));
+            let key_values = key_values(key, &stands, aggregates.len());
             state.clear();
             state.extend(
                 empty.iter().enumerate().map(|(slot, empty)| self.accumulator(group, slot, empty, &mut values)),
@@ -939,6 +906,43 @@ impl IntGroups {
         }
         Ok(())
     }
+}
+
+/// What a key's integers stand for.
+enum Stands<'p> {
+    Int,
+    Bool,
+    Text(&'p Dictionary),
+}
+
+/// What each of `group_by`'s keys stands for: a text column's keys are codes of `partition`'s dictionary (without
+/// a partition, where they are not codes, integers).
+fn stands_of<'p>(group_by: &[Expr], partition: Option<&'p Partition>) -> Vec<Stands<'p>> {
+    group_by
+        .iter()
+        .map(|key| match (key, key.data_type()) {
+            (_, DataType::Boolean) => Stands::Bool,
+            (Expr::Column { index, .. }, DataType::Text) => {
+                match partition.map(|partition| partition.column(*index).data()) {
+                    Some(ColumnData::Text { dictionary, .. }) => Stands::Text(dictionary),
+                    _ => Stands::Int,
+                }
+            }
+            _ => Stands::Int,
+        })
+        .collect()
+}
+
+/// `key`'s values, in a row with room for `more` values after them.
+fn key_values(key: &IntKey, stands: &[Stands<'_>], more: usize) -> Vec<Value> {
+    let mut row = Vec::with_capacity(stands.len() + more);
+    row.extend(stands.iter().enumerate().map(|(k, stands)| match stands {
+        _ if key.nulls >> k & 1 == 1 => Value::Null,
+        Stands::Text(dictionary) => Value::Text(Arc::from(dictionary.get(key.values[k] as usize))),
+        Stands::Bool => Value::Bool(key.values[k] != 0),
+        Stands::Int => Value::Int(key.values[k]),
+    }));
+    row
 }
 
 /// Row `row`'s key.

@@ -1851,7 +1851,8 @@ fn finish(
             let started = Instant::now();
             let mut partial = PartialAggregate::default();
             let fed_one_state = group_by.is_empty() && sets.is_none();
-            let mut state: GroupState = aggregates.iter().map(Accumulator::new).collect();
+            let mut state: GroupState =
+                if fed_one_state { aggregates.iter().map(Accumulator::new).collect() } else { Vec::new() };
             for (position, row) in rows.iter().enumerate() {
                 if position % INTERRUPT_CHECK_ROWS == 0 {
                     check_interrupts(executor)?;
