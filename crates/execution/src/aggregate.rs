@@ -612,11 +612,7 @@ impl Accumulator {
                 Value::Null
             }
             Accumulator::NumericSum(Some(sum)) => Value::Numeric(*sum),
-            // A sum of integers is a bigint, as in PostgreSQL, which overflows past 2^32 rows of the largest ones.
-            Accumulator::IntSum(Some(sum)) => Value::Int(
-                i64::try_from(*sum)
-                    .map_err(|_| ExecError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "bigint out of range"))?,
-            ),
+            Accumulator::IntSum(Some(sum)) => int_sum_value(*sum)?,
             Accumulator::DoubleSum { sum: Some(sum), .. } => Value::Double(sum.value()),
             Accumulator::Min(value) | Accumulator::Max(value) => value.clone().unwrap_or(Value::Null),
             Accumulator::Avg { count: 0, .. } | Accumulator::IntAvg { count: 0, .. } => Value::Null,
@@ -773,6 +769,13 @@ impl PartialAggregate {
         }
         Ok(rows)
     }
+}
+
+/// A sum of integers as the bigint it is, as in PostgreSQL, which overflows past 2^32 rows of the largest ones.
+pub(crate) fn int_sum_value(sum: i128) -> Result<Value, ExecError> {
+    i64::try_from(sum)
+        .map(Value::Int)
+        .map_err(|_| ExecError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "bigint out of range"))
 }
 
 #[cfg(test)]
