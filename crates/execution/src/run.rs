@@ -11,7 +11,7 @@ use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use numadb_scheduler::{NodeId, QueryReport, Scheduler, TaskContext, TaskGraph, TaskSpec};
@@ -22,7 +22,7 @@ use crate::aggregate::{Accumulator, AggregateCall, AggregateFunction, GroupState
 use crate::error::{ExecError, sqlstate};
 use crate::expr::{BinaryOp, Expr};
 use crate::filter::{Filter, compile, tail_mask};
-use crate::group::{self, GroupsPart, IntGroups};
+use crate::group::{self, GroupsPart, IntGroups, KeyRange};
 use crate::keys::{KeyBitmap, KeySet};
 use crate::plan::{
     Dedup, JoinKeys, JoinKind, JoinPlan, LookupPlan, Plan, ScanOutput, ScanPlan, SeriesPlan, SetOp, SortKey,
@@ -144,6 +144,9 @@ pub struct ScanStats {
     /// Groups that workers' tables, grown past the caches, spilled into the merge's partitions (a group found
     /// again after a spill counts again).
     pub groups_spilled: u64,
+    /// Whether the merge's partitions were ranges of the GROUP BY key's values, not hash partitions
+    /// ([`KeyRange`]).
+    pub merged_by_key_range: bool,
 }
 
 /// What running a statement produced.
@@ -274,6 +277,9 @@ struct ScanJob {
     /// on. Per task, a GROUP BY of 200 000 groups over 5 million rows (23 tasks, 2 workers) found 143 000 groups
     /// in each task and merged 3.3 million; per worker, each worker finds every group once.
     worker_groups: Vec<Mutex<WorkerGroups>>,
+    /// With `merge_parts`: the key range the partitions are ranges of, where every worker found its groups
+    /// through its direct table ([`KeyRange::of`]); set by the first merge task, before any groups are cut.
+    merge_range: OnceLock<Option<KeyRange>>,
     error: Mutex<Option<ExecError>>,
     rows_scanned: AtomicU64,
     rows_selected: AtomicU64,
@@ -403,6 +409,25 @@ impl ScanJob {
         *slot = WorkerGroups::Groups(groups);
     }
 
+    /// The range of the keys of the workers' groups for the merge's partitions ([`KeyRange::of`]), if every
+    /// worker found its groups through its direct table and no task's groups took the general path (whose
+    /// partials were cut into hash partitions as the tasks ended).
+    fn key_range(&self) -> Option<KeyRange> {
+        for slot in &self.slots {
+            if let Some(TaskOutput::AggregateParts(partials)) = &*slot.lock().unwrap_or_else(|p| p.into_inner())
+                && partials.iter().any(|partial| !partial.groups.is_empty())
+            {
+                return None;
+            }
+        }
+        let workers: Vec<_> =
+            self.worker_groups.iter().map(|slot| slot.lock().unwrap_or_else(|p| p.into_inner())).collect();
+        KeyRange::of(workers.iter().filter_map(|worker| match &**worker {
+            WorkerGroups::Groups(groups) => Some(&**groups),
+            _ => None,
+        }))
+    }
+
     /// Adds up each partition in `parts` of every worker's groups and of every task's general-path groups, and
     /// finishes their rows: a merge task's share of the partitions. Each task's and each worker's slot is locked
     /// once for all of them.
@@ -411,6 +436,7 @@ impl ScanJob {
         let ScanOutput::Aggregate { group_by, aggregates, .. } = &self.output else {
             return Err(ExecError::internal("a merge of groups for a scan without aggregates"));
         };
+        let range = *self.merge_range.get_or_init(|| self.key_range());
         let mut general: Vec<PartialAggregate> = parts.iter().map(|_| PartialAggregate::default()).collect();
         for slot in &self.slots {
             if let Some(TaskOutput::AggregateParts(partials)) = &mut *slot.lock().unwrap_or_else(|p| p.into_inner()) {
@@ -437,7 +463,8 @@ impl ScanJob {
                     && let WorkerGroups::Groups(worker) = std::mem::take(&mut *slot)
                 {
                     self.groups_spilled.fetch_add(worker.groups_spilled(), Ordering::Relaxed);
-                    *slot = WorkerGroups::Parts(worker.into_parts(self.merge_parts).into_iter().map(Some).collect());
+                    let worker_parts = worker.into_parts(self.merge_parts, range);
+                    *slot = WorkerGroups::Parts(worker_parts.into_iter().map(Some).collect());
                 }
                 match &mut *slot {
                     WorkerGroups::Parts(worker_parts) => {
@@ -536,6 +563,7 @@ pub fn execute(plan: &Plan, executor: &Executor<'_>) -> Result<ExecutionResult, 
             task_time: Duration::from_nanos(job.task_ns.load(Ordering::Relaxed)),
             merge_time: Duration::from_nanos(job.merge_ns.load(Ordering::Relaxed)),
             groups_spilled: job.groups_spilled.load(Ordering::Relaxed),
+            merged_by_key_range: job.merge_range.get().is_some_and(Option::is_some),
         });
     }
     result.scans.extend(later_scans);
@@ -815,6 +843,7 @@ fn add_scan(
         merge_parts,
         merged_rows: Mutex::new(Vec::new()),
         worker_groups: (0..if merge_parts > 0 { workers } else { 0 }).map(|_| Mutex::default()).collect(),
+        merge_range: OnceLock::new(),
         tasks: morsels.len(),
     });
     let mut by_domain: BTreeMap<Option<u32>, Vec<NodeId>> = BTreeMap::new();

@@ -32,6 +32,12 @@ pub fn analyze_lines(result: &ExecutionResult, scheduler: &Scheduler) -> Vec<Str
                 scan.table, scan.groups_spilled
             ));
         }
+        if scan.merged_by_key_range {
+            lines.push(format!(
+                "Scan {}: every worker found its groups through a table indexed by the key's value, and the groups were merged in ranges of the key's values",
+                scan.table
+            ));
+        }
     }
     if result.index_rows > 0 {
         lines.push(format!("Index lookups found {} rows (run on the session thread)", result.index_rows));

@@ -167,4 +167,8 @@ fn groups_spilled_from_full_tables_are_the_groups_of_the_rows() {
     };
     assert!(explain(&mut session, "w").contains("spilled"), "{}", explain(&mut session, "w"));
     assert!(!explain(&mut session, "k").contains("spilled"), "{}", explain(&mut session, "k"));
+    // And that k's groups, all in the workers' direct tables, were merged in ranges of its values, and w's not.
+    assert!(explain(&mut session, "k").contains("merged in ranges"), "{}", explain(&mut session, "k"));
+    assert!(!explain(&mut session, "w").contains("merged in ranges"), "{}", explain(&mut session, "w"));
+    assert!(!explain(&mut session, "k, w").contains("merged in ranges"), "{}", explain(&mut session, "k, w"));
 }
