@@ -27,7 +27,7 @@ use std::collections::{HashMap, HashSet};
 
 use std::sync::Arc;
 
-use numadb_storage::bitpack::{BLOCK_ROWS, BlockMask};
+use numadb_storage::bitpack::{self, BLOCK_ROWS, BlockMask};
 use numadb_storage::{ColumnData, DataType, Dictionary, Partition};
 
 use crate::aggregate::{
@@ -321,6 +321,10 @@ pub(crate) struct IntGroups {
 
 /// The values a DISTINCT aggregate's bitmap covers ([`IntGroups::seen`]): 8 KiB of bits.
 const SEEN_SPAN: usize = 1 << 16;
+
+/// The state words of a table's groups from which [`IntGroups::find_groups`] asks for each row's state ahead of
+/// the aggregates' loops: 256 KiB, past what the first-level cache holds.
+const PREFETCH_STATE_WORDS: usize = 1 << 15;
 
 /// The most slots of the table from key offsets to groups.
 const DIRECT_SLOTS: usize = 1 << 18;
@@ -664,20 +668,10 @@ impl IntGroups {
         // word at a time; the rest go the general way below.
         let mut general = *mask;
         if let [key] = keys {
-            let (low, values, nulls) = (shape[0].low, key.values(), key.nulls());
-            for (word, bits) in general.iter_mut().enumerate() {
-                let valid = *bits & !nulls[word];
-                *bits &= !valid;
-                let mut rest = valid;
-                while rest != 0 {
-                    let row = word * 64 + rest.trailing_zeros() as usize;
-                    rest &= rest - 1;
-                    let index = values[row].wrapping_sub(low) as usize;
-                    if direct[index] == u32::MAX {
-                        direct[index] = self.add_group(key_of(keys, row)) as u32;
-                    }
-                    self.groups[row] = direct[index];
-                }
+            if self.states.len() >= PREFETCH_STATE_WORDS {
+                self.find_one_key_groups::<true>(key, shape[0].low, &mut direct, &mut general);
+            } else {
+                self.find_one_key_groups::<false>(key, shape[0].low, &mut direct, &mut general);
             }
         }
         for_each_set(&general, |row| {
@@ -716,6 +710,43 @@ impl IntGroups {
                 self.indexed += 1;
                 self.outside_direct = true;
                 self.add_group(key)
+            }
+        }
+    }
+
+    /// [`IntGroups::find_groups`] for the selected non-NULL rows of one key, whose slots in `direct` are their
+    /// offsets from `low`, found a word at a time; they are taken out of `general`.
+    ///
+    /// With `PREFETCH`, each row's state, which the aggregates' loops read next, is asked for now, so that a
+    /// block's rows fetch their lines side by side: for states past the nearer caches ([`PREFETCH_STATE_WORDS`]).
+    /// `GROUP BY x % 200000` (6.4 MB of states per worker; 5 million rows, 2 workers) went from 39.0 to 34.8 ms.
+    /// `x % 100`'s states stay in cache, so it is not asked for there. Not inlined: inlined twice into
+    /// `find_groups`, it made GROUP BYs of few groups 5-9% slower, even of two keys, which do not come here.
+    #[inline(never)]
+    fn find_one_key_groups<const PREFETCH: bool>(
+        &mut self,
+        key: &IntBlock,
+        low: i64,
+        direct: &mut [u32],
+        general: &mut BlockMask,
+    ) {
+        let (values, nulls) = (key.values(), key.nulls());
+        for (word, bits) in general.iter_mut().enumerate() {
+            let valid = *bits & !nulls[word];
+            *bits &= !valid;
+            let mut rest = valid;
+            while rest != 0 {
+                let row = word * 64 + rest.trailing_zeros() as usize;
+                rest &= rest - 1;
+                let index = values[row].wrapping_sub(low) as usize;
+                let mut group = direct[index];
+                if group == u32::MAX {
+                    group = self.add_group(key_of(std::slice::from_ref(key), row)) as u32;
+                    direct[index] = group;
+                } else if PREFETCH && let Some(state) = self.states.get(group as usize * self.stride) {
+                    bitpack::prefetch_line(state);
+                }
+                self.groups[row] = group;
             }
         }
     }
