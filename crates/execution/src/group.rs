@@ -80,6 +80,16 @@ impl IntKey {
         ((u128::from(folded) * parts as u128) >> 64) as usize
     }
 
+    /// The key of one value (`None`: NULL).
+    fn one(value: Option<i64>) -> IntKey {
+        let mut key = IntKey { values: [0; KEYS_MAX], nulls: 0 };
+        match value {
+            Some(value) => key.values[0] = value,
+            None => key.nulls = 1,
+        }
+        key
+    }
+
     /// The key of a general-path group whose key values are those [`IntGroups`] groups by (integers, booleans
     /// and NULLs), so that it falls in the same partition as the same group found a block at a time.
     fn of_values(values: &[Value]) -> IntKey {
@@ -446,6 +456,28 @@ impl KeyRange {
     }
 }
 
+/// Adds the state words `their` of an aggregate of kind `kind` to `mine` (a DISTINCT aggregate's sets are not
+/// words: the caller adds them).
+#[inline]
+fn add_words(kind: Kind, mine: &mut [u64], their: &[u64]) {
+    match kind {
+        Kind::Distinct => {}
+        Kind::Count => mine[0] += their[0],
+        Kind::Sum => {
+            mine[0] += their[0];
+            add_to_sum(&mut mine[1..], sum_of(&their[1..]));
+        }
+        Kind::Min => {
+            mine[0] += their[0];
+            mine[1] = (mine[1] as i64).min(their[1] as i64) as u64;
+        }
+        Kind::Max => {
+            mine[0] += their[0];
+            mine[1] = (mine[1] as i64).max(their[1] as i64) as u64;
+        }
+    }
+}
+
 /// What an aggregate keeps of its values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -783,6 +815,12 @@ impl IntGroups {
         self.outside_direct = true;
     }
 
+    /// Whether some aggregate keeps sets of distinct values (which [`IntGroups::merged_range`] cannot take from
+    /// tables it only reads).
+    pub(crate) fn keeps_distinct_sets(&self) -> bool {
+        self.distinct_sets
+    }
+
     /// The shape of the direct table, if it has every group (one key, nothing spilled): what a [`KeyRange`] of
     /// the workers' groups is made of.
     fn direct_shape_of_groups(&self) -> Option<KeyShape> {
@@ -937,23 +975,69 @@ impl IntGroups {
                         }
                         mine.extend(values);
                     }
-                    Kind::Count => mine[0] += their[0],
-                    Kind::Sum => {
-                        mine[0] += their[0];
-                        add_to_sum(&mut mine[1..], sum_of(&their[1..]));
-                    }
-                    Kind::Min => {
-                        mine[0] += their[0];
-                        mine[1] = (mine[1] as i64).min(their[1] as i64) as u64;
-                    }
-                    Kind::Max => {
-                        mine[0] += their[0];
-                        mine[1] = (mine[1] as i64).max(their[1] as i64) as u64;
-                    }
+                    kind => add_words(kind, mine, their),
                 }
             }
         }
         self.direct = direct;
+    }
+
+    /// Partition `part` of `parts` ranges of `range` ([`KeyRange`]) of `tables`' groups, each table holding all
+    /// its groups in its direct table and none keeping distinct sets, added up where the tables hold them: read
+    /// in their direct tables' slot order, without being cut into partitions first (`None`: no groups).
+    ///
+    /// For `GROUP BY x % 200000` over 5 million rows (2 workers), cutting its 200 000 groups into partitions took
+    /// each merge task 4.1 ms of its 8.7, and the partitions (72 bytes a group) were memory the merge wrote once
+    /// and read once.
+    pub(crate) fn merged_range(
+        tables: &[IntGroups],
+        aggregates: &[AggregateCall],
+        range: KeyRange,
+        part: usize,
+        parts: usize,
+    ) -> Option<IntGroups> {
+        let shape = range.part_shape(part, range.shift(parts));
+        let mut merged = IntGroups::new(1, aggregates, 0);
+        let mut direct = vec![u32::MAX; shape.values + usize::from(shape.null)];
+        for table in tables {
+            let Some(own) = table.direct_shape_of_groups() else { continue };
+            debug_assert!(!table.distinct_sets, "tables with distinct sets are cut, not merged in place");
+            // The values both shapes have, then NULL.
+            let low = i128::from(shape.low).max(i128::from(own.low));
+            let high = (i128::from(shape.low) + shape.values as i128).min(i128::from(own.low) + own.values as i128);
+            let values = (low..high).map(|value| {
+                let key = IntKey::one(Some(value as i64));
+                ((value - i128::from(shape.low)) as usize, (value - i128::from(own.low)) as usize, key)
+            });
+            let null = (shape.null && own.null).then(|| (shape.values, own.values, IntKey::one(None)));
+            for (slot, own_slot, key) in values.chain(null) {
+                let group = table.direct[own_slot];
+                if group != u32::MAX {
+                    merged.add_state(
+                        &mut direct[slot],
+                        key,
+                        &table.states[group as usize * table.stride..][..table.stride],
+                    );
+                }
+            }
+        }
+        (!merged.order.is_empty()).then_some(merged)
+    }
+
+    /// Adds a group's state words `theirs` to the group of `key`, whose index is in `slot` ([`u32::MAX`]: none
+    /// yet, and it is added).
+    #[inline]
+    fn add_state(&mut self, slot: &mut u32, key: IntKey, theirs: &[u64]) {
+        if *slot == u32::MAX {
+            *slot = self.order.len() as u32;
+            self.order.push(key);
+            self.states.extend_from_slice(theirs);
+            return;
+        }
+        let mine = &mut self.states[*slot as usize * self.stride..][..self.stride];
+        for &StateSlot { offset, kind } in &self.slots {
+            add_words(kind, &mut mine[offset..][..kind.words()], &theirs[offset..][..kind.words()]);
+        }
     }
 
     /// Makes the direct table cover `shape` too where the union stays within [`DIRECT_SLOTS`], with every group
@@ -1234,12 +1318,7 @@ mod tests {
     }
 
     fn key(value: Option<i64>) -> IntKey {
-        let mut key = IntKey { values: [0; KEYS_MAX], nulls: 0 };
-        match value {
-            Some(value) => key.values[0] = value,
-            None => key.nulls = 1,
-        }
-        key
+        IntKey::one(value)
     }
 
     #[test]

@@ -277,9 +277,9 @@ struct ScanJob {
     /// on. Per task, a GROUP BY of 200 000 groups over 5 million rows (23 tasks, 2 workers) found 143 000 groups
     /// in each task and merged 3.3 million; per worker, each worker finds every group once.
     worker_groups: Vec<Mutex<WorkerGroups>>,
-    /// With `merge_parts`: the key range the partitions are ranges of, where every worker found its groups
-    /// through its direct table ([`KeyRange::of`]); set by the first merge task, before any groups are cut.
-    merge_range: OnceLock<Option<KeyRange>>,
+    /// With `merge_parts`: how the merge tasks take the workers' groups, set by the first merge task before any
+    /// are taken.
+    merge_source: OnceLock<MergeSource>,
     error: Mutex<Option<ExecError>>,
     rows_scanned: AtomicU64,
     rows_selected: AtomicU64,
@@ -289,6 +289,17 @@ struct ScanJob {
     /// Groups the workers' tables spilled ([`ScanStats::groups_spilled`]).
     groups_spilled: AtomicU64,
     tasks: usize,
+}
+
+/// How a GROUP BY's merge tasks take the workers' groups ([`ScanJob::merge_partitions`]).
+enum MergeSource {
+    /// Each worker's groups are cut into the partitions by the first merge task to reach them: hash partitions,
+    /// or ranges of the key's values where every worker found its groups through its direct table
+    /// ([`KeyRange::of`]).
+    Cut(Option<KeyRange>),
+    /// Ranges of the key's values, which each merge task reads where the workers' tables hold them
+    /// ([`IntGroups::merged_range`]): where the tables could be cut by range and keep no distinct sets.
+    InPlace { range: KeyRange, tables: Vec<IntGroups> },
 }
 
 /// Memory the rows a statement's scans and joins produce take, against its limit.
@@ -409,23 +420,37 @@ impl ScanJob {
         *slot = WorkerGroups::Groups(groups);
     }
 
-    /// The range of the keys of the workers' groups for the merge's partitions ([`KeyRange::of`]), if every
+    /// How the merge tasks are to take the workers' groups: by ranges of the key ([`KeyRange::of`]) if every
     /// worker found its groups through its direct table and no task's groups took the general path (whose
-    /// partials were cut into hash partitions as the tasks ended).
-    fn key_range(&self) -> Option<KeyRange> {
+    /// partials were cut into hash partitions as the tasks ended), read in place where none keeps distinct sets.
+    fn choose_merge_source(&self) -> MergeSource {
         for slot in &self.slots {
             if let Some(TaskOutput::AggregateParts(partials)) = &*slot.lock().unwrap_or_else(|p| p.into_inner())
                 && partials.iter().any(|partial| !partial.groups.is_empty())
             {
-                return None;
+                return MergeSource::Cut(None);
             }
         }
-        let workers: Vec<_> =
+        let mut workers: Vec<_> =
             self.worker_groups.iter().map(|slot| slot.lock().unwrap_or_else(|p| p.into_inner())).collect();
-        KeyRange::of(workers.iter().filter_map(|worker| match &**worker {
-            WorkerGroups::Groups(groups) => Some(&**groups),
-            _ => None,
-        }))
+        let tables = || {
+            workers.iter().filter_map(|worker| match &**worker {
+                WorkerGroups::Groups(groups) => Some(&**groups),
+                _ => None,
+            })
+        };
+        let Some(range) = KeyRange::of(tables()) else { return MergeSource::Cut(None) };
+        if tables().any(IntGroups::keeps_distinct_sets) {
+            return MergeSource::Cut(Some(range));
+        }
+        let tables = workers
+            .iter_mut()
+            .filter_map(|worker| match std::mem::take(&mut **worker) {
+                WorkerGroups::Groups(groups) => Some(*groups),
+                _ => None,
+            })
+            .collect();
+        MergeSource::InPlace { range, tables }
     }
 
     /// Adds up each partition in `parts` of every worker's groups and of every task's general-path groups, and
@@ -436,7 +461,11 @@ impl ScanJob {
         let ScanOutput::Aggregate { group_by, aggregates, .. } = &self.output else {
             return Err(ExecError::internal("a merge of groups for a scan without aggregates"));
         };
-        let range = *self.merge_range.get_or_init(|| self.key_range());
+        let source = self.merge_source.get_or_init(|| self.choose_merge_source());
+        let (range, in_place) = match source {
+            MergeSource::Cut(range) => (*range, None),
+            MergeSource::InPlace { range, tables } => (Some(*range), Some(tables)),
+        };
         let mut general: Vec<PartialAggregate> = parts.iter().map(|_| PartialAggregate::default()).collect();
         for slot in &self.slots {
             if let Some(TaskOutput::AggregateParts(partials)) = &mut *slot.lock().unwrap_or_else(|p| p.into_inner()) {
@@ -478,8 +507,13 @@ impl ScanJob {
             }
         }
         let mut rows = Vec::new();
-        for (taken, mut general) in worker_parts.into_iter().zip(general) {
-            let mut groups: Option<IntGroups> = None;
+        for ((taken, mut general), &part) in worker_parts.into_iter().zip(general).zip(parts) {
+            let mut groups = match (in_place, range) {
+                (Some(tables), Some(range)) => {
+                    IntGroups::merged_range(tables, aggregates, range, part, self.merge_parts)
+                }
+                _ => None,
+            };
             for worker_part in taken {
                 groups.get_or_insert_with(|| IntGroups::new(group_by.len(), aggregates, 0)).merge_part(worker_part);
             }
@@ -563,7 +597,10 @@ pub fn execute(plan: &Plan, executor: &Executor<'_>) -> Result<ExecutionResult, 
             task_time: Duration::from_nanos(job.task_ns.load(Ordering::Relaxed)),
             merge_time: Duration::from_nanos(job.merge_ns.load(Ordering::Relaxed)),
             groups_spilled: job.groups_spilled.load(Ordering::Relaxed),
-            merged_by_key_range: job.merge_range.get().is_some_and(Option::is_some),
+            merged_by_key_range: matches!(
+                job.merge_source.get(),
+                Some(MergeSource::Cut(Some(_)) | MergeSource::InPlace { .. })
+            ),
         });
     }
     result.scans.extend(later_scans);
@@ -843,7 +880,7 @@ fn add_scan(
         merge_parts,
         merged_rows: Mutex::new(Vec::new()),
         worker_groups: (0..if merge_parts > 0 { workers } else { 0 }).map(|_| Mutex::default()).collect(),
-        merge_range: OnceLock::new(),
+        merge_source: OnceLock::new(),
         tasks: morsels.len(),
     });
     let mut by_domain: BTreeMap<Option<u32>, Vec<NodeId>> = BTreeMap::new();

@@ -1,8 +1,9 @@
 //! GROUP BY with many groups: each worker's tasks add to one table of groups, and as many merge tasks as workers
 //! each add up one hash partition of the groups and finish its rows. Every grouping here is checked against the
 //! same groups computed here from the table's rows: keys spanning few values (the direct table) and many (the
-//! hash index), NULL and boolean keys, DISTINCT aggregates, rows still in a table's unsealed delta (grouped row by
-//! row), and many small tasks.
+//! hash index), NULL and boolean keys, DISTINCT aggregates and none (the merge tasks then read the workers' tables
+//! where they are, when every worker found its groups through its direct table), rows still in a table's unsealed
+//! delta (grouped row by row), and many small tasks.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -42,10 +43,12 @@ fn expected(rows: &[Vec<Value>], keys: usize) -> Expected {
         .collect()
 }
 
-fn grouped(session: &mut Session, keys: &[&str], table: &str) -> Expected {
+/// The groups as numadb computes them; without `distinct`, with no DISTINCT aggregate (whose sets the merge
+/// tasks take, so that they cannot read the workers' tables where they are) and 0 for its count.
+fn grouped(session: &mut Session, keys: &[&str], table: &str, distinct: bool) -> Expected {
     let list = keys.join(", ");
-    let sql =
-        format!("SELECT {list}, count(*), sum(v), min(v), max(v), count(DISTINCT v % 7) FROM {table} GROUP BY {list}");
+    let last = if distinct { "count(DISTINCT v % 7)" } else { "0" };
+    let sql = format!("SELECT {list}, count(*), sum(v), min(v), max(v), {last} FROM {table} GROUP BY {list}");
     let rows = session.execute_one(&sql).unwrap_or_else(|e| panic!("{sql}: {e:?}")).rows;
     let mut out = Expected::new();
     for row in rows {
@@ -55,6 +58,11 @@ fn grouped(session: &mut Session, keys: &[&str], table: &str) -> Expected {
         assert!(out.insert(key.clone(), state).is_none(), "{sql}: group {key:?} came out twice");
     }
     out
+}
+
+/// `groups` with 0 for the count of distinct values ([`grouped`] without `distinct`).
+fn without_distinct(groups: &Expected) -> Expected {
+    groups.iter().map(|(key, &(count, sum, min, max, _))| (key.clone(), (count, sum, min, max, 0))).collect()
 }
 
 #[test]
@@ -88,9 +96,11 @@ fn many_groups_merged_in_partitions_are_the_groups_of_the_rows() {
         for (keys, columns) in [(&["k"][..], &[0][..]), (&["k", "b"], &[0, 1]), (&["w"], &[2]), (&["b", "w"], &[1, 2])]
         {
             let want = expected(&pick(columns), keys.len());
-            let got = grouped(&mut session, keys, "g");
+            let got = grouped(&mut session, keys, "g", true);
             assert_eq!(got.len(), want.len(), "GROUP BY {keys:?}, morsels of {morsel_rows} rows");
             assert!(got == want, "GROUP BY {keys:?}, morsels of {morsel_rows} rows: the groups differ");
+            let got = grouped(&mut session, keys, "g", false);
+            assert!(got == without_distinct(&want), "GROUP BY {keys:?} with no DISTINCT aggregate: the groups differ");
         }
     }
     // The plan says how the groups are merged; text keys and grouping sets keep one merge per domain.
@@ -151,9 +161,11 @@ fn groups_spilled_from_full_tables_are_the_groups_of_the_rows() {
             let want = expected(&pick(columns), keys.len());
             for workers in ["cpus(0)", "all"] {
                 session.execute_one(&format!("SET numadb.workers = '{workers}'")).unwrap();
-                let got = grouped(&mut session, keys, table);
+                let got = grouped(&mut session, keys, table, true);
                 assert_eq!(got.len(), want.len(), "{table}: GROUP BY {keys:?} with {workers} workers");
                 assert!(got == want, "{table}: GROUP BY {keys:?} with {workers} workers: the groups differ");
+                let got = grouped(&mut session, keys, table, false);
+                assert!(got == without_distinct(&want), "{table}: GROUP BY {keys:?} with no DISTINCT aggregate");
             }
         }
     }
