@@ -997,6 +997,10 @@ impl IntGroups {
         parts: usize,
     ) -> Option<IntGroups> {
         let shape = range.part_shape(part, range.shift(parts));
+        if shape.values == 0 && !shape.null {
+            // Past the range's end (it has fewer slots than there are parts).
+            return None;
+        }
         let mut merged = IntGroups::new(1, aggregates, 0);
         let mut direct = vec![u32::MAX; shape.values + usize::from(shape.null)];
         for table in tables {
