@@ -2393,9 +2393,13 @@ impl<'a> Binder<'a> {
             .enumerate()
             .map(|(index, c)| (Expr::Column { index, data_type: c.data_type }, c.name.clone()))
             .collect();
-        let clauses = self.bind_select_clauses(select, &scope, order_by, Some(wildcard))?;
+        let mut clauses = self.bind_select_clauses(select, &scope, order_by, Some(wildcard))?;
         let names: Vec<String> = inner.columns.iter().map(|c| c.name.clone()).collect();
-        let (plan, columns) = plan_over_rows(inner.plan, &names, clauses, limit, offset)?;
+        let inner_plan = match clauses.columns_read(names.len()) {
+            Some(read) => without_unread_outputs(inner.plan, &read),
+            None => inner.plan,
+        };
+        let (plan, columns) = plan_over_rows(inner_plan, &names, clauses, limit, offset)?;
         Ok(BoundQuery { plan, columns, tables: inner.tables })
     }
 
@@ -3228,6 +3232,40 @@ struct SelectClauses<'q> {
 }
 
 impl SelectClauses<'_> {
+    /// Which of the input row's `width` columns the clauses read, if that is sure: not where an expression holds
+    /// a subquery (which could read the row in ways its column references do not show).
+    fn columns_read(&mut self, width: usize) -> Option<Vec<bool>> {
+        let mut subquery = false;
+        let mut check = |expr: &Expr| subquery |= contains_subquery(expr);
+        self.filter.iter().chain(self.items.iter().map(|(e, _)| e)).for_each(&mut check);
+        self.group_by.iter().chain(self.groupings.iter().flatten()).chain(&self.having).for_each(&mut check);
+        self.sort_exprs.iter().map(|(e, _)| e).for_each(&mut check);
+        for aggregate in &self.aggregates {
+            let _ = aggregate.try_map_exprs(&mut |e| {
+                check(e);
+                Ok(e.clone())
+            });
+        }
+        for call in &self.windows {
+            let _ = call.try_map_exprs(&mut |e| {
+                check(e);
+                Ok(e.clone())
+            });
+        }
+        if subquery {
+            return None;
+        }
+        // Every column reference, found by renumbering each column as itself.
+        let read = RefCell::new(vec![false; width]);
+        self.map_columns(&|index| {
+            if let Some(read) = read.borrow_mut().get_mut(index) {
+                *read = true;
+            }
+            index
+        });
+        Some(read.into_inner())
+    }
+
     /// Reads every column `i` of the input row as column `map(i)`.
     fn map_columns(&mut self, map: &dyn Fn(usize) -> usize) {
         let over = |expr: &mut Expr| *expr = map_columns(expr, map);
@@ -3500,6 +3538,79 @@ fn distinct_as_grouping(
         }
     }
     Ok((keys, true, Dedup::No))
+}
+
+/// Whether `expr` holds a subquery.
+fn contains_subquery(expr: &Expr) -> bool {
+    matches!(expr, Expr::Subquery { .. } | Expr::QuantifiedSubquery { .. })
+        || expr.try_map_children(&mut |e| if contains_subquery(e) { Err(()) } else { Ok(e.clone()) }).is_err()
+}
+
+/// A subquery in FROM's plan without the work for the outputs the query over it does not read (`read`), as
+/// PostgreSQL's planner removes them (`remove_unused_subquery_outputs`): over a scan that groups, each output not
+/// read is NULL (unless volatile), and an aggregate nothing reads any more is not computed. So
+/// `SELECT count(*), sum(n) FROM (SELECT g, count(*) AS n, sum(x) FROM t GROUP BY g) s` does not add up `sum(x)`
+/// per group, nor keep its state. Not with DISTINCT (which compares every output) nor grouping sets.
+fn without_unread_outputs(plan: Plan, read: &[bool]) -> Plan {
+    let Plan::Post {
+        input,
+        filter,
+        projection: Some(mut projection),
+        distinct: Dedup::No,
+        order_by,
+        offset,
+        limit,
+        with_ties,
+    } = plan
+    else {
+        return plan;
+    };
+    let rebuild = |input: Box<Plan>, projection: Vec<Expr>| Plan::Post {
+        input,
+        filter: filter.clone(),
+        projection: Some(projection),
+        distinct: Dedup::No,
+        order_by: order_by.clone(),
+        offset: offset.clone(),
+        limit: limit.clone(),
+        with_ties,
+    };
+    let Plan::Scan(mut scan) = *input else { return rebuild(input, projection) };
+    let ScanOutput::Aggregate { group_by, aggregates, sets: None } = &mut scan.output else {
+        return rebuild(Box::new(Plan::Scan(scan)), projection);
+    };
+    for (expr, _) in projection.iter_mut().zip(read).filter(|(expr, read)| !**read && !expr.is_volatile()) {
+        *expr = Expr::literal(Value::Null, expr.data_type());
+    }
+    // The aggregates the post-processing still reads (its select list, HAVING and ORDER BY); without GROUP BY,
+    // all of them (the one row of no aggregates is not one the scan makes).
+    let keys = group_by.len();
+    let mut columns = Vec::new();
+    projection.iter().chain(&filter).chain(order_by.iter().map(|key| &key.expr)).for_each(|e| e.columns(&mut columns));
+    let kept: Vec<usize> = (0..aggregates.len()).filter(|j| keys == 0 || columns.contains(&(keys + j))).collect();
+    if kept.len() < aggregates.len() {
+        let count = aggregates.len();
+        let map = |index: usize| match index.checked_sub(keys) {
+            Some(j) if j < count => keys + kept.iter().position(|&k| k == j).unwrap_or(j),
+            _ => index,
+        };
+        *aggregates = kept.iter().map(|&j| aggregates[j].clone()).collect();
+        projection = projection.iter().map(|e| map_columns(e, &map)).collect();
+        let filter = filter.as_ref().map(|e| map_columns(e, &map));
+        let order_by =
+            order_by.iter().map(|key| SortKey { expr: map_columns(&key.expr, &map), ..key.clone() }).collect();
+        return Plan::Post {
+            input: Box::new(Plan::Scan(scan)),
+            filter,
+            projection: Some(projection),
+            distinct: Dedup::No,
+            order_by,
+            offset,
+            limit,
+            with_ties,
+        };
+    }
+    rebuild(Box::new(Plan::Scan(scan)), projection)
 }
 
 /// `expr` over a scan's input (the table's columns) where it was over the scan's output `projections`: each column
