@@ -3272,16 +3272,21 @@ fn post_process(
             None => Ok(true),
         }
     };
-    let project = |mut row: Vec<Value>| -> Result<Vec<Value>, ExecError> {
+    // The values a row keeps, while they are put back in it in their new order.
+    let mut moved: Vec<Value> = Vec::new();
+    let mut project = |mut row: Vec<Value>| -> Result<Vec<Value>, ExecError> {
         Ok(match (projection, &moved_columns) {
             (Some(_), Some(columns)) if columns.iter().all(|&c| c < row.len()) => {
-                if columns.iter().enumerate().all(|(i, &c)| i == c) {
-                    // The row's first columns, in order: it loses the rest.
-                    row.truncate(columns.len());
-                    row
-                } else {
-                    columns.iter().map(|&c| std::mem::replace(&mut row[c], Value::Null)).collect()
+                if !columns.iter().enumerate().all(|(i, &c)| i == c) {
+                    // In the row's own vector: a new one per row, made here and the old one freed (rows made on
+                    // the workers), took 13 ms over 200 000 rows.
+                    moved.extend(columns.iter().map(|&c| std::mem::replace(&mut row[c], Value::Null)));
+                    row.clear();
+                    row.append(&mut moved);
                 }
+                // The row's first columns, in order: it loses the rest.
+                row.truncate(columns.len());
+                row
             }
             (Some(exprs), _) => exprs.iter().map(|e| e.eval(&row, params)).collect::<Result<Vec<_>, _>>()?,
             (None, _) => row,
