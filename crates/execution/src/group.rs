@@ -131,21 +131,9 @@ impl GroupsPart {
 }
 
 /// Appends groups (`keys`, their `stride` state words each, and `aggregates` distinct value sets each if there
-/// are any) to the hash partitions `out` by key ([`IntKey::part`]).
+/// are any) to the partitions `out`, each key to partition `part_of(key)`: its hash partition ([`IntKey::part`])
+/// or its range ([`KeyRange::part`]).
 fn cut_into(
-    out: &mut [GroupsPart],
-    keys: &[IntKey],
-    states: &[u64],
-    values: Vec<HashSet<i64, foldhash::fast::RandomState>>,
-    stride: usize,
-    aggregates: usize,
-) {
-    let parts = out.len();
-    cut_by(out, |key| key.part(parts), keys, states, values, stride, aggregates);
-}
-
-/// [`cut_into`] with the partition of each key given by `part_of`.
-fn cut_by(
     out: &mut [GroupsPart],
     part_of: impl Fn(&IntKey) -> usize,
     keys: &[IntKey],
@@ -852,7 +840,8 @@ impl IntGroups {
                 return vec![GroupsPart { keys, states, values, shape, unique: true }];
             }
             let mut out: Vec<GroupsPart> = (0..parts).map(|_| GroupsPart::empty(self.direct_shape, true)).collect();
-            cut_into(&mut out, &self.order, &self.states, self.values, self.stride, self.aggregates);
+            let part_of = |key: &IntKey| key.part(parts);
+            cut_into(&mut out, part_of, &self.order, &self.states, self.values, self.stride, self.aggregates);
             return out;
         }
         // The groups not spilled yet go where the others went; partitions of another count (the merge of two
@@ -864,7 +853,15 @@ impl IntGroups {
         }
         let mut out: Vec<GroupsPart> = (0..parts).map(|_| GroupsPart::empty(None, false)).collect();
         for part in spilled {
-            cut_into(&mut out, &part.keys, &part.states, part.values, self.stride, self.aggregates);
+            cut_into(
+                &mut out,
+                |key| key.part(parts),
+                &part.keys,
+                &part.states,
+                part.values,
+                self.stride,
+                self.aggregates,
+            );
         }
         out
     }
@@ -879,7 +876,7 @@ impl IntGroups {
         let mut out: Vec<GroupsPart> =
             (0..parts).map(|part| GroupsPart::empty(Some(self.part_shape(range, part, shift)), true)).collect();
         let part_of = |key: &IntKey| range.part(key, shift, parts);
-        cut_by(&mut out, part_of, &self.order, &self.states, self.values, self.stride, self.aggregates);
+        cut_into(&mut out, part_of, &self.order, &self.states, self.values, self.stride, self.aggregates);
         out
     }
 
@@ -914,7 +911,9 @@ impl IntGroups {
         }
         self.groups_spilled += self.order.len() as u64;
         let values = std::mem::take(&mut self.values);
-        cut_into(&mut self.spilled, &self.order, &self.states, values, self.stride, self.aggregates);
+        let parts = self.spilled.len();
+        let part_of = |key: &IntKey| key.part(parts);
+        cut_into(&mut self.spilled, part_of, &self.order, &self.states, values, self.stride, self.aggregates);
         self.order.clear();
         self.states.clear();
         self.index.clear();
