@@ -435,6 +435,13 @@ impl KeyRange {
         (slot >> shift).min(parts - 1)
     }
 
+    /// [`KeyRange::part_shape`] as a direct table's shape (one key).
+    fn part_table_shape(&self, part: usize, shift: u32) -> [KeyShape; KEYS_MAX] {
+        let mut shape = [KeyShape::default(); KEYS_MAX];
+        shape[0] = self.part_shape(part, shift);
+        shape
+    }
+
     /// The shape of partition `part`'s slots, with parts of `2^shift` slots.
     fn part_shape(&self, part: usize, shift: u32) -> KeyShape {
         let (start, end) = (part << shift, ((part + 1) << shift).min(self.width()));
@@ -818,13 +825,6 @@ impl IntGroups {
         self.direct_shape.map(|shape| shape[0])
     }
 
-    /// [`KeyRange::part_shape`] as a direct table's shape (one key).
-    fn part_shape(&self, range: KeyRange, part: usize, shift: u32) -> [KeyShape; KEYS_MAX] {
-        let mut shape = [KeyShape::default(); KEYS_MAX];
-        shape[0] = range.part_shape(part, shift);
-        shape
-    }
-
     /// Cuts the groups into `parts` hash partitions by key ([`IntKey::part`]), for as many merge tasks to add
     /// up side by side: with millions of groups, one merge per domain took longer than the scan. With `range`
     /// (every worker's groups in its direct table: [`KeyRange::of`]), into ranges of it instead.
@@ -874,7 +874,7 @@ impl IntGroups {
     fn into_ranges(self, range: KeyRange, parts: usize) -> Vec<GroupsPart> {
         let shift = range.shift(parts);
         let mut out: Vec<GroupsPart> =
-            (0..parts).map(|part| GroupsPart::empty(Some(self.part_shape(range, part, shift)), true)).collect();
+            (0..parts).map(|part| GroupsPart::empty(Some(range.part_table_shape(part, shift)), true)).collect();
         let part_of = |key: &IntKey| range.part(key, shift, parts);
         cut_into(&mut out, part_of, &self.order, &self.states, self.values, self.stride, self.aggregates);
         out
@@ -1320,10 +1320,6 @@ mod tests {
         assert!(shape(i64::MAX - 1, 2, false).union(&shape(i64::MIN, 2, false)).values > DIRECT_SLOTS);
     }
 
-    fn key(value: Option<i64>) -> IntKey {
-        IntKey::one(value)
-    }
-
     #[test]
     fn a_key_ranges_parts_tile_it_and_each_covers_its_keys() {
         let shape = |low: i64, values: usize, null: bool| KeyShape { low, values, null };
@@ -1339,13 +1335,13 @@ mod tests {
                 assert_eq!(slots, range.width(), "{range:?} in {parts} parts");
                 let values = (0..range.0.values as i64).map(|offset| Some(range.0.low + offset));
                 for value in values.chain(range.0.null.then_some(None)) {
-                    let part = range.part(&key(value), shift, parts);
+                    let part = range.part(&IntKey::one(value), shift, parts);
                     assert!(part < parts);
                     let own = value.map_or(shape(0, 0, true), |value| shape(value, 1, false));
                     assert!(range.part_shape(part, shift).covers(&own), "{value:?} of {range:?}: part {part}");
                 }
                 // Outside the range: the last part, not past it.
-                assert_eq!(range.part(&key(Some(range.0.low - 1)), shift, parts), parts - 1);
+                assert_eq!(range.part(&IntKey::one(Some(range.0.low - 1)), shift, parts), parts - 1);
             }
         }
     }
@@ -1355,7 +1351,7 @@ mod tests {
         let table = |low: i64, values: usize, null: bool, groups: usize| {
             let mut table = IntGroups::new(1, &[], 0);
             table.direct_shape = Some([KeyShape { low, values, null }; KEYS_MAX]);
-            table.order = (0..groups as i64).map(|value| key(Some(low + value))).collect();
+            table.order = (0..groups as i64).map(|value| IntKey::one(Some(low + value))).collect();
             table
         };
         let shape = |low: i64, values: usize, null: bool| KeyShape { low, values, null };

@@ -464,7 +464,7 @@ impl ScanJob {
         let source = self.merge_source.get_or_init(|| self.choose_merge_source());
         let (range, in_place) = match source {
             MergeSource::Cut(range) => (*range, None),
-            MergeSource::InPlace { range, tables } => (Some(*range), Some(tables)),
+            MergeSource::InPlace { range, tables } => (Some(*range), Some((*range, tables))),
         };
         let mut general: Vec<PartialAggregate> = parts.iter().map(|_| PartialAggregate::default()).collect();
         for slot in &self.slots {
@@ -508,12 +508,8 @@ impl ScanJob {
         }
         let mut rows = Vec::new();
         for ((taken, mut general), &part) in worker_parts.into_iter().zip(general).zip(parts) {
-            let mut groups = match (in_place, range) {
-                (Some(tables), Some(range)) => {
-                    IntGroups::merged_range(tables, aggregates, range, part, self.merge_parts)
-                }
-                _ => None,
-            };
+            let mut groups = in_place
+                .and_then(|(range, tables)| IntGroups::merged_range(tables, aggregates, range, part, self.merge_parts));
             for worker_part in taken {
                 groups.get_or_insert_with(|| IntGroups::new(group_by.len(), aggregates, 0)).merge_part(worker_part);
             }

@@ -3595,9 +3595,7 @@ fn without_unread_outputs(plan: Plan, read: &[bool]) -> (Plan, Option<Vec<usize>
     if projection.len() != read.len() {
         return (post(Plan::Scan(scan), projection, filter, order_by), None);
     }
-    let kept: Vec<usize> = (0..projection.len())
-        .filter(|&i| read.get(i).copied().unwrap_or(true) || projection[i].is_volatile())
-        .collect();
+    let kept: Vec<usize> = (0..projection.len()).filter(|&i| read[i] || projection[i].is_volatile()).collect();
     let mut projection: Vec<Expr> = kept.iter().map(|&i| projection[i].clone()).collect();
     // The aggregates the post-processing still reads (its select list, HAVING and ORDER BY); without GROUP BY,
     // all of them (the one row of no aggregates is not one the scan makes).
