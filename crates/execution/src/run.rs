@@ -253,6 +253,8 @@ struct ScanJob {
     rows_wanted: Option<u64>,
     /// An ORDER BY with a LIMIT right over the scan: each task need only hand on its best rows.
     top_n: Option<TopN>,
+    /// An ORDER BY with a LIMIT right over a GROUP BY's rows: each merge task need only hand on its best groups.
+    top_groups: Option<TopGroups>,
     /// For such an ORDER BY on an integer first key: the tightest bound any task has found on it so far (its
     /// `OFFSET + LIMIT`-th best first key; [`NO_SHARED_BOUND`] before any). That many rows of one task are no
     /// worse, so a row strictly worse cannot be among the statement's best, whichever task reads it: each task
@@ -507,6 +509,10 @@ impl ScanJob {
             }
         }
         let mut rows = Vec::new();
+        // With an ORDER BY … LIMIT over the groups, only this task's best (those its HAVING keeps) go on.
+        let having = self.top_groups.as_ref().and_then(|top| top.filter.as_ref());
+        let mut best = self.top_groups.as_ref().map(|top| TopRows::new(&top.top, &self.top_bound));
+        let mut offered = 0;
         for ((taken, mut general), &part) in worker_parts.into_iter().zip(general).zip(parts) {
             let mut groups = in_place
                 .and_then(|(range, tables)| IntGroups::merged_range(tables, aggregates, range, part, self.merge_parts));
@@ -523,11 +529,24 @@ impl ScanJob {
                 }
                 general.finish(aggregates, true)?
             };
-            if rows.is_empty() {
+            if let Some(best) = &mut best {
+                for row in part_rows {
+                    if let Some(filter) = having
+                        && !passes(filter, &row, &self.params)?
+                    {
+                        continue;
+                    }
+                    best.offer_row(row, offered, &self.params)?;
+                    offered += 1;
+                }
+            } else if rows.is_empty() {
                 rows = part_rows;
             } else {
                 rows.append(&mut part_rows);
             }
+        }
+        if let Some(best) = best {
+            rows = best.finish();
         }
         self.budget.charge(&rows)?;
         self.merged_rows.lock().unwrap_or_else(|p| p.into_inner()).push(rows);
@@ -703,6 +722,34 @@ fn collect_scans(
             jobs.push(add_scan(scan, executor, params, budget, graph, ScanNeeds { top_n, ..ScanNeeds::default() })?);
             Ok(())
         }
+        // `ORDER BY … LIMIT` right over a GROUP BY's rows, with or without HAVING: each merge task keeps only the
+        // groups that can be among the first `OFFSET + LIMIT`, so a top-10 of millions of groups hands on a few
+        // thousand, not millions, to the sort on the session thread.
+        Plan::Post {
+            input,
+            filter,
+            distinct: Dedup::No,
+            order_by,
+            offset,
+            limit: Some(limit),
+            with_ties: false,
+            ..
+        } if !order_by.is_empty()
+            && !order_by.iter().any(|key| key.expr.is_volatile())
+            && !filter.as_ref().is_some_and(Expr::is_volatile)
+            && matches!(input.as_ref(), Plan::Scan(ScanPlan { output: ScanOutput::Aggregate { .. }, .. })) =>
+        {
+            let Plan::Scan(scan) = input.as_ref() else { unreachable!("matched above") };
+            let limit = row_count(limit, params, "LIMIT")?;
+            let offset = offset.as_ref().map(|e| row_count(e, params, "OFFSET")).transpose()?.flatten().unwrap_or(0);
+            let top_groups =
+                limit.map(|limit| limit.saturating_add(offset)).filter(|&count| count <= TOP_N_MAX_ROWS).map(|count| {
+                    TopGroups { filter: filter.clone(), top: TopN { keys: order_by.clone(), read_keys: None, count } }
+                });
+            let needs = ScanNeeds { top_groups, ..ScanNeeds::default() };
+            jobs.push(add_scan(scan, executor, params, budget, graph, needs)?);
+            Ok(())
+        }
         // `LIMIT` right over a scan's rows (no filter, sort or DISTINCT between): the scan needs only its first
         // `OFFSET + LIMIT` rows.
         Plan::Post { input, filter: None, distinct: Dedup::No, order_by, offset, limit: Some(limit), .. }
@@ -762,6 +809,8 @@ struct ScanNeeds {
     rows_wanted: Option<u64>,
     /// An ORDER BY with a LIMIT right over the scan: see [`ScanJob::top_n`].
     top_n: Option<TopN>,
+    /// An ORDER BY with a LIMIT right over a GROUP BY: see [`ScanJob::top_groups`].
+    top_groups: Option<TopGroups>,
     /// Rows back to back: see [`ScanJob::values`].
     values: bool,
 }
@@ -774,7 +823,7 @@ fn add_scan(
     params: &Arc<[Value]>,
     budget: &Arc<ResultBudget>,
     graph: &mut TaskGraph,
-    ScanNeeds { rows_wanted, top_n, values }: ScanNeeds,
+    ScanNeeds { rows_wanted, top_n, top_groups, values }: ScanNeeds,
 ) -> Result<Arc<ScanJob>, ExecError> {
     let snapshot = scan.table.snapshot();
     let mut filter = scan.filter.as_ref().map(|f| compile(f, params)).transpose()?;
@@ -854,6 +903,7 @@ fn add_scan(
         rows_wanted,
         top_bound: AtomicI64::new(NO_SHARED_BOUND),
         top_n,
+        top_groups: top_groups.filter(|_| merge_parts > 0),
         morsel_rows: (0..morsels.len()).map(|_| AtomicU64::new(MORSEL_RUNNING)).collect(),
         budget: Arc::clone(budget),
         merged: Mutex::new(Vec::new()),
@@ -1324,6 +1374,16 @@ impl TopN {
     }
 }
 
+/// The HAVING clause, sort keys and row count of an `ORDER BY … LIMIT` right over a GROUP BY's rows, which its merge
+/// tasks apply to the groups each finishes ([`ScanJob::merge_partitions`]). The session thread still filters, sorts
+/// and limits the groups they hand on, as it would all of them: each task's best `count` hold the statement's.
+#[derive(Debug, Clone)]
+struct TopGroups {
+    /// Over the grouped rows, as the sort keys (`TopN::read_keys` is `None`).
+    filter: Option<Expr>,
+    top: TopN,
+}
+
 /// `expr` over a scan's output rows, rewritten over the rows the scan reads: each output column becomes the
 /// expression that projects it.
 fn over_read_rows(expr: &Expr, projections: &[Expr]) -> Result<Expr, ExecError> {
@@ -1397,6 +1457,28 @@ impl<'k> TopRows<'k> {
             self.project(projections, row, params)?;
         }
         self.candidates.push((self.row_keys.clone(), number, self.values.clone()));
+        if self.candidates.len() >= 2 * self.count + 64 {
+            self.cut();
+        }
+        Ok(())
+    }
+
+    /// Keeps `row` (number `number` in its task's order) if it may be among the best, by keys over the row itself:
+    /// a row beaten is dropped where it is, never copied.
+    fn offer_row(&mut self, row: Vec<Value>, number: usize, params: &[Value]) -> Result<(), ExecError> {
+        if self.count == 0 {
+            return Ok(());
+        }
+        self.row_keys.clear();
+        for key in self.keys {
+            self.row_keys.push(key.expr.eval(&row, params)?);
+        }
+        if let Some(bound) = &self.bound
+            && compare_sort_keys(&self.row_keys, bound, self.keys).is_ge()
+        {
+            return Ok(());
+        }
+        self.candidates.push((self.row_keys.clone(), number, row));
         if self.candidates.len() >= 2 * self.count + 64 {
             self.cut();
         }

@@ -304,6 +304,16 @@ fn query(rng: &mut Rng) -> (String, bool) {
             let having = if rng.chance(50) { format!(" HAVING count(*) > {}", rng.below(40)) } else { String::new() };
             let aggregate = aggregate(rng);
             if rng.chance(60) {
+                // Sometimes the first groups by their count (exact in both systems) and every key, or by the keys
+                // alone: one order either way.
+                if rng.chance(40) {
+                    let direction = rng.pick(&["NULLS FIRST", "DESC NULLS LAST"]);
+                    let by_keys: Vec<String> = keys.split(", ").map(|key| format!("{key} {direction}")).collect();
+                    let by_count = if rng.chance(50) { "count(*) DESC, " } else { "" };
+                    let (limit, offset) = (1 + rng.below(8), rng.below(4));
+                    let order = format!(" ORDER BY {by_count}{} LIMIT {limit} OFFSET {offset}", by_keys.join(", "));
+                    return (format!("SELECT {keys}, {aggregate} FROM t{filter} GROUP BY {keys}{having}{order}"), true);
+                }
                 (format!("SELECT {keys}, {aggregate} FROM t{filter} GROUP BY {keys}{having}"), false)
             } else {
                 let (first, second) = keys.split_once(", ").expect("two keys");
@@ -826,6 +836,12 @@ fn wide_values_agree_with_duckdb_exactly() {
                 0 => (format!("SELECT {chosen} FROM w{filter}"), false),
                 1 => {
                     let key = rng.pick(&["i", "k % 7", "b < 0", "c % 3"]);
+                    if rng.chance(30) {
+                        // The first groups by their count, then by the key: one order in both systems.
+                        let limit = 1 + rng.below(12);
+                        let order = format!(" ORDER BY count(*) DESC, {key} NULLS LAST LIMIT {limit}");
+                        return (format!("SELECT {key}, {chosen} FROM w{filter} GROUP BY {key}{order}"), true);
+                    }
                     (format!("SELECT {key}, {chosen} FROM w{filter} GROUP BY {key}"), false)
                 }
                 2 => {

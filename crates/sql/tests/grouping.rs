@@ -184,3 +184,66 @@ fn groups_spilled_from_full_tables_are_the_groups_of_the_rows() {
     assert!(!explain(&mut session, "w").contains("merged in ranges"), "{}", explain(&mut session, "w"));
     assert!(!explain(&mut session, "k, w").contains("merged in ranges"), "{}", explain(&mut session, "k, w"));
 }
+
+/// `ORDER BY … LIMIT` over a GROUP BY merged in partitions: each merge task hands on only its best groups (those
+/// its HAVING keeps), and the statement returns exactly the rows of the whole sort followed by the limit. Orders
+/// by aggregates and keys, ascending and descending with NULLs either way, with OFFSET, HAVING and LIMIT 0; an
+/// error in a HAVING or a sort key fails the statement as it does without the limit.
+#[test]
+fn the_best_groups_of_an_order_by_with_a_limit_are_chosen_by_the_merge_tasks() {
+    let database = Database::new().unwrap();
+    let mut session = database.session();
+    numadb_sql::thesis::load_thesis_tables(&mut session, 262_144, 13, Some(32_768), None).unwrap();
+    session.execute_one("CREATE TABLE h (k INTEGER, w BIGINT, v INTEGER)").unwrap();
+    // k through the direct table (a NULL group too), w through the hash index (many groups of one row).
+    session
+        .execute_one(
+            "INSERT INTO h SELECT CASE WHEN \"C2\" % 89 = 0 THEN NULL ELSE \"C1\" % 20000 END, \"C1\" * 3, \"C3\" \
+             FROM \"TBL_0\"",
+        )
+        .unwrap();
+    let groups = |session: &mut Session, key: &str| -> usize {
+        let sql = format!("SELECT count(*) FROM (SELECT {key} FROM h GROUP BY {key}) s");
+        int(&session.execute_one(&sql).unwrap().rows[0][0]).unwrap() as usize
+    };
+    let cases = [
+        ("k", "", "count(*) DESC, k NULLS FIRST"),
+        ("k", "", "k DESC NULLS LAST"),
+        ("k", "", "sum(v), k"),
+        ("k", " HAVING count(*) > 13", "max(v) - min(v) DESC, k NULLS LAST"),
+        ("w", "", "count(*) DESC, w"),
+        ("w", " HAVING min(v) % 5 = 1", "sum(v) DESC, w DESC"),
+        ("w", "", "w % 1000, w"),
+    ];
+    for (key, having, order) in cases {
+        let select = format!("SELECT {key}, count(*), sum(v) FROM h GROUP BY {key}{having} ORDER BY {order}");
+        let all = session.execute_one(&select).unwrap().rows;
+        for (limit, offset) in [(0, 0), (1, 0), (10, 0), (7, 25), (300, 5)] {
+            let sql = format!("{select} LIMIT {limit} OFFSET {offset}");
+            let rows = session.execute_one(&sql).unwrap_or_else(|e| panic!("{sql}: {e:?}")).rows;
+            let want: Vec<Vec<Value>> = all.iter().skip(offset).take(limit).cloned().collect();
+            assert_eq!(rows, want, "{sql}");
+        }
+        // Far fewer groups than there are reach the session thread's sort.
+        let explain = session.execute_one(&format!("EXPLAIN ANALYZE {select} LIMIT 10")).unwrap().rows;
+        let text: Vec<String> = explain.iter().map(|row| row[0].to_string()).collect();
+        let project = text.iter().find(|line| line.contains("Project: ")).unwrap_or_else(|| panic!("{text:?}"));
+        let handed_on: usize = project.split("Project: ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+        assert!(handed_on * 20 < groups(&mut session, key), "{select}: {project}");
+    }
+    // A NULL limit is no limit; a volatile sort key is not judged in the merge tasks.
+    let all = session.execute_one("SELECT k, count(*) FROM h GROUP BY k ORDER BY 2, 1").unwrap().rows;
+    let rows = session.execute_one("SELECT k, count(*) FROM h GROUP BY k ORDER BY 2, 1 LIMIT NULL").unwrap().rows;
+    assert_eq!(rows, all);
+    let sql = "SELECT k, count(*) FROM h GROUP BY k ORDER BY random() LIMIT 3";
+    assert_eq!(session.execute_one(sql).unwrap().rows.len(), 3);
+    // Errors in a HAVING or a sort key are the statement's, with the limit or without, and the session goes on.
+    for tail in ["HAVING 10 / (count(*) - 1) > 0 ORDER BY w", "ORDER BY 10 / (count(*) - 1), w"] {
+        for limit in ["", " LIMIT 5"] {
+            let sql = format!("SELECT w, count(*) FROM h GROUP BY w {tail}{limit}");
+            assert_eq!(session.execute_one(&sql).unwrap_err().sqlstate, "22012", "{sql}");
+        }
+    }
+    let rows = session.execute_one("SELECT k, count(*) FROM h GROUP BY k ORDER BY 1 NULLS FIRST LIMIT 1").unwrap().rows;
+    assert_eq!(rows[0][0], Value::Null);
+}
