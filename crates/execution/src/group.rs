@@ -324,8 +324,12 @@ const SEEN_SPAN: usize = 1 << 16;
 /// the aggregates' loops: 256 KiB, past what the first-level cache holds.
 const PREFETCH_STATE_WORDS: usize = 1 << 15;
 
-/// The most slots of the table from key offsets to groups.
-const DIRECT_SLOTS: usize = 1 << 18;
+/// The most slots of the table from key offsets to groups: 4 MiB of group numbers. A row's slot and state are
+/// then often past the nearer caches, but a lookup is one load, not a hash and a probe; and the groups of a key
+/// that spans up to a million values are merged in ranges of it ([`KeyRange`]), no key hashed. At 2^18 slots,
+/// `GROUP BY "C1" % 500000` (5 million rows, 2 workers) went through the hash index and spilled nearly every row:
+/// 270-330 ms, against 61-82 ms now (DuckDB: 98); `% 1000000`: 345-395 ms, now 152-162 (DuckDB: 140).
+const DIRECT_SLOTS: usize = 1 << 20;
 
 /// The most slots per group of the direct table a merge lays out ([`IntGroups::merge_part`]).
 const MERGE_SLOTS_PER_GROUP: usize = 8;
@@ -338,10 +342,16 @@ const MERGE_SLOTS_PER_GROUP: usize = 8;
 const SPILL_GROUPS_HASHED: usize = 28672;
 
 /// The groups a table found through its direct table alone holds before they are spilled: their states (32
-/// bytes each for COUNT(*) and SUM) are all a row touches, and `GROUP BY x % 200000` fits. Spilled at 2^15
-/// groups, that GROUP BY took 160 ms instead of 38 (5 million rows, 2 workers): nearly every row was spilled,
-/// and merged again through the index.
-const SPILL_GROUPS_DIRECT: usize = 1 << 18;
+/// bytes each for COUNT(*) and SUM) are all a row touches, and a table covers every group of `GROUP BY x %
+/// 1000000`. Spilled at 2^15 groups, `GROUP BY x % 200000` took 160 ms instead of 38 (5 million rows, 2
+/// workers): nearly every row was spilled, and merged again through the index. Fewer groups with larger states:
+/// [`SPILL_STATE_WORDS_DIRECT`].
+const SPILL_GROUPS_DIRECT: usize = 1 << 20;
+
+/// The state words a table found through its direct table alone holds before it is spilled (32 MiB, the states
+/// of [`SPILL_GROUPS_DIRECT`] groups of COUNT(*) and SUM): a worker's table stays within that however many
+/// aggregates there are.
+const SPILL_STATE_WORDS_DIRECT: usize = 1 << 22;
 
 /// The slots of one key in the table from key offsets to groups: `values` values from `low` on, then one slot
 /// for NULL if `null`.
@@ -898,7 +908,11 @@ impl IntGroups {
         if self.spill_parts == 0 {
             return;
         }
-        let limit = if self.indexed > 0 { SPILL_GROUPS_HASHED } else { SPILL_GROUPS_DIRECT };
+        let limit = if self.indexed > 0 {
+            SPILL_GROUPS_HASHED
+        } else {
+            SPILL_GROUPS_DIRECT.min(SPILL_STATE_WORDS_DIRECT / self.stride.max(1))
+        };
         if self.order.len() >= limit {
             self.spill();
         }

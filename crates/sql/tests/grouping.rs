@@ -144,20 +144,22 @@ fn groups_spilled_from_full_tables_are_the_groups_of_the_rows() {
     let mut session = database.session();
     numadb_sql::thesis::load_thesis_tables(&mut session, 1_100_000, 11, None, None).unwrap();
     for (table, rows) in [("big", 1_100_000), ("small", 300_000)] {
-        session.execute_one(&format!("CREATE TABLE {table} (k INTEGER, w BIGINT, v INTEGER)")).unwrap();
-        // w repeats a key now and then (C1 is uniform in 1..N), and the rows of one key lie far apart.
+        session.execute_one(&format!("CREATE TABLE {table} (k INTEGER, w BIGINT, d INTEGER, v INTEGER)")).unwrap();
+        // w repeats a key now and then (C1 is uniform in 1..N), and the rows of one key lie far apart. d spans a
+        // million values, which one direct table covers, and its groups' states outgrow what a table holds before
+        // it is spilled.
         session
             .execute_one(&format!(
                 "INSERT INTO {table} SELECT \"C1\" % 200000, CASE WHEN \"C2\" % 101 = 0 THEN NULL ELSE \"C1\" * 7 END, \
-                 \"C3\" FROM \"TBL_0\" WHERE \"C0\" <= {rows}"
+                 \"C0\" % 1000000, \"C3\" FROM \"TBL_0\" WHERE \"C0\" <= {rows}"
             ))
             .unwrap();
-        let all = session.execute_one(&format!("SELECT k, w, v FROM {table}")).unwrap().rows;
+        let all = session.execute_one(&format!("SELECT k, w, d, v FROM {table}")).unwrap().rows;
         let pick = |columns: &[usize]| -> Vec<Vec<Value>> {
-            all.iter().map(|row| columns.iter().map(|&c| row[c].clone()).chain([row[2].clone()]).collect()).collect()
+            all.iter().map(|row| columns.iter().map(|&c| row[c].clone()).chain([row[3].clone()]).collect()).collect()
         };
         // Two keys too: spilled and merged as one key of two values.
-        for (keys, columns) in [(&["w"][..], &[1][..]), (&["k"], &[0]), (&["k", "w"], &[0, 1])] {
+        for (keys, columns) in [(&["w"][..], &[1][..]), (&["k"], &[0]), (&["k", "w"], &[0, 1]), (&["d"], &[2])] {
             let want = expected(&pick(columns), keys.len());
             for workers in ["cpus(0)", "all"] {
                 session.execute_one(&format!("SET numadb.workers = '{workers}'")).unwrap();
@@ -178,6 +180,12 @@ fn groups_spilled_from_full_tables_are_the_groups_of_the_rows() {
         rows.iter().map(|row| row[0].to_string()).collect::<Vec<_>>().join("\n")
     };
     assert!(explain(&mut session, "w").contains("spilled"), "{}", explain(&mut session, "w"));
+    // d's million groups: with COUNT(*) alone, one direct table holds them all; with SUM, MIN and MAX too, their
+    // states outgrow what one table holds, and it spills.
+    assert!(!explain(&mut session, "d").contains("spilled"), "{}", explain(&mut session, "d"));
+    let sql = "EXPLAIN ANALYZE SELECT d, count(*), sum(v), min(v), max(v) FROM big GROUP BY d";
+    let text: Vec<String> = session.execute_one(sql).unwrap().rows.iter().map(|row| row[0].to_string()).collect();
+    assert!(text.iter().any(|line| line.contains("spilled")), "{text:?}");
     assert!(!explain(&mut session, "k").contains("spilled"), "{}", explain(&mut session, "k"));
     // And that k's groups, all in the workers' direct tables, were merged in ranges of its values, and w's not.
     assert!(explain(&mut session, "k").contains("merged in ranges"), "{}", explain(&mut session, "k"));
