@@ -726,7 +726,17 @@ fn keys_leaf(
             reads[column] += codes.bytes_of_blocks(block..block + 1);
             match keys {
                 KeySet::Empty => NONE,
-                KeySet::Bitmap { bitmap, .. } => mark(&values, |value| bitmap.contains(value)),
+                KeySet::Bitmap { bitmap, .. } => match consecutive_from(meta.base, meta.max, &values) {
+                    // A run of consecutive values (a primary key loaded in order, as a join's probing side so
+                    // often is): its bits are the bitmap's, a word at a time. `bench queries`' join (5 million
+                    // rows, 2 workers): 30.3-32.1 -> 26.3-30.6 ms.
+                    Some(first) => {
+                        let mut hits = NONE;
+                        bitmap.run_bits(first, &mut hits);
+                        hits
+                    }
+                    None => mark(&values, |value| bitmap.contains(value)),
+                },
                 KeySet::Hashed { keys, .. } => mark(&values, |value| keys.contains(&value)),
             }
         } else {
@@ -737,6 +747,19 @@ fn keys_leaf(
         out.push(TriMask { t: and_masks(&result.t, &undecided), f: Some(and_masks(&result.false_mask(), &undecided)) });
     }
     Ok(())
+}
+
+/// The first of a block's `values` when they are consecutive integers in order (row `i` holds `values[0] + i`),
+/// given the block's smallest and largest value: a block whose zone map spans another number of values is not
+/// looked at.
+fn consecutive_from(low: i64, high: i64, values: &[i64; BLOCK_ROWS]) -> Option<i64> {
+    const LAST: i64 = BLOCK_ROWS as i64 - 1;
+    if high.checked_sub(low) != Some(LAST) || values[0] != low {
+        return None;
+    }
+    // One pass the compiler vectorizes, not stopping at the first difference.
+    let differences = values.iter().zip(low..).fold(0, |any, (&value, expected)| any | (value ^ expected));
+    (differences == 0).then_some(low)
 }
 
 /// The mask of the values for which `is_key` holds.

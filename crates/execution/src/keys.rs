@@ -58,6 +58,30 @@ impl KeyBitmap {
         let offset = (key as i128 - self.low as i128) as u128;
         offset < (self.bits.len() as u128) * 64 && self.bits[offset as usize / 64] >> (offset % 64) & 1 == 1
     }
+
+    /// Sets bit `j` of `out` (64 to a word) exactly when `first + j` is one of the keys: [`KeyBitmap::contains`]
+    /// for a run of consecutive values, taken from the bitmap a word at a time.
+    pub fn run_bits(&self, first: i64, out: &mut [u64]) {
+        let total = self.bits.len() as i128 * 64;
+        let start = first as i128 - self.low as i128;
+        for (w, word) in out.iter_mut().enumerate() {
+            // The bitmap's bit for this word's first value.
+            let offset = start + 64 * w as i128;
+            *word = if offset >= total || offset <= -64 {
+                0
+            } else if offset < 0 {
+                // The bitmap's first bits fall in this word, from bit `-offset` on.
+                self.bits[0] << (-offset) as u32
+            } else {
+                let (index, shift) = ((offset / 64) as usize, (offset % 64) as u32);
+                let next = match shift {
+                    0 => 0,
+                    _ => self.bits.get(index + 1).map_or(0, |&bits| bits << (64 - shift)),
+                };
+                self.bits[index] >> shift | next
+            };
+        }
+    }
 }
 
 /// The distinct non-NULL integer keys of a join's other input.
@@ -124,6 +148,28 @@ impl KeySet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_of_consecutive_values_gets_the_bits_contains_gives_each() {
+        // Keys here and there from -100 on, and the runs' starts on either side of the bitmap's ends and across
+        // its words at every shift.
+        let keys: Vec<i64> = (-100i64..400).filter(|k| k.rem_euclid(7) == 3 || k.rem_euclid(13) == 0).collect();
+        let bitmap = KeyBitmap::of(keys.iter().copied(), keys.len(), 64).expect("a bitmap");
+        for first in -400i64..500 {
+            let mut out = [u64::MAX; 3];
+            bitmap.run_bits(first, &mut out);
+            for j in 0..192 {
+                let got = out[j / 64] >> (j % 64) & 1 == 1;
+                assert_eq!(got, bitmap.contains(first + j as i64), "run from {first}, value {}", first + j as i64);
+            }
+        }
+        // Far past either end, and at the ends of BIGINT.
+        for first in [i64::MIN, i64::MIN + 5, i64::MAX - 191, 1 << 40, -(1 << 40)] {
+            let mut out = [u64::MAX; 3];
+            bitmap.run_bits(first, &mut out);
+            assert_eq!(out, [0; 3], "{first}");
+        }
+    }
 
     #[test]
     fn the_key_bitmap_holds_exactly_the_keys() {
