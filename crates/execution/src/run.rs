@@ -698,33 +698,9 @@ fn collect_scans(
             Ok(())
         }
         // `ORDER BY … LIMIT` right over a scan's rows: each task keeps only the rows that can be among the first
-        // `OFFSET + LIMIT`, so a top-10 of millions of rows hands on tens, not millions, to the sort.
-        Plan::Post {
-            input,
-            filter: None,
-            distinct: Dedup::No,
-            order_by,
-            offset,
-            limit: Some(limit),
-            with_ties: false,
-            ..
-        } if !order_by.is_empty()
-            && !order_by.iter().any(|key| key.expr.is_volatile())
-            && matches!(input.as_ref(), Plan::Scan(ScanPlan { output: ScanOutput::Rows(_), .. })) =>
-        {
-            let Plan::Scan(scan) = input.as_ref() else { unreachable!("matched above") };
-            let limit = row_count(limit, params, "LIMIT")?;
-            let offset = offset.as_ref().map(|e| row_count(e, params, "OFFSET")).transpose()?.flatten().unwrap_or(0);
-            let top_n = limit
-                .map(|limit| limit.saturating_add(offset))
-                .filter(|&count| count <= TOP_N_MAX_ROWS)
-                .map(|count| TopN::new(order_by, count, scan));
-            jobs.push(add_scan(scan, executor, params, budget, graph, ScanNeeds { top_n, ..ScanNeeds::default() })?);
-            Ok(())
-        }
-        // `ORDER BY … LIMIT` right over a GROUP BY's rows, with or without HAVING: each merge task keeps only the
-        // groups that can be among the first `OFFSET + LIMIT`, so a top-10 of millions of groups hands on a few
-        // thousand, not millions, to the sort on the session thread.
+        // `OFFSET + LIMIT`, so a top-10 of millions of rows hands on tens, not millions, to the sort. Right over a
+        // GROUP BY's rows, with or without HAVING: each merge task keeps only such groups, so a top-10 of millions
+        // of groups hands on a few thousand to the sort on the session thread.
         Plan::Post {
             input,
             filter,
@@ -734,19 +710,29 @@ fn collect_scans(
             limit: Some(limit),
             with_ties: false,
             ..
-        } if !order_by.is_empty()
+        } if let Plan::Scan(scan) = input.as_ref()
+            && !order_by.is_empty()
             && !order_by.iter().any(|key| key.expr.is_volatile())
-            && !filter.as_ref().is_some_and(Expr::is_volatile)
-            && matches!(input.as_ref(), Plan::Scan(ScanPlan { output: ScanOutput::Aggregate { .. }, .. })) =>
+            && match (&scan.output, filter) {
+                (ScanOutput::Rows(_), filter) => filter.is_none(),
+                (ScanOutput::Aggregate { .. }, filter) => !filter.as_ref().is_some_and(Expr::is_volatile),
+            } =>
         {
-            let Plan::Scan(scan) = input.as_ref() else { unreachable!("matched above") };
             let limit = row_count(limit, params, "LIMIT")?;
             let offset = offset.as_ref().map(|e| row_count(e, params, "OFFSET")).transpose()?.flatten().unwrap_or(0);
-            let top_groups =
-                limit.map(|limit| limit.saturating_add(offset)).filter(|&count| count <= TOP_N_MAX_ROWS).map(|count| {
-                    TopGroups { filter: filter.clone(), top: TopN { keys: order_by.clone(), read_keys: None, count } }
-                });
-            let needs = ScanNeeds { top_groups, ..ScanNeeds::default() };
+            let count = limit.map(|limit| limit.saturating_add(offset)).filter(|&count| count <= TOP_N_MAX_ROWS);
+            let needs = match &scan.output {
+                ScanOutput::Rows(_) => {
+                    ScanNeeds { top_n: count.map(|count| TopN::new(order_by, count, scan)), ..ScanNeeds::default() }
+                }
+                ScanOutput::Aggregate { .. } => ScanNeeds {
+                    top_groups: count.map(|count| TopGroups {
+                        filter: filter.clone(),
+                        top: TopN { keys: order_by.clone(), read_keys: None, count },
+                    }),
+                    ..ScanNeeds::default()
+                },
+            };
             jobs.push(add_scan(scan, executor, params, budget, graph, needs)?);
             Ok(())
         }
