@@ -758,7 +758,8 @@ fn consecutive_from(low: i64, high: i64, values: &[i64; BLOCK_ROWS]) -> Option<i
         return None;
     }
     // One pass the compiler vectorizes, not stopping at the first difference.
-    let differences = values.iter().zip(low..).fold(0, |any, (&value, expected)| any | (value ^ expected));
+    let differences =
+        values.iter().enumerate().fold(0, |any, (row, &value)| any | (value.wrapping_sub(low) ^ row as i64));
     (differences == 0).then_some(low)
 }
 

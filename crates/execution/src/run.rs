@@ -511,6 +511,7 @@ impl ScanJob {
         let mut rows = Vec::new();
         // With an ORDER BY … LIMIT over the groups, only this task's best (those its HAVING keeps) go on.
         let having = self.top_groups.as_ref().and_then(|top| top.filter.as_ref());
+        let checked = self.top_groups.as_ref().map_or(&[][..], |top| &top.checked[..]);
         let mut best = self.top_groups.as_ref().map(|top| TopRows::new(&top.top, &self.top_bound));
         let mut offered = 0;
         for ((taken, mut general), &part) in worker_parts.into_iter().zip(general).zip(parts) {
@@ -535,6 +536,9 @@ impl ScanJob {
                         && !passes(filter, &row, &self.params)?
                     {
                         continue;
+                    }
+                    for expr in checked {
+                        expr.eval(&row, &self.params)?;
                     }
                     best.offer_row(row, offered, &self.params)?;
                     offered += 1;
@@ -704,12 +708,12 @@ fn collect_scans(
         Plan::Post {
             input,
             filter,
+            projection,
             distinct: Dedup::No,
             order_by,
             offset,
             limit: Some(limit),
             with_ties: false,
-            ..
         } if let Plan::Scan(scan) = input.as_ref()
             && !order_by.is_empty()
             && !order_by.iter().any(|key| key.expr.is_volatile())
@@ -728,6 +732,12 @@ fn collect_scans(
                 ScanOutput::Aggregate { .. } => ScanNeeds {
                     top_groups: count.map(|count| TopGroups {
                         filter: filter.clone(),
+                        checked: projection
+                            .iter()
+                            .flatten()
+                            .filter(|e| !matches!(e, Expr::Column { .. } | Expr::Literal { .. }))
+                            .cloned()
+                            .collect(),
                         top: TopN { keys: order_by.clone(), read_keys: None, count },
                     }),
                     ..ScanNeeds::default()
@@ -1367,6 +1377,10 @@ impl TopN {
 struct TopGroups {
     /// Over the grouped rows, as the sort keys (`TopN::read_keys` is `None`).
     filter: Option<Expr>,
+    /// The select list's expressions that may fail (not plain columns or constants), over the grouped rows: each
+    /// group its HAVING keeps has them evaluated, as PostgreSQL's aggregate evaluates its output for every group
+    /// before the sort and limit (`SELECT w, 10 / (count(*) - 1) … ORDER BY … LIMIT 5` divides by zero).
+    checked: Vec<Expr>,
     top: TopN,
 }
 

@@ -144,22 +144,36 @@ fn groups_spilled_from_full_tables_are_the_groups_of_the_rows() {
     let mut session = database.session();
     numadb_sql::thesis::load_thesis_tables(&mut session, 1_100_000, 11, None, None).unwrap();
     for (table, rows) in [("big", 1_100_000), ("small", 300_000)] {
-        session.execute_one(&format!("CREATE TABLE {table} (k INTEGER, w BIGINT, d INTEGER, v INTEGER)")).unwrap();
+        session
+            .execute_one(&format!(
+                "CREATE TABLE {table} (k INTEGER, w BIGINT, d INTEGER, v INTEGER, a INTEGER, z INTEGER)"
+            ))
+            .unwrap();
         // w repeats a key now and then (C1 is uniform in 1..N), and the rows of one key lie far apart. d spans a
         // million values, which one direct table covers, and its groups' states outgrow what a table holds before
-        // it is spilled.
+        // it is spilled. a and z are every row's own group, the table's blocks in order of a (now and then NULL)
+        // and against the order of z: a direct table grows block after block at one end or the other.
         session
             .execute_one(&format!(
                 "INSERT INTO {table} SELECT \"C1\" % 200000, CASE WHEN \"C2\" % 101 = 0 THEN NULL ELSE \"C1\" * 7 END, \
-                 \"C0\" % 1000000, \"C3\" FROM \"TBL_0\" WHERE \"C0\" <= {rows}"
+                 \"C0\" % 1000000, \"C3\", CASE WHEN \"C0\" % 300001 = 0 THEN NULL ELSE \"C0\" END, -\"C0\" \
+                 FROM \"TBL_0\" WHERE \"C0\" <= {rows}"
             ))
             .unwrap();
-        let all = session.execute_one(&format!("SELECT k, w, d, v FROM {table}")).unwrap().rows;
+        let all = session.execute_one(&format!("SELECT k, w, d, v, a, z FROM {table}")).unwrap().rows;
         let pick = |columns: &[usize]| -> Vec<Vec<Value>> {
             all.iter().map(|row| columns.iter().map(|&c| row[c].clone()).chain([row[3].clone()]).collect()).collect()
         };
         // Two keys too: spilled and merged as one key of two values.
-        for (keys, columns) in [(&["w"][..], &[1][..]), (&["k"], &[0]), (&["k", "w"], &[0, 1]), (&["d"], &[2])] {
+        let keys_and_columns = [
+            (&["w"][..], &[1][..]),
+            (&["k"], &[0]),
+            (&["k", "w"], &[0, 1]),
+            (&["d"], &[2]),
+            (&["a"], &[4]),
+            (&["z"], &[5]),
+        ];
+        for (keys, columns) in keys_and_columns {
             let want = expected(&pick(columns), keys.len());
             for workers in ["cpus(0)", "all"] {
                 session.execute_one(&format!("SET numadb.workers = '{workers}'")).unwrap();
@@ -246,9 +260,15 @@ fn the_best_groups_of_an_order_by_with_a_limit_are_chosen_by_the_merge_tasks() {
     let sql = "SELECT k, count(*) FROM h GROUP BY k ORDER BY random() LIMIT 3";
     assert_eq!(session.execute_one(sql).unwrap().rows.len(), 3);
     // Errors in a HAVING or a sort key are the statement's, with the limit or without, and the session goes on.
-    for tail in ["HAVING 10 / (count(*) - 1) > 0 ORDER BY w", "ORDER BY 10 / (count(*) - 1), w"] {
+    let tails = [
+        ("count(*)", "HAVING 10 / (count(*) - 1) > 0 ORDER BY w"),
+        ("count(*)", "ORDER BY 10 / (count(*) - 1), w"),
+        // In the select list alone: PostgreSQL evaluates it for every group, before the sort and the limit.
+        ("10 / (count(*) - 1)", "ORDER BY count(*) DESC, w"),
+    ];
+    for (output, tail) in tails {
         for limit in ["", " LIMIT 5"] {
-            let sql = format!("SELECT w, count(*) FROM h GROUP BY w {tail}{limit}");
+            let sql = format!("SELECT w, {output} FROM h GROUP BY w {tail}{limit}");
             assert_eq!(session.execute_one(&sql).unwrap_err().sqlstate, "22012", "{sql}");
         }
     }
