@@ -879,6 +879,25 @@ mod tests {
     use super::*;
     use crate::expr::compare;
     use numadb_placement::Policy;
+
+    #[test]
+    fn a_block_is_a_run_only_when_every_row_holds_the_first_value_plus_its_row() {
+        let run = |first: i64| -> [i64; BLOCK_ROWS] { std::array::from_fn(|row| first.wrapping_add(row as i64)) };
+        let last = BLOCK_ROWS as i64 - 1;
+        // Runs anywhere, up to the last BIGINT (no overflow past it) and from the first.
+        for first in [0, -5000, 1 << 40, i64::MAX - last, i64::MIN] {
+            assert_eq!(consecutive_from(first, first + last, &run(first)), Some(first), "{first}");
+        }
+        // Two rows swapped, a repeat, a wrong zone map: no run.
+        let mut swapped = run(10);
+        swapped.swap(7, 8);
+        assert_eq!(consecutive_from(10, 10 + last, &swapped), None);
+        let mut repeated = run(10);
+        repeated[100] = 10;
+        assert_eq!(consecutive_from(10, 10 + last, &repeated), None);
+        assert_eq!(consecutive_from(10, 10 + last + 1, &run(10)), None);
+        assert_eq!(consecutive_from(i64::MIN, i64::MAX, &run(i64::MIN)), None);
+    }
     use numadb_storage::{ColumnDef, ColumnInput};
 
     fn partition() -> Partition {
