@@ -701,9 +701,10 @@ impl IntGroups {
                     // along by as many values as the table gained below, and the table is only lengthened. Laid out
                     // anew with every group found so far, block after block, `GROUP BY "C0"` over 5 million rows
                     // (one worker) took 7.1-7.3 s with tables of 2^18 slots, 8.1-8.4 with 2^20; now 0.73-0.84.
-                    extended = keys.len() == 1 && !old[0].null && !self.outside_direct;
+                    extended = keys.len() == 1 && old[0].values > 0 && !old[0].null && !self.outside_direct;
                     if extended {
-                        // The union's smallest value is the smaller of the two, and its span at most DIRECT_SLOTS.
+                        // The union's smallest value is the smaller of the two (the old table has values), and
+                        // its span at most DIRECT_SLOTS.
                         let gained_below = (old[0].low as i128 - union[0].low as i128) as usize;
                         direct.splice(0..0, std::iter::repeat_n(u32::MAX, gained_below));
                     }
@@ -1339,6 +1340,7 @@ fn value_range(values: &[i64; BLOCK_ROWS], nulls: &BlockMask, mask: &BlockMask) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use numadb_storage::bitpack::MASK_WORDS;
 
     #[test]
     fn a_shapes_union_covers_both_shapes() {
@@ -1359,6 +1361,44 @@ mod tests {
         assert_eq!(shape(3, 10, false).union(&shape(1, 5, true)), shape(1, 12, true));
         // Too far apart for a table: more slots than it may have, so the caller keeps the new shape alone.
         assert!(shape(i64::MAX - 1, 2, false).union(&shape(i64::MIN, 2, false)).values > DIRECT_SLOTS);
+    }
+
+    #[test]
+    fn a_direct_table_lengthened_at_either_end_finds_every_group_once() {
+        // Blocks of consecutive values going up, then down, then back over values seen, a block of NULLs, ones
+        // of no selected rows, and one half selected: every row's group holds its value, and no key is a group twice.
+        let run = |first: i64| -> [i64; BLOCK_ROWS] { std::array::from_fn(|row| first + row as i64) };
+        let rows = BLOCK_ROWS as i64;
+        let all: BlockMask = [u64::MAX; MASK_WORDS];
+        let half: BlockMask = [0x5555_5555_5555_5555; MASK_WORDS];
+        let blocks: Vec<(i64, BlockMask, BlockMask)> = vec![
+            // First a block of no selected rows: a table of no values, which has no end to lengthen.
+            (7 * rows, [0; MASK_WORDS], [0; MASK_WORDS]),
+            (0, all, [0; MASK_WORDS]),
+            (rows, all, [0; MASK_WORDS]),
+            (-rows, all, [0; MASK_WORDS]),
+            (3 * rows, half, [0; MASK_WORDS]),
+            (rows / 2, all, [0; MASK_WORDS]),
+            (0, all, all),
+            (-3 * rows, [0; MASK_WORDS], [0; MASK_WORDS]),
+            (-2 * rows, all, [0; MASK_WORDS]),
+            (5 * rows, all, [1; MASK_WORDS]),
+        ];
+        let mut table = IntGroups::new(1, &[], 0);
+        let mut keys = HashSet::new();
+        for (first, mask, nulls) in blocks {
+            let block = IntBlock::of(run(first), nulls);
+            table.find_groups(std::slice::from_ref(&block), &mask);
+            for_each_set(&mask, |row| {
+                keys.insert(IntKey::one(block.int(row)));
+                let key = table.order[table.groups[row] as usize];
+                assert_eq!(key, IntKey::one(block.int(row)), "row {row} of the block from {first}");
+            });
+            let distinct: HashSet<IntKey> = table.order.iter().copied().collect();
+            assert_eq!(distinct.len(), table.order.len(), "a key found twice, after the block from {first}");
+        }
+        assert_eq!(table.order.iter().copied().collect::<HashSet<_>>(), keys);
+        assert!(keys.contains(&IntKey::one(None)) && keys.contains(&IntKey::one(Some(-2 * rows))));
     }
 
     #[test]

@@ -24,6 +24,12 @@ pub(crate) struct IntBlock {
 }
 
 impl IntBlock {
+    /// A block of `values`, NULL where `nulls` has a bit.
+    #[cfg(test)]
+    pub(crate) fn of(values: [i64; BLOCK_ROWS], nulls: BlockMask) -> IntBlock {
+        IntBlock { values: Box::new(values), nulls }
+    }
+
     /// Row `row`'s value.
     pub(crate) fn value(&self, row: usize) -> Value {
         if self.nulls[row / 64] >> (row % 64) & 1 == 1 { Value::Null } else { Value::Int(self.values[row]) }
