@@ -146,21 +146,24 @@ fn groups_spilled_from_full_tables_are_the_groups_of_the_rows() {
     for (table, rows) in [("big", 1_100_000), ("small", 300_000)] {
         session
             .execute_one(&format!(
-                "CREATE TABLE {table} (k INTEGER, w BIGINT, d INTEGER, v INTEGER, a INTEGER, z INTEGER)"
+                "CREATE TABLE {table} (k INTEGER, w BIGINT, d INTEGER, v INTEGER, a INTEGER, z INTEGER, j INTEGER)"
             ))
             .unwrap();
         // w repeats a key now and then (C1 is uniform in 1..N), and the rows of one key lie far apart. d spans a
         // million values, which one direct table covers, and its groups' states outgrow what a table holds before
         // it is spilled. a and z are every row's own group, the table's blocks in order of a (now and then NULL)
-        // and against the order of z: a direct table grows block after block at one end or the other.
+        // and against the order of z: a direct table grows block after block at one end or the other. j is a too,
+        // but its second half jumps five million on: a worker's morsels of both halves have keys too far apart for
+        // one direct table, and its table spills instead of leaving its groups out of a new one.
         session
             .execute_one(&format!(
                 "INSERT INTO {table} SELECT \"C1\" % 200000, CASE WHEN \"C2\" % 101 = 0 THEN NULL ELSE \"C1\" * 7 END, \
-                 \"C0\" % 1000000, \"C3\", CASE WHEN \"C0\" % 300001 = 0 THEN NULL ELSE \"C0\" END, -\"C0\" \
+                 \"C0\" % 1000000, \"C3\", CASE WHEN \"C0\" % 300001 = 0 THEN NULL ELSE \"C0\" END, -\"C0\", \
+                 CASE WHEN \"C0\" <= {rows} / 2 THEN \"C0\" ELSE \"C0\" + 5000000 END \
                  FROM \"TBL_0\" WHERE \"C0\" <= {rows}"
             ))
             .unwrap();
-        let all = session.execute_one(&format!("SELECT k, w, d, v, a, z FROM {table}")).unwrap().rows;
+        let all = session.execute_one(&format!("SELECT k, w, d, v, a, z, j FROM {table}")).unwrap().rows;
         let pick = |columns: &[usize]| -> Vec<Vec<Value>> {
             all.iter().map(|row| columns.iter().map(|&c| row[c].clone()).chain([row[3].clone()]).collect()).collect()
         };
@@ -172,6 +175,7 @@ fn groups_spilled_from_full_tables_are_the_groups_of_the_rows() {
             (&["d"], &[2]),
             (&["a"], &[4]),
             (&["z"], &[5]),
+            (&["j"], &[6]),
         ];
         for (keys, columns) in keys_and_columns {
             let want = expected(&pick(columns), keys.len());
