@@ -722,13 +722,12 @@ impl IntGroups {
                     self.spill();
                 }
             }
-            if extended {
-                direct.resize(slots, u32::MAX);
-                self.direct_shape = Some(shape);
-            } else {
+            if !extended {
                 direct.clear();
-                direct.resize(slots, u32::MAX);
-                self.direct_shape = Some(shape);
+            }
+            direct.resize(slots, u32::MAX);
+            self.direct_shape = Some(shape);
+            if !extended {
                 // Every group found before that the table's shape covers has its slot, so that an empty slot is a
                 // new group, added without asking the index.
                 for (group, key) in self.order.iter().enumerate() {

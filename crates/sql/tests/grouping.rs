@@ -214,7 +214,7 @@ fn groups_spilled_from_full_tables_are_the_groups_of_the_rows() {
 /// `ORDER BY … LIMIT` over a GROUP BY merged in partitions: each merge task hands on only its best groups (those
 /// its HAVING keeps), and the statement returns exactly the rows of the whole sort followed by the limit. Orders
 /// by aggregates and keys, ascending and descending with NULLs either way, with OFFSET, HAVING and LIMIT 0; an
-/// error in a HAVING or a sort key fails the statement as it does without the limit.
+/// error in a HAVING, a sort key or the select list fails the statement as it does without the limit.
 #[test]
 fn the_best_groups_of_an_order_by_with_a_limit_are_chosen_by_the_merge_tasks() {
     let database = Database::new().unwrap();
