@@ -19,8 +19,9 @@ use crate::database::{QueryOutput, Session};
 
 /// Loads at least this large (COPY, INSERT, CREATE TABLE … AS) are sealed into a partition at the end, encoded
 /// and placed: the delta's rows are scanned one by one (40 ms to group 500 000 of them, 7 ms once sealed), and
-/// sealing smaller loads would leave many small partitions.
-const SEAL_AFTER_ROWS: u64 = 65_536;
+/// sealing smaller loads would leave many small partitions. Smaller loads are sealed once the delta has gathered
+/// as many rows ([`numadb_storage::DELTA_SEAL_ROWS`]).
+const SEAL_AFTER_ROWS: u64 = numadb_storage::DELTA_SEAL_ROWS as u64;
 
 /// Seals `table`'s delta after a statement loaded `loaded` rows into it, if that is a load ([`SEAL_AFTER_ROWS`]).
 pub(crate) fn seal_after_load(table: &Table, loaded: u64) -> Result<(), ExecError> {

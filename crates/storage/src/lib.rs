@@ -27,7 +27,7 @@ pub use column::{
 pub use index::{DuplicateKey, Index, IndexKind};
 pub use placement::TablePlacement;
 pub use table::{
-    ChunkPlacement, ColumnInput, Delta, PARTITION_ROWS_DEFAULT, Partition, RowChange, StorageError, Table,
-    TableOptions, TableSnapshot, check_placement,
+    ChunkPlacement, ColumnInput, DELTA_SEAL_ROWS, Delta, PARTITION_ROWS_DEFAULT, Partition, RowChange, StorageError,
+    Table, TableOptions, TableSnapshot, check_placement,
 };
 pub use types::{ColumnDef, DataType, Value, compare_doubles, format_double};

@@ -20,6 +20,12 @@ use crate::types::{ColumnDef, DataType, Value};
 
 /// Default rows per partition: 4 Mi rows, so that a 26-bit column partition (13 MiB) is worth huge pages.
 pub const PARTITION_ROWS_DEFAULT: usize = 1 << 22;
+/// Delta rows that INSERTs may gather before they are sealed into a partition of their own (a delta merge, as
+/// SAP HANA merges its delta into the main store past a size): the delta is scanned a row at a time, by one task,
+/// with no encoding and no placement. 300 000 rows inserted 2 000 at a time, left in the delta, took 34 ms to
+/// filter and aggregate and 21 ms to group; sealed, 7.5 and 1.3 ms (2 workers). Partitions this small are still
+/// 32 blocks each, and sealing them takes an INSERT in 65 536 a few milliseconds.
+pub const DELTA_SEAL_ROWS: usize = 1 << 16;
 /// Smallest partition size accepted (one block).
 pub const PARTITION_ROWS_MIN: usize = crate::bitpack::BLOCK_ROWS;
 
@@ -474,6 +480,10 @@ impl Table {
         while state.delta.rows() >= self.partition_rows {
             self.seal_locked(&mut state, self.partition_rows)?;
         }
+        if state.delta.rows() >= DELTA_SEAL_ROWS {
+            let rows = state.delta.rows();
+            self.seal_locked(&mut state, rows)?;
+        }
         Ok(inserted)
     }
 
@@ -924,6 +934,30 @@ mod tests {
                 other => panic!("row {row} is {other:?}"),
             })
             .collect()
+    }
+
+    #[test]
+    fn inserts_gathering_a_delta_of_delta_seal_rows_seal_it_into_a_partition() {
+        let table = Table::new("t", schema(), Some(0), TableOptions::default()).unwrap();
+        let rows =
+            |ids: std::ops::Range<i64>| ids.map(|i| vec![Value::Int(i), Value::text(&format!("n{i}"))]).collect();
+        let seal = DELTA_SEAL_ROWS as i64;
+        let gathered = (seal - 1) / 1000 * 1000;
+        for first in (0..gathered).step_by(1000) {
+            table.insert(rows(first..first + 1000)).unwrap();
+        }
+        assert_eq!((table.snapshot().partitions.len(), table.snapshot().delta.rows()), (0, gathered as usize));
+        // The INSERT that brings the delta to DELTA_SEAL_ROWS seals it, its own rows too.
+        table.insert(rows(gathered..seal + 10)).unwrap();
+        let sealed = table.snapshot();
+        assert_eq!((sealed.partitions.len(), sealed.delta.rows()), (1, 0));
+        assert_eq!(sealed.partitions[0].rows(), DELTA_SEAL_ROWS + 10);
+        table.insert(rows(seal + 10..seal + 15)).unwrap();
+        assert_eq!(table.snapshot().delta.rows(), 5);
+        let expected: Vec<(i64, Value)> = (0..seal + 15).map(|i| (i, Value::text(&format!("n{i}")))).collect();
+        assert_eq!(contents(&table), expected);
+        // The primary key is still enforced over the sealed rows.
+        assert!(table.insert(rows(7..8)).is_err());
     }
 
     #[test]
