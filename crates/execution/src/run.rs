@@ -508,7 +508,10 @@ impl ScanJob {
                 into.extend(worker_part);
             }
         }
-        let mut rows = Vec::new();
+        // Each partition's rows as they come: the session thread lays every task's side by side once, sized from
+        // the start. (Appended to one vector here, a task's 1.6 million rows of `GROUP BY "C1"` grew it by
+        // copying and faulting in fresh pages, a twentieth of the merge.)
+        let mut chunks: Vec<Vec<Vec<Value>>> = Vec::with_capacity(parts.len());
         // With an ORDER BY … LIMIT over the groups, only this task's best (those its HAVING keeps) go on.
         let having = self.top_groups.as_ref().and_then(|top| top.filter.as_ref());
         let checked = self.top_groups.as_ref().map_or(&[][..], |top| &top.checked[..]);
@@ -520,7 +523,7 @@ impl ScanJob {
             for worker_part in taken {
                 groups.get_or_insert_with(|| IntGroups::new(group_by.len(), aggregates, 0)).merge_part(worker_part);
             }
-            let mut part_rows = if general.groups.is_empty() {
+            let part_rows = if general.groups.is_empty() {
                 groups.map_or_else(|| Ok(Vec::new()), |groups| groups.into_rows(group_by, aggregates))?
             } else {
                 // Groups the general path found (rows of the delta, blocks the block-at-a-time path gave back): by
@@ -543,17 +546,17 @@ impl ScanJob {
                     best.offer_row(row, offered, &self.params)?;
                     offered += 1;
                 }
-            } else if rows.is_empty() {
-                rows = part_rows;
-            } else {
-                rows.append(&mut part_rows);
+            } else if !part_rows.is_empty() {
+                self.budget.charge(&part_rows)?;
+                chunks.push(part_rows);
             }
         }
         if let Some(best) = best {
-            rows = best.finish();
+            let rows = best.finish();
+            self.budget.charge(&rows)?;
+            chunks.push(rows);
         }
-        self.budget.charge(&rows)?;
-        self.merged_rows.lock().unwrap_or_else(|p| p.into_inner()).push(rows);
+        self.merged_rows.lock().unwrap_or_else(|p| p.into_inner()).extend(chunks);
         self.merge_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         Ok(())
     }
