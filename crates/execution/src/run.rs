@@ -262,6 +262,10 @@ struct ScanJob {
     top_bound: AtomicI64,
     /// Rows each morsel produced, [`MORSEL_RUNNING`] until it finished.
     morsel_rows: Vec<AtomicU64>,
+    /// Under a LIMIT ([`ScanJob::rows_wanted`]): the errors output rows raised, each with its morsel, which
+    /// stopped there with the rows before it. PostgreSQL stops evaluating at the LIMIT, so a row past it raises
+    /// nothing: an error counts only if fewer rows than wanted come before it ([`ScanJob::limit_error`]).
+    limit_errors: Mutex<Vec<(usize, ExecError)>>,
     /// The statement's memory for result rows.
     budget: Arc<ResultBudget>,
     merged: Mutex<Vec<PartialAggregate>>,
@@ -370,6 +374,24 @@ impl ScanJob {
             }
         }
         false
+    }
+
+    /// The first error a row under the LIMIT raised, if fewer rows than it wants come before that row
+    /// ([`ScanJob::limit_errors`]); once every morsel has finished.
+    fn limit_error(&self) -> Option<ExecError> {
+        let mut errors = std::mem::take(&mut *self.limit_errors.lock().unwrap_or_else(|p| p.into_inner()));
+        let wanted = self.rows_wanted?;
+        errors.sort_by_key(|(morsel, _)| *morsel);
+        let (morsel, error) = errors.into_iter().next()?;
+        // The morsel's own rows all come before its error.
+        let before: u64 = self.morsel_rows[..=morsel]
+            .iter()
+            .map(|rows| match rows.load(Ordering::Acquire) {
+                MORSEL_RUNNING => 0,
+                rows => rows,
+            })
+            .sum();
+        (before < wanted).then_some(error)
     }
 
     fn fail(&self, error: ExecError) -> numadb_scheduler::TaskError {
@@ -589,6 +611,9 @@ pub fn execute(plan: &Plan, executor: &Executor<'_>) -> Result<ExecutionResult, 
         let outcome = wait(query, executor);
         for job in &jobs {
             if let Some(error) = job.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                return Err(error);
+            }
+            if let Some(error) = job.limit_error() {
                 return Err(error);
             }
         }
@@ -904,6 +929,7 @@ fn add_scan(
         top_n,
         top_groups: top_groups.filter(|_| merge_parts > 0),
         morsel_rows: (0..morsels.len()).map(|_| AtomicU64::new(MORSEL_RUNNING)).collect(),
+        limit_errors: Mutex::new(Vec::new()),
         budget: Arc::clone(budget),
         merged: Mutex::new(Vec::new()),
         snapshot,
@@ -939,13 +965,17 @@ fn add_scan(
                     return Ok(());
                 }
                 let started = Instant::now();
-                let outcome = run_morsel(&task_job, &morsel, ctx);
+                let mut limit_error = None;
+                let outcome = run_morsel(&task_job, &morsel, ctx, &mut limit_error);
                 task_job.task_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
                 match outcome {
                     Ok(output) => {
                         let output = task_job.partitioned(output);
                         if let TaskOutput::Rows(rows) = &output {
                             task_job.morsel_rows[index].store(rows.len() as u64, Ordering::Release);
+                        }
+                        if let Some(error) = limit_error {
+                            task_job.limit_errors.lock().unwrap_or_else(|p| p.into_inner()).push((index, error));
                         }
                         *task_job.slots[index].lock().unwrap_or_else(|p| p.into_inner()) = Some(output);
                         Ok(())
@@ -1099,14 +1129,21 @@ thread_local! {
     static MORSEL_MASKS: Cell<Option<CombinedMasks>> = const { Cell::new(None) };
 }
 
-fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<TaskOutput, ExecError> {
+/// Runs a morsel. Under a LIMIT, a row whose output raises an error ends the morsel, with the rows before it, and
+/// the error is left in `limit_error` ([`ScanJob::limit_errors`]).
+fn run_morsel(
+    job: &ScanJob,
+    morsel: &Morsel,
+    ctx: &TaskContext<'_>,
+    limit_error: &mut Option<ExecError>,
+) -> Result<TaskOutput, ExecError> {
     if ctx.is_cancelled() {
         return Ok(TaskOutput::Rows(Vec::new()));
     }
     let params = &job.params[..];
     let width = job.columns_read.last().map_or(0, |&c| c + 1);
     let (partition, blocks) = match morsel {
-        Morsel::Delta => return run_delta(job, width, ctx),
+        Morsel::Delta => return run_delta(job, width, ctx, limit_error),
         Morsel::Blocks { partition, blocks } => (&job.snapshot.partitions[*partition], blocks.clone()),
     };
     // Bytes really loaded, per column: the filter's leaves report theirs; the output adds the blocks it decodes.
@@ -1291,12 +1328,27 @@ fn run_morsel(job: &ScanJob, morsel: &Morsel, ctx: &TaskContext<'_>) -> Result<T
             }
             (ScanOutput::Rows(projections), TaskOutput::Rows(rows)) => {
                 let before = rows.len();
+                // Under a LIMIT, rows are made only until there are enough, and one that raises an error ends
+                // the morsel (PostgreSQL evaluates no row past the LIMIT: `SELECT -x … WHERE id > 4990 LIMIT 3`
+                // raises nothing for a row 5000 whose x is BIGINT's smallest).
+                let wanted = job.rows_wanted.map_or(usize::MAX, |wanted| wanted as usize);
                 try_for_each_set(&mask, |i| {
+                    if rows.len() >= wanted || limit_error.is_some() {
+                        return Ok(());
+                    }
                     cache.fill_row(partition, &job.columns_read, first_row + i, &mut row);
-                    rows.push(projections.iter().map(|e| e.eval(&row, params)).collect::<Result<Vec<_>, _>>()?);
+                    match projections.iter().map(|e| e.eval(&row, params)).collect::<Result<Vec<_>, _>>() {
+                        Ok(values) => rows.push(values),
+                        Err(error) if job.rows_wanted.is_some() => *limit_error = Some(error),
+                        Err(error) => return Err(error),
+                    }
                     Ok(())
                 })?;
                 job.budget.charge(&rows[before..])?;
+                if limit_error.is_some() {
+                    stopped_at = position + 1;
+                    break;
+                }
             }
             _ => return Err(ExecError::internal("scan output and task output disagree")),
         }
@@ -1741,8 +1793,13 @@ fn aggregate_block(
     })
 }
 
-/// The unsealed delta, row by row.
-fn run_delta(job: &ScanJob, width: usize, ctx: &TaskContext<'_>) -> Result<TaskOutput, ExecError> {
+/// The unsealed delta, row by row. Under a LIMIT, as [`run_morsel`].
+fn run_delta(
+    job: &ScanJob,
+    width: usize,
+    ctx: &TaskContext<'_>,
+    limit_error: &mut Option<ExecError>,
+) -> Result<TaskOutput, ExecError> {
     let delta = &job.snapshot.delta;
     let params = &job.params[..];
     let filter_expr = job.filter.as_ref();
@@ -1751,7 +1808,14 @@ fn run_delta(job: &ScanJob, width: usize, ctx: &TaskContext<'_>) -> Result<TaskO
     let mut partial = PartialAggregate::default();
     let mut selected = 0u64;
     let (mut probe_buffers, mut joined_rows) = (ProbeBuffers::default(), 0u64);
+    let mut scanned = delta.rows();
     for r in 0..delta.rows() {
+        if let (Some(wanted), ScanOutput::Rows(_)) = (job.rows_wanted, &job.output)
+            && rows_out.len() as u64 >= wanted
+        {
+            scanned = r;
+            break;
+        }
         for &c in &job.columns_read {
             row[c] = delta.column(c)[r].clone();
         }
@@ -1774,7 +1838,15 @@ fn run_delta(job: &ScanJob, width: usize, ctx: &TaskContext<'_>) -> Result<TaskO
                 joined?;
             }
             ScanOutput::Rows(projections) => {
-                rows_out.push(projections.iter().map(|e| e.eval(&row, params)).collect::<Result<Vec<_>, _>>()?)
+                match projections.iter().map(|e| e.eval(&row, params)).collect::<Result<Vec<_>, _>>() {
+                    Ok(values) => rows_out.push(values),
+                    Err(error) if job.rows_wanted.is_some() => {
+                        *limit_error = Some(error);
+                        scanned = r + 1;
+                        break;
+                    }
+                    Err(error) => return Err(error),
+                }
             }
             ScanOutput::Aggregate { group_by, aggregates, .. } => {
                 group_row(group_by, aggregates, &mut partial, &row, params)?
@@ -1785,7 +1857,7 @@ fn run_delta(job: &ScanJob, width: usize, ctx: &TaskContext<'_>) -> Result<TaskO
         probe.joined_rows.fetch_add(joined_rows, Ordering::Relaxed);
     }
     job.budget.charge(&rows_out)?;
-    job.rows_scanned.fetch_add(delta.rows() as u64, Ordering::Relaxed);
+    job.rows_scanned.fetch_add(scanned as u64, Ordering::Relaxed);
     job.rows_selected.fetch_add(selected, Ordering::Relaxed);
     Ok(match job.output {
         ScanOutput::Rows(_) if job.values => TaskOutput::Values(rows_out.into_iter().flatten().collect()),
