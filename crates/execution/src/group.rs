@@ -417,6 +417,10 @@ pub(crate) struct IntGroups {
     /// Whether some group may have no slot in the direct table (found through the index, or left out when the
     /// table was laid out anew), until the next spill.
     outside_direct: bool,
+    /// Rows added since the last spill, and the groups placed anew in direct tables laid out since
+    /// ([`RELAYOUT_GROUPS_PER_ROW`]).
+    rows_added: u64,
+    relaid_groups: u64,
     /// Without GROUP BY, per DISTINCT aggregate: the values already in its set from a range fixed by the first
     /// block (`SEEN_SPAN` values from its smallest), one bit each, so that a value seen before costs a bit test
     /// and not a hash-set insert (`COUNT(DISTINCT x % 1000)` over millions of rows).
@@ -440,6 +444,16 @@ const DIRECT_SLOTS: usize = 1 << 20;
 /// The groups from which a table whose block's keys fall too far from the direct table's for one table to cover
 /// both spills them, rather than lays out a table for the block alone ([`IntGroups::find_groups`]).
 const RELAYOUT_SPILL_GROUPS: usize = 1 << 16;
+
+/// Groups a table may place anew in the direct tables it lays out, per row added since its last spill, beyond
+/// [`RELAYOUT_GROUPS_FREE`]; past that a block whose keys fall outside the direct table goes through the index
+/// ([`IntGroups::find_groups`]). `SELECT DISTINCT bk % 500000, jmp / 3` (1 million rows, a million pairs, each
+/// block's pairs spanning fewer slots than a table has but never the table before) laid out a table for every
+/// block, placing every group found so far each time: 900 ms of task time.
+const RELAYOUT_GROUPS_PER_ROW: u64 = 2;
+
+/// See [`RELAYOUT_GROUPS_PER_ROW`].
+const RELAYOUT_GROUPS_FREE: u64 = 1 << 16;
 
 /// The most slots per group of the direct table a merge lays out ([`IntGroups::merge_part`]).
 const MERGE_SLOTS_PER_GROUP: usize = 8;
@@ -655,6 +669,8 @@ impl IntGroups {
             spilled: Vec::new(),
             groups_spilled: 0,
             outside_direct: false,
+            rows_added: 0,
+            relaid_groups: 0,
         }
     }
 
@@ -767,6 +783,7 @@ impl IntGroups {
             }
             return;
         }
+        self.rows_added += u64::from(bitpack::count(mask));
         // Per key: its smallest value in the block, and the slots it takes (one per value from the smallest to the
         // largest, and one for NULL if a row has it).
         let mut shape = [KeyShape::default(); KEYS_MAX];
@@ -779,9 +796,7 @@ impl IntGroups {
             slots = slots.saturating_mul(span + usize::from(null));
         }
         if slots > DIRECT_SLOTS {
-            for_each_set(mask, |row| self.groups[row] = self.group_of(keys, row) as u32);
-            // The groups just added are not in the direct table: lay it out afresh, with them, when next used.
-            self.direct_shape = None;
+            self.find_groups_hashed(keys, mask);
             return;
         }
         // The table of the blocks before, if this block's keys fit its shape (as `x % 100`'s do block after block):
@@ -827,7 +842,17 @@ impl IntGroups {
                     self.spill();
                 }
             }
+            // A table laid out anew places every group found so far: where that would come to more groups than
+            // the rows added since the last spill (keys whose blocks each fall outside the table before them), the
+            // block goes through the index instead.
+            let relaid = self.relaid_groups + self.order.len() as u64;
+            if !extended && relaid > RELAYOUT_GROUPS_PER_ROW * self.rows_added + RELAYOUT_GROUPS_FREE {
+                self.direct = direct;
+                self.find_groups_hashed(keys, mask);
+                return;
+            }
             if !extended {
+                self.relaid_groups = relaid;
                 direct.clear();
             }
             direct.resize(slots, u32::MAX);
@@ -868,6 +893,13 @@ impl IntGroups {
             self.groups[row] = direct[index];
         });
         self.direct = direct;
+    }
+
+    /// [`IntGroups::find_groups`] through the index alone.
+    fn find_groups_hashed(&mut self, keys: &[IntBlock], mask: &BlockMask) {
+        for_each_set(mask, |row| self.groups[row] = self.group_of(keys, row) as u32);
+        // The groups just added are not in the direct table: lay it out afresh, with them, when next used.
+        self.direct_shape = None;
     }
 
     /// The index of row `row`'s group, found or added.
@@ -1089,6 +1121,8 @@ impl IntGroups {
         self.indexed = 0;
         self.direct_shape = None;
         self.outside_direct = false;
+        self.rows_added = 0;
+        self.relaid_groups = 0;
     }
 
     /// Adds a partition of another task's groups of the same aggregation ([`IntGroups::into_parts`]).
@@ -1560,6 +1594,35 @@ mod tests {
         }
         assert_eq!(table.order.iter().collect::<HashSet<_>>(), keys);
         assert!(keys.contains(&IntKey::one(None)) && keys.contains(&IntKey::one(Some(-2 * rows))));
+    }
+
+    #[test]
+    fn tables_whose_blocks_each_fall_outside_the_last_layout_are_laid_out_within_a_budget() {
+        // Two keys: one drifting up block after block (as `jmp / 3`), one spanning 64 values per block in turn
+        // (so that a block's pairs fit a direct table, but never the table before): every block would lay out a
+        // new table, placing every group found so far. No spill, so the table keeps them all.
+        let rows = BLOCK_ROWS as i64;
+        let all: BlockMask = [u64::MAX; MASK_WORDS];
+        let mut table = IntGroups::new(2, &[], 0);
+        let mut keys = HashSet::new();
+        let blocks = 64;
+        for block in 0..blocks {
+            let drifting = IntBlock::of(std::array::from_fn(|row| block * rows + row as i64 / 32), [0; MASK_WORDS]);
+            let other = IntBlock::of(std::array::from_fn(|row| (block % 7) * 1000 + row as i64 % 64), [0; MASK_WORDS]);
+            let block_keys = [drifting, other];
+            table.find_groups(&block_keys, &all);
+            for_each_set(&all, |row| {
+                let key = key_of(&block_keys, row);
+                keys.insert(key);
+                assert_eq!(table.order.get(table.groups[row] as usize), key, "row {row} of block {block}");
+            });
+        }
+        assert_eq!(table.order.len(), keys.len(), "every pair is a group once");
+        assert_eq!(table.order.iter().collect::<HashSet<_>>(), keys);
+        // Laid out for every block, the tables would have placed 64 * 63 / 2 blocks' worth of groups.
+        let budget = RELAYOUT_GROUPS_PER_ROW * (blocks * rows) as u64 + RELAYOUT_GROUPS_FREE;
+        assert!(table.relaid_groups <= budget, "{} groups placed anew", table.relaid_groups);
+        assert!((keys.len() * (blocks as usize - 1) / 2) as u64 > budget, "the test reaches the budget");
     }
 
     #[test]
