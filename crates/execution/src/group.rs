@@ -121,7 +121,7 @@ impl IntKey {
 /// million groups) spilled 240 MB of keys and states per query, most of it memory freshly faulted in: spilling
 /// took two thirds of the scan tasks' time. A spill writes to every one of its partitions at once, so each list
 /// is as few streams as it can be: the flags are kept only from the first NULL key on.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct KeyList {
     /// Keys per group.
     width: usize,
@@ -459,10 +459,11 @@ const RELAYOUT_GROUPS_FREE: u64 = 1 << 16;
 const MERGE_SLOTS_PER_GROUP: usize = 8;
 
 /// The groups a table found through its hash index holds before they are spilled ([`IntGroups::spill_into`]):
-/// as many as an index of 2^15 buckets takes (7/8 of them), 3.5 MiB with their keys and states. A worker's table
-/// of `GROUP BY "C1"`'s 2.6 million groups (of 5 million rows) was 350 MiB, and every row's lookup waited on
-/// memory; spilled at 2^16 groups, whose index has 2^17 buckets of 48 bytes, the lookups still missed the
-/// caches, and the scan took 500 ms of task time instead of 365 (2 workers).
+/// as many as an index of 2^15 buckets takes (7/8 of them). A worker's table of `GROUP BY "C1"`'s 2.6 million
+/// groups (of 5 million rows) was 350 MiB, and every row's lookup waited on memory; spilled at 2^16 groups, whose
+/// index then had 2^17 buckets of 48 bytes (a key and its group), the lookups still missed the caches, and the
+/// scan took 500 ms of task time instead of 365 (2 workers). (Measured when keys were [`IntKey`]s in the index
+/// itself; its buckets are now 4 bytes, and a group's key 8 bytes per key column.)
 const SPILL_GROUPS_HASHED: usize = 28672;
 
 /// The groups a table found through its direct table alone holds before they are spilled: their states (32
@@ -1190,7 +1191,7 @@ impl IntGroups {
     /// in their direct tables' slot order, without being cut into partitions first (`None`: no groups).
     ///
     /// For `GROUP BY x % 200000` over 5 million rows (2 workers), cutting its 200 000 groups into partitions took
-    /// each merge task 4.1 ms of its 8.7, and the partitions (72 bytes a group) were memory the merge wrote once
+    /// each merge task 4.1 ms of its 8.7, and the partitions (72 bytes a group, when keys took 40) were memory the merge wrote once
     /// and read once.
     pub(crate) fn merged_range(
         tables: &[IntGroups],
@@ -1534,6 +1535,47 @@ mod tests {
             }
             list.clear();
             assert!(list.is_empty() && list.nulls.is_empty());
+        }
+    }
+
+    #[test]
+    fn keys_of_every_width_with_nulls_arriving_late_survive_the_index_spills_and_merges() {
+        // Three tables, each finding 120 000 keys through the index (NULLs only after the first 50 000, so that
+        // the lists' flags begin late), spilling into 4 partitions, then cut into 3 and merged: every key is a
+        // group exactly once.
+        for width in 0..=KEYS_MAX {
+            let mut random = fastrand::Rng::with_seed(12_345 + width as u64);
+            let mut tables: Vec<IntGroups> = (0..3).map(|_| IntGroups::new(width, &[], 0)).collect();
+            let mut expected: HashSet<IntKey> = HashSet::new();
+            for table in &mut tables {
+                table.spill_into(4);
+                for found in 0..120_000 {
+                    let mut key = IntKey { values: [0; KEYS_MAX], nulls: 0 };
+                    for k in 0..width {
+                        if found > 50_000 && random.u8(..5) == 0 {
+                            key.nulls |= 1 << k;
+                        } else {
+                            key.values[k] = random.i64(-150..150);
+                        }
+                    }
+                    expected.insert(key);
+                    let group = table.find_or_add(key);
+                    assert_eq!(table.order.get(group), key);
+                    table.spill_if_full();
+                }
+            }
+            let mut parts: Vec<Vec<GroupsPart>> = tables.into_iter().map(|table| table.into_parts(3, None)).collect();
+            let mut merged_keys = HashSet::new();
+            for part in 0..3 {
+                let mut merged = IntGroups::new(width, &[], 0);
+                for table_parts in &mut parts {
+                    merged.merge_part(std::mem::replace(&mut table_parts[part], GroupsPart::empty(width, None, false)));
+                }
+                for key in merged.order.iter() {
+                    assert!(merged_keys.insert(key), "{key:?} is a group twice (width {width})");
+                }
+            }
+            assert_eq!(merged_keys, expected, "width {width}");
         }
     }
 

@@ -4,7 +4,7 @@
 //! partition they change (see [`Table::rewrite`]). Bulk loads
 //! build whole partitions (possibly on many threads, each on the node its partition goes to) and append them;
 //! single-row inserts go to the *delta*, a plain row store that is encoded into a partition once it holds a
-//! partition's worth of rows. Readers take a [`TableSnapshot`]: the partitions and the delta as they were, shared
+//! partition's worth of rows, or [`DELTA_SEAL_ROWS`] after an insert (a delta merge). Readers take a [`TableSnapshot`]: the partitions and the delta as they were, shared
 //! by reference counting, so a scan never blocks an insert and never sees half of one (the delta is
 //! copy-on-write: an insert copies it only while a snapshot holds it).
 
@@ -498,11 +498,14 @@ impl Table {
             .map(|c| state.column_placement.get(&c).unwrap_or(&state.placement).policy_for_partition(index))
             .collect();
         let first_row = state.delta.first_row;
-        let delta = Arc::make_mut(&mut state.delta);
+        // Built from copies, and the rows taken out of the delta only once it is built: a partition that fails
+        // to build (its placement refused) leaves them where they were, under the indexes that point at them.
         let columns: Vec<ColumnInput> =
-            delta.columns.iter_mut().map(|c| ColumnInput::Values(c.drain(..take).collect())).collect();
-        delta.first_row += take as u64;
+            state.delta.columns.iter().map(|c| ColumnInput::Values(c[..take].to_vec())).collect();
         let partition = Partition::build(index, first_row, &self.columns, columns, &policies)?;
+        let delta = Arc::make_mut(&mut state.delta);
+        delta.columns.iter_mut().for_each(|c| drop(c.drain(..take)));
+        delta.first_row += take as u64;
         state.partitions.push(Arc::new(partition));
         Ok(())
     }
@@ -787,6 +790,17 @@ impl Table {
         if changed == 0 {
             return Ok(0);
         }
+        // The rows left over, as an insert leaves them ([`DELTA_SEAL_ROWS`]): after a DELETE, every partition
+        // after the first changed one is cut anew at `partition_rows`, and what falls short of that (a whole table
+        // built by INSERTs) went back to the delta.
+        if pending.first().is_some_and(|column| column.len() >= DELTA_SEAL_ROWS) {
+            let index = partitions.len();
+            let rows_built = pending[0].len();
+            let columns = pending.iter_mut().map(|c| ColumnInput::Values(std::mem::take(c))).collect();
+            let built = Partition::build(index, next_row, &self.columns, columns, &self.policies_for_partition(index))?;
+            partitions.push(Arc::new(built));
+            next_row += rows_built as u64;
+        }
         let delta = Delta { first_row: next_row, columns: pending };
         let moved = delta.first_row + delta.rows() as u64 != snapshot.rows();
         let indexes = if moved || indexed_values_changed {
@@ -958,6 +972,19 @@ mod tests {
         assert_eq!(contents(&table), expected);
         // The primary key is still enforced over the sealed rows.
         assert!(table.insert(rows(7..8)).is_err());
+        // A DELETE cuts the partitions after it anew; what falls short of a partition's worth is sealed as an
+        // insert would, not put back in the delta.
+        let deleted = table
+            .rewrite(|row| {
+                Ok::<_, StorageError>(if row[0] == Value::Int(3) { RowChange::Delete } else { RowChange::Keep })
+            })
+            .unwrap();
+        assert_eq!(deleted, 1);
+        let after = table.snapshot();
+        assert_eq!((after.partitions.len(), after.delta.rows()), (1, 0));
+        let expected: Vec<(i64, Value)> =
+            (0..seal + 15).filter(|&i| i != 3).map(|i| (i, Value::text(&format!("n{i}")))).collect();
+        assert_eq!(contents(&table), expected);
     }
 
     #[test]

@@ -248,9 +248,10 @@ impl std::hash::Hash for Value {
             Value::Null => 0u8.hash(state),
             // Integers and integral doubles must hash alike because they compare equal; but only those a double
             // holds exactly hash as one. Hashed as doubles, the integers past 2^53 that round to the same double
-            // (up to 2 048 of them near BIGINT's ends) all hashed alike: GROUP BY a BIGINT column of 1 000 such
+            // (about 1 024 of them near BIGINT's ends) all hashed alike: GROUP BY a BIGINT column of 1 000 such
             // values took 830 ms over a million rows, comparing keys along one chain. An integer no double holds
-            // equals a double only by rounding, which a well-typed plan never asks (a key's values share a type).
+            // equals a double only by rounding: where a plan compares the two kinds, it casts the integer side to a
+            // double first (a join's keys: `bind::join`), and a key's values otherwise share a type.
             Value::Int(v) => hash_integer(i128::from(*v), state),
             Value::Numeric(v) => hash_integer(*v, state),
             Value::Double(v) => {

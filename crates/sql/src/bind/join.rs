@@ -715,9 +715,12 @@ fn equality_sides(expr: &Expr, left_width: usize, right_width: usize) -> Option<
     } else {
         return None;
     };
-    // `=` compares an integer with a double as doubles (2^53 + 1 = 2^53): the keys are hashed and compared so too.
+    // `=` compares an integer (or a NUMERIC sum) with a double as doubles (2^53 + 1 = 2^53): the keys are hashed
+    // and compared so too (a value hashes by its kind: an integer no double holds exactly, as itself).
     let as_double = |key: Expr| match key.data_type() {
-        DataType::Integer | DataType::BigInt => Expr::Cast { expr: Box::new(key), to: DataType::Double },
+        DataType::Integer | DataType::BigInt | DataType::Numeric => {
+            Expr::Cast { expr: Box::new(key), to: DataType::Double }
+        }
         _ => key,
     };
     if left_key.data_type() != right_key.data_type()
