@@ -4,9 +4,10 @@
 //! partition they change (see [`Table::rewrite`]). Bulk loads
 //! build whole partitions (possibly on many threads, each on the node its partition goes to) and append them;
 //! single-row inserts go to the *delta*, a plain row store that is encoded into a partition once it holds a
-//! partition's worth of rows, or [`DELTA_SEAL_ROWS`] after an insert (a delta merge). Readers take a [`TableSnapshot`]: the partitions and the delta as they were, shared
-//! by reference counting, so a scan never blocks an insert and never sees half of one (the delta is
-//! copy-on-write: an insert copies it only while a snapshot holds it).
+//! partition's worth of rows, or [`DELTA_SEAL_ROWS`] after an insert (a delta merge). Readers take a
+//! [`TableSnapshot`]: the partitions and the delta as they were, shared by reference counting, so a scan never
+//! blocks an insert and never sees half of one (the delta is copy-on-write: an insert copies it only while a
+//! snapshot holds it).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -481,8 +482,10 @@ impl Table {
             self.seal_locked(&mut state, self.partition_rows)?;
         }
         if state.delta.rows() >= DELTA_SEAL_ROWS {
+            // Only an optimisation: the rows are inserted, and a seal that fails (its placement refused) leaves
+            // them in the delta, where they are read as well, for a later insert to seal. The statement succeeded.
             let rows = state.delta.rows();
-            self.seal_locked(&mut state, rows)?;
+            let _ = self.seal_locked(&mut state, rows);
         }
         Ok(inserted)
     }
