@@ -181,6 +181,12 @@ impl KeyList {
         IntKey { values: std::array::from_fn(|k| row.get(k).copied().unwrap_or(0)), nulls: self.nulls(group) }
     }
 
+    /// Group `group`'s key hashed by `hasher`: what the index ([`IntGroups::index`]) rehashes its buckets with.
+    #[inline]
+    fn hash_of(&self, hasher: &foldhash::fast::RandomState, group: u32) -> u64 {
+        hasher.hash_one(self.get(group as usize))
+    }
+
     /// Whether group `group`'s key is `key`.
     #[inline]
     fn is(&self, group: usize, key: &IntKey) -> bool {
@@ -917,11 +923,8 @@ impl IntGroups {
         let new_group = self.order.len() as u32;
         let (order, hasher) = (&self.order, &self.hasher);
         let hash = hasher.hash_one(key);
-        let found = self.index.entry(
-            hash,
-            |&group| order.is(group as usize, &key),
-            |&group| hasher.hash_one(order.get(group as usize)),
-        );
+        let found =
+            self.index.entry(hash, |&group| order.is(group as usize, &key), |&group| order.hash_of(hasher, group));
         match found {
             hash_table::Entry::Occupied(entry) => *entry.get() as usize,
             hash_table::Entry::Vacant(entry) => {
@@ -974,10 +977,10 @@ impl IntGroups {
     fn ensure_index(&mut self) {
         if self.indexed < self.order.len() {
             let (order, hasher) = (&self.order, &self.hasher);
-            let rehash = |&group: &u32| hasher.hash_one(order.get(group as usize));
+            let rehash = |&group: &u32| order.hash_of(hasher, group);
             self.index.reserve(order.len() - self.indexed, rehash);
-            for group in self.indexed..order.len() {
-                self.index.insert_unique(hasher.hash_one(order.get(group)), group as u32, rehash);
+            for group in self.indexed as u32..order.len() as u32 {
+                self.index.insert_unique(order.hash_of(hasher, group), group, rehash);
             }
             self.indexed = self.order.len();
         }
@@ -1151,7 +1154,7 @@ impl IntGroups {
             // Every key goes through the index: room for them all at once, not grown by rehashing.
             self.ensure_index();
             let (order, hasher) = (&self.order, &self.hasher);
-            self.index.reserve(part.keys.len(), |&group| hasher.hash_one(order.get(group as usize)));
+            self.index.reserve(part.keys.len(), |&group| order.hash_of(hasher, group));
         }
         let mut direct = std::mem::take(&mut self.direct);
         let shape = self.direct_shape;

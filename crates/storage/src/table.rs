@@ -780,13 +780,7 @@ impl Table {
                     && r + 1 == rows
                     && next_row + pending[0].len() as u64 == first_row + rows as u64;
                 if full || boundary {
-                    let index = partitions.len();
-                    let rows_built = pending[0].len();
-                    let columns = pending.iter_mut().map(|c| ColumnInput::Values(std::mem::take(c))).collect();
-                    let built =
-                        Partition::build(index, next_row, &self.columns, columns, &self.policies_for_partition(index))?;
-                    partitions.push(Arc::new(built));
-                    next_row += rows_built as u64;
+                    self.build_pending(&mut pending, &mut partitions, &mut next_row)?;
                 }
             }
         }
@@ -797,12 +791,7 @@ impl Table {
         // after the first changed one is cut anew at `partition_rows`, and what falls short of that (a whole table
         // built by INSERTs) went back to the delta.
         if pending.first().is_some_and(|column| column.len() >= DELTA_SEAL_ROWS) {
-            let index = partitions.len();
-            let rows_built = pending[0].len();
-            let columns = pending.iter_mut().map(|c| ColumnInput::Values(std::mem::take(c))).collect();
-            let built = Partition::build(index, next_row, &self.columns, columns, &self.policies_for_partition(index))?;
-            partitions.push(Arc::new(built));
-            next_row += rows_built as u64;
+            self.build_pending(&mut pending, &mut partitions, &mut next_row)?;
         }
         let delta = Delta { first_row: next_row, columns: pending };
         let moved = delta.first_row + delta.rows() as u64 != snapshot.rows();
@@ -833,6 +822,23 @@ impl Table {
         state.delta = Arc::new(delta);
         state.indexes = indexes;
         Ok(changed)
+    }
+
+    /// A rewrite's pending rows (one vector per column, emptied) built into the partition after `partitions`,
+    /// starting at row `next_row`, which moves past them ([`Table::rewrite_where`]).
+    fn build_pending(
+        &self,
+        pending: &mut [Vec<Value>],
+        partitions: &mut Vec<Arc<Partition>>,
+        next_row: &mut u64,
+    ) -> Result<(), StorageError> {
+        let index = partitions.len();
+        let rows = pending.first().map_or(0, Vec::len);
+        let columns = pending.iter_mut().map(|c| ColumnInput::Values(std::mem::take(c))).collect();
+        let built = Partition::build(index, *next_row, &self.columns, columns, &self.policies_for_partition(index))?;
+        partitions.push(Arc::new(built));
+        *next_row += rows as u64;
+        Ok(())
     }
 
     /// Adds an index over the current rows.
