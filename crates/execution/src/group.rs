@@ -1,4 +1,5 @@
-//! Aggregation over integer keys and arguments a block at a time (text columns as keys too, by their codes).
+//! Aggregation over integer keys and arguments a block at a time (text columns as keys too, by their strings'
+//! numbers across the scan's partitions: [`crate::textkeys`]).
 //!
 //! The general path ([`crate::run`]'s `group_row`) builds a row of [`Value`]s for every selected row, evaluates
 //! each key and argument by walking its expression tree, and looks the key up as a `Vec<Value>`. For
@@ -8,8 +9,7 @@
 //! a maximum (every aggregate's words side by side per group), or for DISTINCT the set of values: what
 //! [`Accumulator::add_ints`] and [`Accumulator::add`] take at the end of the task.
 //!
-//! With integer keys (not a text column's codes, which are a partition's own), a scan's tasks that run on one
-//! worker add to that worker's groups, and the groups are merged by as many tasks as there are workers, each
+//! A scan's tasks that run on one worker add to that worker's groups, and the groups are merged by as many tasks as there are workers, each
 //! taking one hash partition of every worker's groups ([`IntGroups::into_parts`], [`IntGroups::merge_part`]) and
 //! finishing its rows ([`IntGroups::into_rows`]): with groups per task, each of 23 tasks over 5 million rows
 //! found most of `GROUP BY x % 200000`'s groups again, and one merge per domain added them all up alone. A
@@ -29,10 +29,8 @@ use std::hash::BuildHasher as _;
 
 use hashbrown::{HashTable, hash_table};
 
-use std::sync::Arc;
-
 use numadb_storage::bitpack::{self, BLOCK_ROWS, BlockMask};
-use numadb_storage::{ColumnData, DataType, Dictionary, Partition};
+use numadb_storage::{DataType, Partition};
 
 use crate::aggregate::{
     Accumulator, AggregateCall, AggregateFunction, GroupMap, GroupState, PartialAggregate, int_sum_value,
@@ -41,6 +39,7 @@ use crate::error::ExecError;
 use crate::expr::Expr;
 use crate::plan::ScanOutput;
 use crate::run::for_each_set;
+use crate::textkeys::{TextKey, TextKeys};
 use crate::vector::{IntBlock, int_block_of, is_group_key, is_int_expr};
 use numadb_storage::Value;
 
@@ -94,9 +93,10 @@ impl IntKey {
         key
     }
 
-    /// The key of a general-path group whose key values are those [`IntGroups`] groups by (integers, booleans
-    /// and NULLs), so that it falls in the same partition as the same group found a block at a time.
-    fn of_values(values: &[Value]) -> IntKey {
+    /// The key of a general-path group whose key values are those [`IntGroups`] groups by (integers, booleans,
+    /// strings of `text`'s keys and NULLs), so that it falls in the same partition as the same group found a
+    /// block at a time.
+    fn of_values(values: &[Value], text: &TextKeys) -> IntKey {
         let mut key = IntKey { values: [0; KEYS_MAX], nulls: 0 };
         for (k, value) in values.iter().enumerate().take(KEYS_MAX) {
             key.values[k] = match value {
@@ -107,6 +107,7 @@ impl IntKey {
                 Value::Int(value) => *value,
                 Value::Bool(value) => i64::from(*value),
                 Value::Double(value) => value.to_bits() as i64,
+                Value::Text(value) => text.key(k).map_or(0, |key| key.number_of(value)),
                 _ => 0,
             };
         }
@@ -278,7 +279,7 @@ fn cut_into(
 
 /// Splits a general-path partial aggregate of the groups [`IntGroups`] would find into `parts` partitions as
 /// [`IntGroups::into_parts`] splits those it found (no partitions at all when it has no groups).
-pub(crate) fn split_partial(partial: PartialAggregate, parts: usize) -> Vec<PartialAggregate> {
+pub(crate) fn split_partial(partial: PartialAggregate, parts: usize, text: &TextKeys) -> Vec<PartialAggregate> {
     if partial.groups.is_empty() {
         // No partition has any (the usual case: the tasks' groups are all their workers').
         return Vec::new();
@@ -289,7 +290,7 @@ pub(crate) fn split_partial(partial: PartialAggregate, parts: usize) -> Vec<Part
         return out;
     }
     for (key, state) in partial.groups {
-        out[IntKey::of_values(&key).part(parts)].groups.insert(key, state);
+        out[IntKey::of_values(&key, text).part(parts)].groups.insert(key, state);
     }
     out
 }
@@ -341,8 +342,7 @@ fn add_to_sum(words: &mut [u64], value: i128) {
 }
 
 /// Whether [`IntGroups`] computes this aggregation: at most [`KEYS_MAX`] keys and every key integer arithmetic
-/// or a text or boolean column (grouped by its dictionary codes, which are the partition's: one task, one
-/// partition; or by 0 and 1);
+/// or a text or boolean column (grouped by its strings' numbers, [`TextKeys`]; or by 0 and 1);
 /// every aggregate `COUNT(*)`, or COUNT, SUM, AVG, MIN or MAX (DISTINCT or not) of integer arithmetic, none with
 /// a FILTER.
 pub(crate) fn applies(group_by: &[Expr], aggregates: &[AggregateCall]) -> bool {
@@ -681,20 +681,28 @@ impl IntGroups {
         }
     }
 
-    /// Adds the rows selected in `mask` of block `block`. An error means a row would raise one: nothing of the
+    /// Adds the rows selected in `mask` of block `block`; `numbers` gives, per key, the numbers of a text key's
+    /// codes in `partition` ([`TextKeys::numbers_in`]). An error means a row would raise one: nothing of the
     /// block has been added, and the caller runs it on the general path.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn add_block(
         &mut self,
         group_by: &[Expr],
         aggregates: &[AggregateCall],
         partition: &Partition,
+        numbers: &[Option<&[u32]>],
         block: usize,
         mask: &BlockMask,
         params: &[Value],
     ) -> Result<(), ExecError> {
         let skip: BlockMask = std::array::from_fn(|word| !mask[word]);
         let mut evaluate = |expr: &Expr| int_block_of(expr, partition, block, params, &skip, &mut self.reads);
-        let keys: Vec<IntBlock> = group_by.iter().map(&mut evaluate).collect::<Result<_, _>>()?;
+        let mut keys: Vec<IntBlock> = group_by.iter().map(&mut evaluate).collect::<Result<_, _>>()?;
+        for (key, numbers) in keys.iter_mut().zip(numbers) {
+            if let Some(numbers) = numbers {
+                key.renumber(mask, numbers);
+            }
+        }
         let arguments: Vec<Option<IntBlock>> = aggregates
             .iter()
             .map(|call| call.argument.as_ref().map(&mut evaluate).transpose())
@@ -997,8 +1005,7 @@ impl IntGroups {
         group
     }
 
-    /// Adds another task's groups of the same aggregation, whose keys are integers, not a partition's dictionary
-    /// codes ([`keys_are_codes`]).
+    /// Adds another task's groups of the same aggregation.
     pub(crate) fn merge(&mut self, other: IntGroups) {
         if let Some(part) = other.into_parts(1, None).pop() {
             self.merge_part(part);
@@ -1279,13 +1286,14 @@ impl IntGroups {
     }
 
     /// The final rows of the groups (keys, then aggregate values), as [`PartialAggregate::finish`] gives them for
-    /// [`IntGroups::into_partial`]'s groups; for keys that are not dictionary codes ([`keys_are_codes`]).
+    /// [`IntGroups::into_partial`]'s groups; a text key's strings are `text`'s.
     pub(crate) fn into_rows(
         mut self,
         group_by: &[Expr],
         aggregates: &[AggregateCall],
+        text: &TextKeys,
     ) -> Result<Vec<Vec<Value>>, ExecError> {
-        let stands = stands_of(group_by, None);
+        let stands = stands_of(group_by, text);
         let empty: GroupState = aggregates.iter().map(Accumulator::new).collect();
         let mut values = std::mem::take(&mut self.values);
         let mut rows = Vec::with_capacity(self.order.len());
@@ -1345,17 +1353,16 @@ impl IntGroups {
         accumulator
     }
 
-    /// The groups as the general path's partial aggregate; `group_by` as given to [`IntGroups::add_block`], and
-    /// its `partition` where a key is a text column's codes ([`keys_are_codes`]): they become the strings (the
-    /// partials of other partitions, with other dictionaries, merge by them).
+    /// The groups as the general path's partial aggregate; `group_by` as given to [`IntGroups::add_block`], a
+    /// text key's strings `text`'s.
     pub(crate) fn into_partial(
         self,
         group_by: &[Expr],
         aggregates: &[AggregateCall],
-        partition: Option<&Partition>,
+        text: &TextKeys,
     ) -> PartialAggregate {
         let mut groups = GroupMap::with_capacity_and_hasher(self.order.len(), Default::default());
-        let outcome: Result<(), ExecError> = self.for_each_group(group_by, aggregates, partition, |key, state| {
+        let outcome: Result<(), ExecError> = self.for_each_group(group_by, aggregates, text, |key, state| {
             groups.insert(key, std::mem::take(state));
             Ok(())
         });
@@ -1371,10 +1378,10 @@ impl IntGroups {
         mut self,
         group_by: &[Expr],
         aggregates: &[AggregateCall],
-        partition: Option<&Partition>,
+        text: &TextKeys,
         mut f: impl FnMut(Vec<Value>, &mut GroupState) -> Result<(), ExecError>,
     ) -> Result<(), ExecError> {
-        let stands = stands_of(group_by, partition);
+        let stands = stands_of(group_by, text);
         let mut values = std::mem::take(&mut self.values);
         let empty: GroupState = aggregates.iter().map(Accumulator::new).collect();
         let mut state: GroupState = Vec::with_capacity(aggregates.len());
@@ -1391,26 +1398,19 @@ impl IntGroups {
 }
 
 /// What a key's integers stand for.
-enum Stands<'p> {
+enum Stands<'t> {
     Int,
     Bool,
-    Text(&'p Dictionary),
+    Text(&'t TextKey),
 }
 
-/// What each of `group_by`'s keys stands for: a text column's keys are codes of `partition`'s dictionary (without
-/// a partition, where they are not codes, integers).
-fn stands_of<'p>(group_by: &[Expr], partition: Option<&'p Partition>) -> Vec<Stands<'p>> {
-    group_by
-        .iter()
-        .map(|key| match (key, key.data_type()) {
-            (_, DataType::Boolean) => Stands::Bool,
-            (Expr::Column { index, .. }, DataType::Text) => {
-                match partition.map(|partition| partition.column(*index).data()) {
-                    Some(ColumnData::Text { dictionary, .. }) => Stands::Text(dictionary),
-                    _ => Stands::Int,
-                }
-            }
-            _ => Stands::Int,
+/// What each of `group_by`'s keys stands for: a text column's keys are numbers of `text`'s strings.
+fn stands_of<'t>(group_by: &[Expr], text: &'t TextKeys) -> Vec<Stands<'t>> {
+    (0..group_by.len())
+        .map(|k| match (text.key(k), group_by[k].data_type()) {
+            (Some(key), _) => Stands::Text(key),
+            (None, DataType::Boolean) => Stands::Bool,
+            (None, _) => Stands::Int,
         })
         .collect()
 }
@@ -1420,7 +1420,7 @@ fn key_values(key: &IntKey, stands: &[Stands<'_>], more: usize) -> Vec<Value> {
     let mut row = Vec::with_capacity(stands.len() + more);
     row.extend(stands.iter().enumerate().map(|(k, stands)| match stands {
         _ if key.nulls >> k & 1 == 1 => Value::Null,
-        Stands::Text(dictionary) => Value::Text(Arc::from(dictionary.get(key.values[k] as usize))),
+        Stands::Text(text) => text.value(key.values[k]),
         Stands::Bool => Value::Bool(key.values[k] != 0),
         Stands::Int => Value::Int(key.values[k]),
     }));
@@ -1464,16 +1464,10 @@ fn slot_of(key: &IntKey, shape: &[KeyShape]) -> Option<usize> {
 
 /// Whether a scan's groups are found per worker and merged by hash partitions of the groups, one merge task per
 /// worker ([`crate::run`]'s `ScanJob::merge_parts`), rather than per task and merged per domain: a GROUP BY (no
-/// grouping sets) that [`IntGroups`] takes, with no text key (whose codes are a partition's own).
+/// grouping sets) that [`IntGroups`] takes.
 pub(crate) fn merges_by_partition(output: &ScanOutput) -> bool {
     matches!(output, ScanOutput::Aggregate { group_by, aggregates, sets: None }
-        if !group_by.is_empty() && applies(group_by, aggregates) && !keys_are_codes(group_by))
-}
-
-/// Whether some GROUP BY key is a text column, which [`IntGroups`] groups by its partition's dictionary codes: then
-/// two tasks' groups merge only as the general path's, by the strings.
-pub(crate) fn keys_are_codes(group_by: &[Expr]) -> bool {
-    group_by.iter().any(|key| key.data_type() == DataType::Text)
+        if !group_by.is_empty() && applies(group_by, aggregates))
 }
 
 /// The smallest and largest of `values` in the rows of `mask`, and whether one of those rows is NULL (`nulls`). A

@@ -24,6 +24,7 @@ pub mod keys;
 pub mod load;
 pub mod plan;
 pub mod run;
+mod textkeys;
 mod vector;
 pub mod window;
 

@@ -27,6 +27,7 @@ use crate::keys::{KeyBitmap, KeySet};
 use crate::plan::{
     Dedup, JoinKeys, JoinKind, JoinPlan, LookupPlan, Plan, ScanOutput, ScanPlan, SeriesPlan, SetOp, SortKey,
 };
+use crate::textkeys::TextKeys;
 use crate::window::{append_windows, compare_sort_keys};
 
 /// Every row of a full block.
@@ -208,10 +209,9 @@ enum TaskOutput {
     /// Rows back to back, for a scan whose rows become a [`JoinProbe`] ([`ScanJob::values`]): no allocation per row
     /// on the workers, and none to free on the session thread.
     Values(Vec<Value>),
-    /// A task's groups: those of the general path, and those [`IntGroups`] found, kept as they are when their keys
-    /// are integers and not a partition's dictionary codes ([`group::keys_are_codes`]) and the scan merges per
-    /// domain (grouping sets, no GROUP BY): the domain's merge task adds them up as integers and makes the general
-    /// path's groups of them once, not once per task.
+    /// A task's groups: those of the general path, and those [`IntGroups`] found, kept as they are when the scan
+    /// merges per domain (grouping sets, no GROUP BY): the domain's merge task adds them up as integers and makes
+    /// the general path's groups of them once, not once per task.
     Aggregate(PartialAggregate, Option<Box<IntGroups>>),
     /// The general path's groups cut into [`ScanJob::merge_parts`] hash partitions, one per merge task (the
     /// groups [`IntGroups`] found are the worker's then: [`ScanJob::worker_groups`]).
@@ -294,6 +294,8 @@ struct ScanJob {
     merge_ns: AtomicU64,
     /// Groups the workers' tables spilled ([`ScanStats::groups_spilled`]).
     groups_spilled: AtomicU64,
+    /// The numbers of the strings of the GROUP BY's text keys, which [`IntGroups`] groups by.
+    text_keys: TextKeys,
     tasks: usize,
 }
 
@@ -412,7 +414,7 @@ impl ScanJob {
                 if let Some(groups) = groups {
                     self.return_worker_groups(0, groups);
                 }
-                TaskOutput::AggregateParts(group::split_partial(partial, self.merge_parts))
+                TaskOutput::AggregateParts(group::split_partial(partial, self.merge_parts, &self.text_keys))
             }
             output => output,
         }
@@ -546,12 +548,13 @@ impl ScanJob {
                 groups.get_or_insert_with(|| IntGroups::new(group_by.len(), aggregates, 0)).merge_part(worker_part);
             }
             let part_rows = if general.groups.is_empty() {
-                groups.map_or_else(|| Ok(Vec::new()), |groups| groups.into_rows(group_by, aggregates))?
+                groups
+                    .map_or_else(|| Ok(Vec::new()), |groups| groups.into_rows(group_by, aggregates, &self.text_keys))?
             } else {
                 // Groups the general path found (rows of the delta, blocks the block-at-a-time path gave back): by
                 // their key values, with these.
                 if let Some(groups) = groups {
-                    general.merge(groups.into_partial(group_by, aggregates, None));
+                    general.merge(groups.into_partial(group_by, aggregates, &self.text_keys));
                 }
                 general.finish(aggregates, true)?
             };
@@ -921,6 +924,14 @@ fn add_scan(
             Morsel::Delta => None,
         })
         .collect();
+    let text_keys = match &scan.output {
+        ScanOutput::Aggregate { group_by, aggregates, .. }
+            if probe.is_none() && group::applies(group_by, aggregates) =>
+        {
+            TextKeys::new(group_by, &snapshot.partitions)
+        }
+        _ => TextKeys::default(),
+    };
     let job = Arc::new(ScanJob {
         table: scan.table.name().to_string(),
         slots: (0..morsels.len()).map(|_| Mutex::new(None)).collect(),
@@ -952,6 +963,7 @@ fn add_scan(
         merged_rows: Mutex::new(Vec::new()),
         worker_groups: (0..if merge_parts > 0 { workers } else { 0 }).map(|_| Mutex::default()).collect(),
         merge_source: OnceLock::new(),
+        text_keys,
         tasks: morsels.len(),
     });
     let mut by_domain: BTreeMap<Option<u32>, Vec<NodeId>> = BTreeMap::new();
@@ -1032,7 +1044,7 @@ fn add_scan(
                     if let (Some(groups), ScanOutput::Aggregate { group_by, aggregates, .. }) =
                         (int_groups, &merge_job.output)
                     {
-                        merged.merge(groups.into_partial(group_by, aggregates, None));
+                        merged.merge(groups.into_partial(group_by, aggregates, &merge_job.text_keys));
                     }
                     merge_job.merged.lock().unwrap_or_else(|p| p.into_inner()).push(merged);
                     merge_job.merge_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -1142,9 +1154,11 @@ fn run_morsel(
     }
     let params = &job.params[..];
     let width = job.columns_read.last().map_or(0, |&c| c + 1);
-    let (partition, blocks) = match morsel {
+    let (partition, blocks, numbers) = match morsel {
         Morsel::Delta => return run_delta(job, width, ctx, limit_error),
-        Morsel::Blocks { partition, blocks } => (&job.snapshot.partitions[*partition], blocks.clone()),
+        Morsel::Blocks { partition, blocks } => {
+            (&job.snapshot.partitions[*partition], blocks.clone(), job.text_keys.numbers_in(*partition))
+        }
     };
     // Bytes really loaded, per column: the filter's leaves report theirs; the output adds the blocks it decodes.
     let mut reads = vec![0u64; partition.columns().len()];
@@ -1264,7 +1278,7 @@ fn run_morsel(
             continue;
         }
         if let (Some(groups), ScanOutput::Aggregate { group_by, aggregates, .. }) = (&mut int_groups, &job.output)
-            && groups.add_block(group_by, aggregates, partition, block, &mask, params).is_ok()
+            && groups.add_block(group_by, aggregates, partition, &numbers, block, &mask, params).is_ok()
         {
             continue;
         }
@@ -1378,12 +1392,8 @@ fn run_morsel(
     if let (Some(state), TaskOutput::Aggregate(partial, _)) = (plain_state, &mut output) {
         partial.groups.insert(Vec::new(), state);
     }
-    if let (Some(groups), TaskOutput::Aggregate(partial, kept), ScanOutput::Aggregate { group_by, aggregates, .. }) =
-        (int_groups, &mut output, &job.output)
-    {
-        if group::keys_are_codes(group_by) {
-            partial.merge(groups.into_partial(group_by, aggregates, Some(partition)));
-        } else if job.merge_parts > 0 {
+    if let (Some(groups), TaskOutput::Aggregate(_, kept)) = (int_groups, &mut output) {
+        if job.merge_parts > 0 {
             job.return_worker_groups(ctx.worker_index(), groups);
         } else {
             *kept = Some(groups);

@@ -35,6 +35,16 @@ impl IntBlock {
         if self.nulls[row / 64] >> (row % 64) & 1 == 1 { Value::Null } else { Value::Int(self.values[row]) }
     }
 
+    /// Replaces each of a text column's codes, in the rows of `mask` that are not NULL, by its number
+    /// (`numbers[code]`: [`crate::textkeys::TextKeys::numbers_in`]).
+    pub(crate) fn renumber(&mut self, mask: &BlockMask, numbers: &[u32]) {
+        let valid: BlockMask = std::array::from_fn(|word| mask[word] & !self.nulls[word]);
+        let values = &mut self.values;
+        crate::run::for_each_set(&valid, |row| {
+            values[row] = numbers.get(values[row] as usize).map_or(0, |&number| i64::from(number));
+        });
+    }
+
     /// The values (anything on NULL rows).
     pub(crate) fn values(&self) -> &[i64; BLOCK_ROWS] {
         &self.values
@@ -83,8 +93,8 @@ pub(crate) fn is_int_expr(expr: &Expr) -> bool {
 }
 
 /// Whether `expr` is a GROUP BY key [`int_block_of`] evaluates: integer arithmetic, a text column, whose
-/// dictionary codes stand for its strings within a partition (equal strings, equal codes), or a boolean column
-/// (0 or 1).
+/// dictionary codes stand for its strings within a partition (equal strings, equal codes; renumbered across
+/// partitions by [`crate::textkeys`]), or a boolean column (0 or 1).
 pub(crate) fn is_group_key(expr: &Expr) -> bool {
     is_int_expr(expr) || matches!(expr, Expr::Column { data_type: DataType::Text | DataType::Boolean, .. })
 }

@@ -113,12 +113,14 @@ mod tests {
 
     #[test]
     fn each_operator_after_the_scan_has_its_rows_and_time() {
-        // DISTINCT over a table is the scan's grouping: 7 groups come out of its tasks.
+        // DISTINCT over a table is the scan's grouping: of its 7 groups, each merge task hands on its best 3.
         let lines = explain_analyze("SELECT DISTINCT b FROM t WHERE a <= 50 ORDER BY b DESC LIMIT 3");
         assert!(line(&lines, "Scan t:").contains("50 selected"), "{lines:#?}");
         assert!(line(&lines, "Group Key:").ends_with("b"), "{lines:#?}");
-        assert!(line(&lines, "Project:").starts_with("Project: 7 rows, "), "{lines:#?}");
-        // Under a LIMIT the sort takes only the first OFFSET + LIMIT of the 7 rows (selected first).
+        let project = line(&lines, "Project:");
+        let project_rows: usize = project["Project: ".len()..].split(' ').next().unwrap().parse().unwrap();
+        assert!((3..=7).contains(&project_rows), "{lines:#?}");
+        // Under a LIMIT the sort takes only the first OFFSET + LIMIT of those rows.
         assert!(line(&lines, "Sort:").starts_with("Sort: 3 rows, "), "{lines:#?}");
         assert!(line(&lines, "Limit:").starts_with("Limit: 3 rows, "), "{lines:#?}");
         assert!(line(&lines, "Limit:").ends_with(" ms on the session thread"));

@@ -13,22 +13,26 @@ use numadb_storage::Value;
 fn int(value: &Value) -> Option<i64> {
     match value {
         Value::Int(v) => Some(*v),
-        Value::Bool(b) => Some(i64::from(*b)),
         Value::Null => None,
         other => panic!("not an integer: {other:?}"),
     }
 }
 
+/// A key value as it is compared here: integers, booleans, strings and NULL alike.
+fn key(value: &Value) -> String {
+    format!("{value:?}")
+}
+
 /// Per group (key values), over its rows' `v`: count(*), sum, min, max, count(DISTINCT v % 7).
-type Expected = BTreeMap<Vec<Option<i64>>, (i64, i64, i64, i64, usize)>;
+type Expected = BTreeMap<Vec<String>, (i64, i64, i64, i64, usize)>;
 
 /// A group's count, sum, minimum, maximum and set of `v % 7` while its rows are added.
 type Adding = (i64, i64, i64, i64, BTreeSet<i64>);
 
 fn expected(rows: &[Vec<Value>], keys: usize) -> Expected {
-    let mut groups: BTreeMap<Vec<Option<i64>>, Adding> = BTreeMap::new();
+    let mut groups: BTreeMap<Vec<String>, Adding> = BTreeMap::new();
     for row in rows {
-        let key: Vec<Option<i64>> = row[..keys].iter().map(int).collect();
+        let key: Vec<String> = row[..keys].iter().map(key).collect();
         let v = int(&row[keys]).expect("v is never NULL here");
         let group = groups.entry(key).or_insert((0, 0, i64::MAX, i64::MIN, BTreeSet::new()));
         group.0 += 1;
@@ -52,7 +56,7 @@ fn grouped(session: &mut Session, keys: &[&str], table: &str, distinct: bool) ->
     let rows = session.execute_one(&sql).unwrap_or_else(|e| panic!("{sql}: {e:?}")).rows;
     let mut out = Expected::new();
     for row in rows {
-        let key: Vec<Option<i64>> = row[..keys.len()].iter().map(int).collect();
+        let key: Vec<String> = row[..keys.len()].iter().map(key).collect();
         let values: Vec<i64> = row[keys.len()..].iter().map(|v| int(v).expect("an aggregate")).collect();
         let state = (values[0], values[1], values[2], values[3], values[4] as usize);
         assert!(out.insert(key.clone(), state).is_none(), "{sql}: group {key:?} came out twice");
@@ -103,7 +107,7 @@ fn many_groups_merged_in_partitions_are_the_groups_of_the_rows() {
             assert!(got == without_distinct(&want), "GROUP BY {keys:?} with no DISTINCT aggregate: the groups differ");
         }
     }
-    // The plan says how the groups are merged; text keys and grouping sets keep one merge per domain.
+    // The plan says how the groups are merged; grouping sets keep one merge per domain.
     let mut plan = |sql: &str| -> String {
         let rows = session.execute_one(&format!("EXPLAIN {sql}")).unwrap().rows;
         rows.iter().map(|row| row[0].to_string()).collect::<Vec<_>>().join("\n")
@@ -278,4 +282,105 @@ fn the_best_groups_of_an_order_by_with_a_limit_are_chosen_by_the_merge_tasks() {
     }
     let rows = session.execute_one("SELECT k, count(*) FROM h GROUP BY k ORDER BY 1 NULLS FIRST LIMIT 1").unwrap().rows;
     assert_eq!(rows[0][0], Value::Null);
+}
+
+/// Text keys are grouped by their strings' numbers across the table's partitions, each of which has a dictionary
+/// of its own: here 8 partitions whose dictionaries of `s` overlap in part (a partition's strings run from `s0`
+/// to a bound that grows from one partition to the next), a few strings throughout (`t`), NULLs and the empty
+/// string, and unsealed rows with strings of the partitions and strings of none. Alone and with integer keys
+/// (then too many slots for the direct table: through the hash index, spilled), with DISTINCT aggregates and
+/// none, on one worker and all, in large and small morsels; under ORDER BY … LIMIT, whose merge tasks hand on
+/// their best groups; and in grouping sets, merged per domain.
+#[test]
+fn text_keys_numbered_across_partitions_are_the_groups_of_the_rows() {
+    let database = Database::new().unwrap();
+    let mut session = database.session();
+    numadb_sql::thesis::load_thesis_tables(&mut session, 131_072, 7, Some(16_384), None).unwrap();
+    session
+        .execute_one("CREATE TABLE tk (s TEXT, t TEXT, k INTEGER, v INTEGER) WITH (partition_rows = 16384)")
+        .unwrap();
+    session
+        .execute_one(
+            "INSERT INTO tk SELECT CASE WHEN \"C2\" % 89 = 0 THEN NULL WHEN \"C2\" % 97 = 0 THEN '' \
+             ELSE 's' || (\"C1\" % (2000 + (\"C0\" / 16384) * 9000)) END, 't' || (\"C0\" % 3), \"C3\" % 50, \"C4\" \
+             FROM \"TBL_0\"",
+        )
+        .unwrap();
+    session
+        .execute_one(
+            "INSERT INTO tk VALUES ('s5', 't1', 3, 1), ('zz-in-no-partition', 't9', 4, 2), (NULL, 't0', NULL, 3), \
+             ('s5', NULL, 3, 4), ('', 't1', 1, 5), ('zz-in-no-partition', 't1', 4, 6)",
+        )
+        .unwrap();
+    let rows = session.execute_one("SELECT s, t, k, v FROM tk").unwrap().rows;
+    assert_eq!(rows.len(), 131_078);
+    let pick = |columns: &[usize]| -> Vec<Vec<Value>> {
+        rows.iter().map(|row| columns.iter().map(|&c| row[c].clone()).chain([row[3].clone()]).collect()).collect()
+    };
+    let keys_and_columns = [
+        (&["s"][..], &[0][..]),
+        (&["t"], &[1]),
+        (&["s", "t"], &[0, 1]),
+        (&["s", "k"], &[0, 2]),
+        (&["k", "s"], &[2, 0]),
+        (&["t", "s", "k"], &[1, 0, 2]),
+    ];
+    for (keys, columns) in keys_and_columns {
+        let want = expected(&pick(columns), keys.len());
+        for (workers, morsel_rows) in [("cpus(0)", "auto"), ("all", "auto"), ("all", "1024")] {
+            session.execute_one(&format!("SET numadb.workers = '{workers}'")).unwrap();
+            session.execute_one(&format!("SET numadb.morsel_rows = '{morsel_rows}'")).unwrap();
+            let context = format!("GROUP BY {keys:?} with {workers} workers, morsels of {morsel_rows} rows");
+            let got = grouped(&mut session, keys, "tk", true);
+            assert_eq!(got.len(), want.len(), "{context}");
+            assert!(got == want, "{context}: the groups differ");
+            let got = grouped(&mut session, keys, "tk", false);
+            assert!(got == without_distinct(&want), "{context}, no DISTINCT aggregate: the groups differ");
+        }
+    }
+    session.execute_one("SET numadb.workers = 'all'").unwrap();
+    session.execute_one("SET numadb.morsel_rows = 'auto'").unwrap();
+    let plan = session.execute_one("EXPLAIN SELECT s, count(*) FROM tk GROUP BY s").unwrap().rows;
+    let plan: Vec<String> = plan.iter().map(|row| row[0].to_string()).collect();
+    assert!(plan.iter().any(|line| line.contains("merged in partitions of the groups")), "{plan:?}");
+
+    // Each string's count, in byte order (NULL last), for the LIMITs and the grouping sets.
+    let mut counts: BTreeMap<Option<String>, i64> = BTreeMap::new();
+    for row in &rows {
+        let s = match &row[0] {
+            Value::Text(s) => Some(s.to_string()),
+            Value::Null => None,
+            other => panic!("s is {other:?}"),
+        };
+        *counts.entry(s).or_default() += 1;
+    }
+    let mut in_order: Vec<(Option<String>, i64)> = counts.clone().into_iter().filter(|(s, _)| s.is_some()).collect();
+    in_order.push((None, counts[&None]));
+    let text = |value: &Value| match value {
+        Value::Text(s) => Some(s.to_string()),
+        Value::Null => None,
+        other => panic!("a key of {other:?}"),
+    };
+    for (order, offset, limit) in [("ASC", 0, 5), ("DESC", 2, 7), ("ASC", 3000, 4)] {
+        let sql = format!("SELECT s, count(*) FROM tk GROUP BY s ORDER BY s {order} LIMIT {limit} OFFSET {offset}");
+        let got: Vec<(Option<String>, i64)> =
+            session.execute_one(&sql).unwrap().rows.iter().map(|row| (text(&row[0]), int(&row[1]).unwrap())).collect();
+        let mut sorted = in_order.clone();
+        if order == "DESC" {
+            sorted.reverse();
+        }
+        let want: Vec<(Option<String>, i64)> = sorted.into_iter().skip(offset).take(limit).collect();
+        assert_eq!(got, want, "{sql}");
+    }
+    let sql = "SELECT s, GROUPING(s), count(*) FROM tk GROUP BY GROUPING SETS ((s), ())";
+    let mut by_set: BTreeMap<Option<String>, i64> = BTreeMap::new();
+    let mut total = None;
+    for row in session.execute_one(sql).unwrap().rows {
+        match int(&row[1]) {
+            Some(0) => assert!(by_set.insert(text(&row[0]), int(&row[2]).unwrap()).is_none(), "{sql}: {row:?} twice"),
+            _ => total = int(&row[2]),
+        }
+    }
+    assert_eq!(by_set, counts, "{sql}");
+    assert_eq!(total, Some(rows.len() as i64), "{sql}");
 }
