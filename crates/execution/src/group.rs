@@ -343,8 +343,9 @@ fn add_to_sum(words: &mut [u64], value: i128) {
 
 /// Whether [`IntGroups`] computes this aggregation: at most [`KEYS_MAX`] keys and every key integer arithmetic
 /// or a text or boolean column (grouped by its strings' numbers, [`TextKeys`]; or by 0 and 1);
-/// every aggregate `COUNT(*)`, or COUNT, SUM, AVG, MIN or MAX (DISTINCT or not) of integer arithmetic, none with
-/// a FILTER.
+/// every aggregate `COUNT(*)`, or COUNT, SUM, AVG, MIN or MAX (DISTINCT or not) of integer arithmetic, or COUNT,
+/// MIN or MAX (DISTINCT or not) of a text column (by its strings' numbers, which keep their order), none with a
+/// FILTER.
 pub(crate) fn applies(group_by: &[Expr], aggregates: &[AggregateCall]) -> bool {
     group_by.len() <= KEYS_MAX
         && group_by.iter().all(is_group_key)
@@ -354,11 +355,12 @@ pub(crate) fn applies(group_by: &[Expr], aggregates: &[AggregateCall]) -> bool {
                 && call.order_by.is_empty()
                 && match call.function {
                     AggregateFunction::CountStar => call.argument.is_none(),
-                    AggregateFunction::Count
-                    | AggregateFunction::Sum
-                    | AggregateFunction::Avg
-                    | AggregateFunction::Min
-                    | AggregateFunction::Max => call.argument.as_ref().is_some_and(is_int_expr),
+                    AggregateFunction::Count | AggregateFunction::Min | AggregateFunction::Max => {
+                        call.argument.as_ref().is_some_and(|argument| {
+                            is_int_expr(argument) || matches!(argument, Expr::Column { data_type: DataType::Text, .. })
+                        })
+                    }
+                    AggregateFunction::Sum | AggregateFunction::Avg => call.argument.as_ref().is_some_and(is_int_expr),
                     _ => false,
                 }
         })
@@ -681,8 +683,8 @@ impl IntGroups {
         }
     }
 
-    /// Adds the rows selected in `mask` of block `block`; `numbers` gives, per key, the numbers of a text key's
-    /// codes in `partition` ([`TextKeys::numbers_in`]). An error means a row would raise one: nothing of the
+    /// Adds the rows selected in `mask` of block `block`; `numbers` gives, per key and then per aggregate, the
+    /// numbers of a text column's codes in `partition` ([`TextKeys::numbers_in`]). An error means a row would raise one: nothing of the
     /// block has been added, and the caller runs it on the general path.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn add_block(
@@ -698,15 +700,17 @@ impl IntGroups {
         let skip: BlockMask = std::array::from_fn(|word| !mask[word]);
         let mut evaluate = |expr: &Expr| int_block_of(expr, partition, block, params, &skip, &mut self.reads);
         let mut keys: Vec<IntBlock> = group_by.iter().map(&mut evaluate).collect::<Result<_, _>>()?;
-        for (key, numbers) in keys.iter_mut().zip(numbers) {
-            if let Some(numbers) = numbers {
-                key.renumber(mask, numbers);
-            }
-        }
-        let arguments: Vec<Option<IntBlock>> = aggregates
+        let mut arguments: Vec<Option<IntBlock>> = aggregates
             .iter()
             .map(|call| call.argument.as_ref().map(&mut evaluate).transpose())
             .collect::<Result<_, _>>()?;
+        // `numbers` has a place per key, then per aggregate (with an argument or not).
+        let columns = keys.iter_mut().map(Some).chain(arguments.iter_mut().map(Option::as_mut));
+        for (column, numbers) in columns.zip(numbers) {
+            if let (Some(column), Some(numbers)) = (column, numbers) {
+                column.renumber(mask, numbers);
+            }
+        }
         self.find_groups(&keys, mask);
         let stride = self.stride;
         for (base, &group) in self.bases.iter_mut().zip(self.groups.iter()) {
@@ -1317,9 +1321,12 @@ impl IntGroups {
                     (Kind::Sum, Accumulator::IntSum(None)) => int_sum_value(sum_of(&state[1..]))?,
                     (Kind::Sum, Accumulator::NumericSum(None)) => Value::Numeric(sum_of(&state[1..])),
                     (Kind::Min, Accumulator::Min(None)) | (Kind::Max, Accumulator::Max(None)) => {
-                        Value::Int(state[1] as i64)
+                        match text.argument(slot) {
+                            Some(strings) => strings.value(state[1] as i64),
+                            None => Value::Int(state[1] as i64),
+                        }
                     }
-                    _ => self.accumulator(group, slot, empty, &mut values).finish()?,
+                    _ => self.accumulator(group, slot, empty, text.argument(slot), &mut values).finish()?,
                 };
                 row.push(value);
             }
@@ -1329,21 +1336,29 @@ impl IntGroups {
     }
 
     /// Group `group`'s accumulator of aggregate `slot`, made from `empty` (the aggregate's with no values), with
-    /// its distinct values taken from `values` (the groups' sets).
+    /// its distinct values taken from `values` (the groups' sets); `strings` numbers the argument's strings where
+    /// it is a text column.
     fn accumulator(
         &self,
         group: usize,
         slot: usize,
         empty: &Accumulator,
+        strings: Option<&TextKey>,
         values: &mut [HashSet<i64, foldhash::fast::RandomState>],
     ) -> Accumulator {
         let mut accumulator = empty.clone();
         let StateSlot { offset, kind } = self.slots[slot];
         let state = &self.states[group * self.stride + offset..][..kind.words()];
+        let value = |number: i64| strings.map_or(Value::Int(number), |strings| strings.value(number));
         match kind {
             Kind::Distinct => {
                 let set = std::mem::take(&mut values[group * self.aggregates + slot]);
-                set.into_iter().for_each(|v| accumulator.add(&Value::Int(v), false));
+                set.into_iter().for_each(|v| accumulator.add(&value(v), false));
+            }
+            Kind::Min | Kind::Max if strings.is_some() => {
+                if state[0] > 0 {
+                    accumulator.add(&value(state[1] as i64), false);
+                }
             }
             Kind::Count => accumulator.add_ints(state[0] as i64, 0, i64::MAX, i64::MIN),
             Kind::Sum => accumulator.add_ints(state[0] as i64, sum_of(&state[1..]), i64::MAX, i64::MIN),
@@ -1389,7 +1404,10 @@ impl IntGroups {
             let key_values = key_values(&key, &stands, aggregates.len());
             state.clear();
             state.extend(
-                empty.iter().enumerate().map(|(slot, empty)| self.accumulator(group, slot, empty, &mut values)),
+                empty
+                    .iter()
+                    .enumerate()
+                    .map(|(slot, empty)| self.accumulator(group, slot, empty, text.argument(slot), &mut values)),
             );
             f(key_values, &mut state)?;
         }

@@ -928,7 +928,7 @@ fn add_scan(
         ScanOutput::Aggregate { group_by, aggregates, .. }
             if probe.is_none() && group::applies(group_by, aggregates) =>
         {
-            TextKeys::new(group_by, &snapshot.partitions)
+            TextKeys::new(group_by, aggregates, &snapshot.partitions)
         }
         _ => TextKeys::default(),
     };

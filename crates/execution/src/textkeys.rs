@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use numadb_storage::{ColumnData, DataType, Dictionary, Partition, Value};
 
+use crate::aggregate::AggregateCall;
 use crate::expr::Expr;
 
 /// The numberings kept from one scan to the next (each for one column of one set of partitions).
@@ -64,19 +65,24 @@ pub(crate) struct TextKey {
 /// The most strings a scan's key shares its values of ([`TextKey::values`]): 24 MiB of them.
 const SHARED_STRINGS_MAX: usize = 1 << 20;
 
-/// The text GROUP BY keys of one scan, by key position (`None`: not a text column).
+/// The text columns of one scan's aggregation: its GROUP BY keys and its aggregates' arguments that are text
+/// columns, numbered alike (`None`: not a text column).
 #[derive(Default)]
 pub(crate) struct TextKeys {
-    keys: Vec<Option<TextKey>>,
+    /// Per GROUP BY key, then per aggregate (its argument).
+    slots: Vec<Option<TextKey>>,
+    /// The GROUP BY keys.
+    keys: usize,
 }
 
 impl TextKeys {
-    /// The numberings of `group_by`'s text columns over `partitions` (a snapshot's, in order).
-    pub(crate) fn new(group_by: &[Expr], partitions: &[Arc<Partition>]) -> TextKeys {
-        let keys = group_by
-            .iter()
-            .map(|key| match key {
-                Expr::Column { index, data_type: DataType::Text, .. } => {
+    /// The numberings of the text columns among `group_by` and `aggregates`' arguments over `partitions` (a
+    /// snapshot's, in order).
+    pub(crate) fn new(group_by: &[Expr], aggregates: &[AggregateCall], partitions: &[Arc<Partition>]) -> TextKeys {
+        let columns = group_by.iter().map(Some).chain(aggregates.iter().map(|call| call.argument.as_ref()));
+        let slots = columns
+            .map(|column| match column {
+                Some(Expr::Column { index, data_type: DataType::Text, .. }) => {
                     let numbering = numbering_of(*index, partitions);
                     let strings = match partitions {
                         [partition] => dictionary(partition, *index).map_or(0, Dictionary::len),
@@ -93,18 +99,23 @@ impl TextKeys {
                 _ => None,
             })
             .collect();
-        TextKeys { keys }
+        TextKeys { slots, keys: group_by.len() }
     }
 
     /// Key `key`'s numbering, if it is a text column.
     pub(crate) fn key(&self, key: usize) -> Option<&TextKey> {
-        self.keys.get(key).and_then(Option::as_ref)
+        self.slots[..self.keys].get(key).and_then(Option::as_ref)
     }
 
-    /// Per key, the numbers of partition `partition`'s codes: `None` for a key that is not text, or whose codes
-    /// are its numbers.
+    /// The numbering of aggregate `aggregate`'s argument, if it is a text column.
+    pub(crate) fn argument(&self, aggregate: usize) -> Option<&TextKey> {
+        self.slots.get(self.keys + aggregate).and_then(Option::as_ref)
+    }
+
+    /// Per key, then per aggregate, the numbers of partition `partition`'s codes: `None` for a column that is not
+    /// text, or whose codes are its numbers.
     pub(crate) fn numbers_in(&self, partition: usize) -> Vec<Option<&[u32]>> {
-        self.keys
+        self.slots
             .iter()
             .map(|key| key.as_ref().and_then(|key| key.numbering.numbers.get(partition)).map(|numbers| &numbers[..]))
             .collect()
@@ -245,7 +256,7 @@ mod tests {
     }
 
     fn key(partitions: &[Arc<Partition>]) -> TextKeys {
-        TextKeys::new(&[Expr::Column { index: 0, data_type: DataType::Text }], partitions)
+        TextKeys::new(&[Expr::Column { index: 0, data_type: DataType::Text }], &[], partitions)
     }
 
     #[test]
@@ -279,7 +290,7 @@ mod tests {
         assert_eq!(one.key(0).unwrap().number_of("e"), 3);
         assert_eq!(one.key(0).unwrap().string(0), "");
         // A key that is not a text column has no numbering.
-        let int_key = TextKeys::new(&[Expr::Column { index: 0, data_type: DataType::Integer }], &partitions);
+        let int_key = TextKeys::new(&[Expr::Column { index: 0, data_type: DataType::Integer }], &[], &partitions);
         assert!(int_key.key(0).is_none());
         assert_eq!(int_key.numbers_in(0), vec![None]);
     }

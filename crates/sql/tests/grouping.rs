@@ -290,7 +290,8 @@ fn the_best_groups_of_an_order_by_with_a_limit_are_chosen_by_the_merge_tasks() {
 /// string, and unsealed rows with strings of the partitions and strings of none. Alone and with integer keys
 /// (then too many slots for the direct table: through the hash index, spilled), with DISTINCT aggregates and
 /// none, on one worker and all, in large and small morsels; under ORDER BY … LIMIT, whose merge tasks hand on
-/// their best groups; and in grouping sets, merged per domain.
+/// their best groups; and in grouping sets, merged per domain. And text columns as the arguments of MIN, MAX,
+/// COUNT and COUNT(DISTINCT), numbered alike.
 #[test]
 fn text_keys_numbered_across_partitions_are_the_groups_of_the_rows() {
     let database = Database::new().unwrap();
@@ -372,6 +373,43 @@ fn text_keys_numbered_across_partitions_are_the_groups_of_the_rows() {
         let want: Vec<(Option<String>, i64)> = sorted.into_iter().skip(offset).take(limit).collect();
         assert_eq!(got, want, "{sql}");
     }
+    // MIN, MAX, COUNT and COUNT(DISTINCT) of a text column, by integer and text keys and by none: the strings'
+    // numbers keep their byte order.
+    type TextSummary = (Option<String>, Option<String>, i64, usize);
+    for (keys, columns) in [(&["t"][..], &[1][..]), (&["k"], &[2]), (&["t", "k"], &[1, 2]), (&[], &[])] {
+        let mut want: BTreeMap<Vec<String>, (Option<String>, Option<String>, i64, BTreeSet<String>)> = BTreeMap::new();
+        for row in &rows {
+            let group = want.entry(columns.iter().map(|&c| key(&row[c])).collect()).or_default();
+            if let Some(s) = text(&row[0]) {
+                group.0 = Some(group.0.take().map_or(s.clone(), |min: String| min.min(s.clone())));
+                group.1 = Some(group.1.take().map_or(s.clone(), |max: String| max.max(s.clone())));
+                group.2 += 1;
+                group.3.insert(s);
+            }
+        }
+        let want: BTreeMap<Vec<String>, TextSummary> =
+            want.into_iter().map(|(key, (min, max, count, set))| (key, (min, max, count, set.len()))).collect();
+        for workers in ["cpus(0)", "all"] {
+            session.execute_one(&format!("SET numadb.workers = '{workers}'")).unwrap();
+            let list = keys.join(", ");
+            let (select, group_by) = if keys.is_empty() {
+                (String::new(), String::new())
+            } else {
+                (format!("{list}, "), format!(" GROUP BY {list}"))
+            };
+            let sql = format!("SELECT {select}min(s), max(s), count(s), count(DISTINCT s) FROM tk{group_by}");
+            let mut got: BTreeMap<Vec<String>, TextSummary> = BTreeMap::new();
+            for row in session.execute_one(&sql).unwrap().rows {
+                let n = keys.len();
+                let summary =
+                    (text(&row[n]), text(&row[n + 1]), int(&row[n + 2]).unwrap(), int(&row[n + 3]).unwrap() as usize);
+                assert!(got.insert(row[..n].iter().map(key).collect(), summary).is_none(), "{sql}: {row:?} twice");
+            }
+            assert!(got == want, "{sql} with {workers} workers: the groups differ");
+        }
+    }
+    session.execute_one("SET numadb.workers = 'all'").unwrap();
+
     let sql = "SELECT s, GROUPING(s), count(*) FROM tk GROUP BY GROUPING SETS ((s), ())";
     let mut by_set: BTreeMap<Option<String>, i64> = BTreeMap::new();
     let mut total = None;
