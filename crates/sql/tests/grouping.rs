@@ -376,8 +376,9 @@ fn text_keys_numbered_across_partitions_are_the_groups_of_the_rows() {
     // MIN, MAX, COUNT and COUNT(DISTINCT) of a text column, by integer and text keys and by none: the strings'
     // numbers keep their byte order.
     type TextSummary = (Option<String>, Option<String>, i64, usize);
+    type TextAdding = (Option<String>, Option<String>, i64, BTreeSet<String>);
     for (keys, columns) in [(&["t"][..], &[1][..]), (&["k"], &[2]), (&["t", "k"], &[1, 2]), (&[], &[])] {
-        let mut want: BTreeMap<Vec<String>, (Option<String>, Option<String>, i64, BTreeSet<String>)> = BTreeMap::new();
+        let mut want: BTreeMap<Vec<String>, TextAdding> = BTreeMap::new();
         for row in &rows {
             let group = want.entry(columns.iter().map(|&c| key(&row[c])).collect()).or_default();
             if let Some(s) = text(&row[0]) {
