@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use numadb_scheduler::{NodeId, QueryReport, Scheduler, TaskContext, TaskGraph, TaskSpec};
 use numadb_storage::bitpack::{self, BLOCK_ROWS, BlockMask, MASK_WORDS};
-use numadb_storage::{ColumnData, Combine, CombinedMasks, Partition, TableSnapshot, Value};
+use numadb_storage::{ColumnData, Combine, CombinedMasks, Dictionary, Partition, TableSnapshot, Value};
 
 use crate::aggregate::{Accumulator, AggregateCall, AggregateFunction, GroupState, PartialAggregate};
 use crate::error::{ExecError, sqlstate};
@@ -1087,6 +1087,27 @@ impl BlockCache {
         self.ints[column].as_deref()
     }
 
+    /// Text column `column`'s dictionary in `partition` and its codes in block `block` (`None` if it is not a
+    /// text column), decoded once per block like [`BlockCache::ints`].
+    fn codes<'p>(
+        &mut self,
+        partition: &'p Partition,
+        column: usize,
+        block: usize,
+    ) -> Option<(&'p Dictionary, &[i64; BLOCK_ROWS])> {
+        if self.block != block {
+            self.block = block;
+            self.current.iter_mut().for_each(|current| *current = false);
+        }
+        let ColumnData::Text { dictionary, codes } = partition.column(column).data() else { return None };
+        if !self.current[column] {
+            let decoded = self.ints[column].get_or_insert_with(|| Box::new([0i64; BLOCK_ROWS]));
+            codes.decode_block(block, decoded);
+            self.current[column] = true;
+        }
+        Some((dictionary, self.ints[column].as_deref()?))
+    }
+
     /// Fills `row` with the values of `columns` at partition row `r`.
     fn fill_row(&mut self, partition: &Partition, columns: &[usize], r: usize, row: &mut [Value]) {
         for &c in columns {
@@ -1790,6 +1811,28 @@ fn aggregate_block(
             };
             let (count, sum, min, max) = crate::vector::masked_summary(values, &valid);
             accumulator.add_ints(count, sum, min, max);
+            return Ok(());
+        }
+        // COUNT, MIN and MAX of a text column: by its codes, which keep its strings' order within the partition
+        // (row by row, `min(s), max(s2), count(s)` over a million rows took 180 ms; DuckDB 31).
+        if let Some(Expr::Column { index, .. }) = &call.argument
+            && !call.distinct
+            && matches!(call.function, AggregateFunction::Count | AggregateFunction::Min | AggregateFunction::Max)
+            && let Some((dictionary, codes)) = cache.codes(partition, *index, block)
+        {
+            let nulls = partition.column(*index).null_mask(block);
+            let valid: BlockMask = match nulls {
+                Some(n) => std::array::from_fn(|i| mask[i] & !n[i]),
+                None => *mask,
+            };
+            let (count, _, min, max) = crate::vector::masked_summary(codes, &valid);
+            if count > 0 {
+                match call.function {
+                    AggregateFunction::Count => accumulator.add_ints(count, 0, i64::MAX, i64::MIN),
+                    AggregateFunction::Min => accumulator.add(&Value::text(dictionary.get(min as usize)), false),
+                    _ => accumulator.add(&Value::text(dictionary.get(max as usize)), false),
+                }
+            }
             return Ok(());
         }
     }
