@@ -861,7 +861,7 @@ fn add_scan(
         let keys = Filter::IntKeys { column: *column, keys: Arc::clone(keys), sorted: None };
         filter = Some(match filter {
             None => keys,
-            Some(Filter::And(mut parts)) if parts.iter().any(|part| matches!(part, Filter::Rows(_))) => {
+            Some(Filter::And(mut parts)) if parts.iter().any(Filter::is_evaluated_on_rows) => {
                 parts.push(keys);
                 Filter::And(parts)
             }
@@ -1984,6 +1984,10 @@ fn filter_row3(filter: &Filter, row: &[Value], params: &[Value]) -> Result<Optio
             _ => None,
         },
         Filter::Rows(expr) => match expr.eval(row, params)? {
+            Value::Bool(b) => Some(b),
+            _ => None,
+        },
+        Filter::TextCodes(predicate) => match predicate.expr().eval(row, params)? {
             Value::Bool(b) => Some(b),
             _ => None,
         },
