@@ -451,8 +451,11 @@ pub struct TextPredicate {
     expr: Expr,
     /// Per partition (by address: the statement's snapshot holds its partitions), its verdicts once made; `None`
     /// in them where some string failed.
-    verdicts: Mutex<Vec<(usize, Arc<OnceLock<Option<Verdicts>>>)>>,
+    verdicts: Mutex<Vec<(usize, PartitionVerdicts)>>,
 }
+
+/// A partition's verdicts, made once by the first task that needs them; `None` where some string failed.
+type PartitionVerdicts = Arc<OnceLock<Option<Verdicts>>>;
 
 impl PartialEq for TextPredicate {
     fn eq(&self, other: &Self) -> bool {
