@@ -1709,10 +1709,43 @@ fn finish_groups(
     budget: Option<&ResultBudget>,
 ) -> Result<Vec<Vec<Value>>, ExecError> {
     let Some(sets) = sets else { return partial.finish(aggregates, keys > 0) };
+    // Each set's groups are rolled up from the fewest groups already made that have its keys: the finest
+    // grouping's (every key: the partial itself, taken as it is), or a larger set's. `ROLLUP (k, i)` over 135 000
+    // groups rolled each set up from all of them, cloning every group for the finest set: 170 ms on the session
+    // thread, where PostgreSQL sorts and stops at a LIMIT of 100 in 28.
+    let every_key: Vec<usize> = (0..keys).collect();
+    let mut made: Vec<Option<PartialAggregate>> = sets.iter().map(|_| None).collect();
+    let mut by_size: Vec<usize> = (0..sets.len()).collect();
+    by_size.sort_by_key(|&position| std::cmp::Reverse(sets[position].len()));
+    for &position in &by_size {
+        let set = &sets[position];
+        if *set == every_key {
+            continue;
+        }
+        let mut source: (&PartialAggregate, &[usize]) = (&partial, &every_key);
+        for (other, other_groups) in made.iter().enumerate() {
+            if let Some(other_groups) = other_groups
+                && other_groups.groups.len() < source.0.groups.len()
+                && set.iter().all(|key| sets[other].contains(key))
+            {
+                source = (other_groups, &sets[other]);
+            }
+        }
+        let positions: Vec<usize> = set.iter().map(|key| source.1.iter().position(|k| k == key).unwrap_or(0)).collect();
+        made[position] = Some(source.0.roll_up(&positions));
+    }
+    // The sets of every key (usually one) take the partial: the last as it is, any before it a copy.
+    let finest: Vec<usize> = (0..sets.len()).filter(|&position| sets[position] == every_key).collect();
+    if let Some((&last, before)) = finest.split_last() {
+        for &position in before {
+            made[position] = Some(partial.clone());
+        }
+        made[last] = Some(partial);
+    }
     let mut output = Vec::new();
     for (position, set) in sets.iter().enumerate() {
-        let grouped: Vec<Vec<Value>> = partial
-            .roll_up(set)
+        let groups = made[position].take().unwrap_or_default();
+        let grouped: Vec<Vec<Value>> = groups
             .finish(aggregates, !set.is_empty())?
             .into_iter()
             .map(|row| spread_grouping_set(row, set, keys, position))
@@ -1727,8 +1760,14 @@ fn finish_groups(
 
 /// A row grouped by grouping set `set` (its keys, then the aggregates) laid out as every set's rows are: all
 /// `keys` key columns, NULL where the key is not in the set, then the aggregates, then the set's `position`.
-fn spread_grouping_set(row: Vec<Value>, set: &[usize], keys: usize, position: usize) -> Vec<Value> {
-    let mut spread = vec![Value::Null; keys];
+fn spread_grouping_set(mut row: Vec<Value>, set: &[usize], keys: usize, position: usize) -> Vec<Value> {
+    if set.len() == keys && set.iter().enumerate().all(|(k, &key)| k == key) {
+        // Every key in order (the finest set): the row is laid out already.
+        row.push(Value::Int(position as i64));
+        return row;
+    }
+    let mut spread = Vec::with_capacity(keys + row.len() - set.len() + 1);
+    spread.resize(keys, Value::Null);
     let mut values = row.into_iter();
     for (&key, value) in set.iter().zip(values.by_ref()) {
         spread[key] = value;
@@ -3604,6 +3643,7 @@ const _: () = assert!(MASK_WORDS * 64 == BLOCK_ROWS);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use numadb_storage::DataType;
 
     /// The build rows `partners` gives for `key`, following the chain.
     fn chain(partners: &Partners<i64>, next_same_key: &[usize], key: i64) -> Vec<usize> {
@@ -3615,6 +3655,55 @@ mod tests {
             following = if candidate == END { END } else { next_same_key[candidate] };
         }
         found
+    }
+
+    #[test]
+    fn each_grouping_set_rolled_up_from_the_fewest_groups_is_rolled_up_from_every_key() {
+        // Three keys (NULLs among them), COUNT(*), SUM and COUNT(DISTINCT) of the fourth column.
+        let call = |function: AggregateFunction, distinct: bool| AggregateCall {
+            function,
+            argument: (function != AggregateFunction::CountStar)
+                .then_some(Expr::Column { index: 3, data_type: DataType::Integer }),
+            distinct,
+            filter: None,
+            extra: Vec::new(),
+            order_by: Vec::new(),
+            data_type: function.result_type(Some(DataType::Integer)),
+        };
+        let aggregates = [
+            call(AggregateFunction::CountStar, false),
+            call(AggregateFunction::Sum, false),
+            call(AggregateFunction::Count, true),
+        ];
+        let group_by: Vec<Expr> = (0..3).map(|index| Expr::Column { index, data_type: DataType::Integer }).collect();
+        let mut partial = PartialAggregate::default();
+        for r in 0..5000i64 {
+            let key = |modulus: i64| if r % 97 == 0 { Value::Null } else { Value::Int(r % modulus) };
+            let row = [key(7), key(11), Value::Int(r % 3), Value::Int(r % 13)];
+            group_row(&group_by, &aggregates, &mut partial, &row, &[]).unwrap();
+        }
+        // ROLLUP, CUBE, sets in another order than the keys', the finest set twice, and the empty set.
+        let sets: [&[&[usize]]; 4] = [
+            &[&[0, 1, 2], &[0, 1], &[0], &[]],
+            &[&[0, 1, 2], &[0, 1], &[0, 2], &[1, 2], &[0], &[1], &[2], &[]],
+            &[&[2, 0], &[1], &[0, 1, 2], &[2], &[0, 1, 2], &[0]],
+            &[&[], &[1, 2]],
+        ];
+        for sets in sets {
+            let sets: Vec<Vec<usize>> = sets.iter().map(|set| set.to_vec()).collect();
+            let mut want: Vec<Vec<Value>> = Vec::new();
+            for (position, set) in sets.iter().enumerate() {
+                let rows = partial.roll_up(set).finish(&aggregates, !set.is_empty()).unwrap();
+                want.extend(rows.into_iter().map(|row| spread_grouping_set(row, set, 3, position)));
+            }
+            let mut got = finish_groups(partial.clone(), 3, &aggregates, Some(&sets), None).unwrap();
+            let order = |a: &Vec<Value>, b: &Vec<Value>| {
+                a.iter().zip(b).map(|(x, y)| x.sort_cmp(y)).find(|o| o.is_ne()).unwrap_or(std::cmp::Ordering::Equal)
+            };
+            want.sort_by(order);
+            got.sort_by(order);
+            assert_eq!(got, want, "sets {sets:?}");
+        }
     }
 
     #[test]
