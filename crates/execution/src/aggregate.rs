@@ -514,6 +514,29 @@ impl Accumulator {
         }
     }
 
+    /// Adds `count` doubles summed to `sum` with the rounding error `compensation` (a [`CompensatedSum`]'s
+    /// parts), `overflowed` if finite ones added up to an infinity: a group's SUM or AVG of a double column as
+    /// the block-at-a-time aggregation keeps it.
+    pub(crate) fn add_double_sum(&mut self, count: i64, sum: f64, compensation: f64, overflowed: bool) {
+        if count == 0 {
+            return;
+        }
+        let partial = CompensatedSum { sum, compensation };
+        match self {
+            Accumulator::DoubleSum { sum: s, overflowed: o } => {
+                s.get_or_insert_default().merge(&partial, o);
+                *o |= overflowed;
+            }
+            Accumulator::Avg { sum: s, count: c, overflowed: o } => {
+                s.merge(&partial, o);
+                *c += count;
+                *o |= overflowed;
+            }
+            Accumulator::Count(n) => *n += count,
+            _ => {}
+        }
+    }
+
     /// Adds many integer values at once (the scan's fast path over a decoded block).
     #[inline]
     pub fn add_ints(&mut self, count: i64, sum: i128, min: i64, max: i64) {

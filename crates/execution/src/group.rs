@@ -24,13 +24,14 @@
 //! general path instead, so that the error is the one the general path reports first. Nothing of that block has
 //! been added by then: every key and argument is evaluated before any group is touched.
 
+use std::cmp::Ordering;
 use std::collections::HashSet;
 use std::hash::BuildHasher as _;
 
 use hashbrown::{HashTable, hash_table};
 
 use numadb_storage::bitpack::{self, BLOCK_ROWS, BlockMask};
-use numadb_storage::{DataType, Partition};
+use numadb_storage::{DataType, Partition, compare_doubles};
 
 use crate::aggregate::{
     Accumulator, AggregateCall, AggregateFunction, GroupMap, GroupState, PartialAggregate, int_sum_value,
@@ -310,7 +311,8 @@ impl Kind {
         match self {
             Kind::Count => 1,
             Kind::Sum => 3,
-            Kind::Min | Kind::Max => 2,
+            Kind::Min | Kind::Max | Kind::DoubleMin | Kind::DoubleMax => 2,
+            Kind::DoubleSum => 4,
             Kind::Distinct => 0,
         }
     }
@@ -322,6 +324,9 @@ impl Kind {
             Kind::Sum => &[0, 0, 0],
             Kind::Min => &[0, i64::MAX as u64],
             Kind::Max => &[0, i64::MIN as u64],
+            // A double's extreme is replaced by the first value (the count is 0 until then).
+            Kind::DoubleMin | Kind::DoubleMax => &[0, 0],
+            Kind::DoubleSum => &[0, 0, 0, 0],
             Kind::Distinct => &[],
         }
     }
@@ -344,8 +349,9 @@ fn add_to_sum(words: &mut [u64], value: i128) {
 /// Whether [`IntGroups`] computes this aggregation: at most [`KEYS_MAX`] keys and every key integer arithmetic
 /// or a text or boolean column (grouped by its strings' numbers, [`TextKeys`]; or by 0 and 1);
 /// every aggregate `COUNT(*)`, or COUNT, SUM, AVG, MIN or MAX (DISTINCT or not) of integer arithmetic, or COUNT,
-/// MIN or MAX (DISTINCT or not) of a text column (by its strings' numbers, which keep their order), none with a
-/// FILTER.
+/// MIN or MAX (DISTINCT or not) of a text column (by its strings' numbers, which keep their order), or COUNT, SUM,
+/// AVG, MIN or MAX (not DISTINCT) of a double column (SUM and AVG compensated as the general path's are), none
+/// with a FILTER.
 pub(crate) fn applies(group_by: &[Expr], aggregates: &[AggregateCall]) -> bool {
     group_by.len() <= KEYS_MAX
         && group_by.iter().all(is_group_key)
@@ -357,13 +363,24 @@ pub(crate) fn applies(group_by: &[Expr], aggregates: &[AggregateCall]) -> bool {
                     AggregateFunction::CountStar => call.argument.is_none(),
                     AggregateFunction::Count | AggregateFunction::Min | AggregateFunction::Max => {
                         call.argument.as_ref().is_some_and(|argument| {
-                            is_int_expr(argument) || matches!(argument, Expr::Column { data_type: DataType::Text, .. })
+                            is_int_expr(argument)
+                                || matches!(argument, Expr::Column { data_type: DataType::Text, .. })
+                                || is_double_column(argument) && !call.distinct
                         })
                     }
-                    AggregateFunction::Sum | AggregateFunction::Avg => call.argument.as_ref().is_some_and(is_int_expr),
+                    AggregateFunction::Sum | AggregateFunction::Avg => call
+                        .argument
+                        .as_ref()
+                        .is_some_and(|argument| is_int_expr(argument) || is_double_column(argument) && !call.distinct),
                     _ => false,
                 }
         })
+}
+
+/// Whether `expr` is a double column, whose values [`IntGroups`] aggregates by their bits (not DISTINCT: equal
+/// doubles, 0 and -0, can differ in their bits).
+fn is_double_column(expr: &Expr) -> bool {
+    matches!(expr, Expr::Column { data_type: DataType::Double, .. })
 }
 
 /// A task's groups.
@@ -619,7 +636,38 @@ fn add_words(kind: Kind, mine: &mut [u64], their: &[u64]) {
             mine[0] += their[0];
             mine[1] = (mine[1] as i64).max(their[1] as i64) as u64;
         }
+        Kind::DoubleSum => {
+            let value = |word: u64| f64::from_bits(word);
+            let mut overflowed = mine[3] != 0 || their[3] != 0;
+            let (mut sum, mut compensation) = (value(mine[1]), value(mine[2]));
+            add_compensated(&mut sum, &mut compensation, value(their[1]), &mut overflowed);
+            add_compensated(&mut sum, &mut compensation, value(their[2]), &mut overflowed);
+            mine[0] += their[0];
+            (mine[1], mine[2], mine[3]) = (sum.to_bits(), compensation.to_bits(), u64::from(overflowed));
+        }
+        Kind::DoubleMin | Kind::DoubleMax => {
+            if their[0] > 0 {
+                let wanted = if kind == Kind::DoubleMin { Ordering::Less } else { Ordering::Greater };
+                if mine[0] == 0 || compare_doubles(f64::from_bits(their[1]), f64::from_bits(mine[1])) == wanted {
+                    mine[1] = their[1];
+                }
+                mine[0] += their[0];
+            }
+        }
     }
+}
+
+/// Adds `value` to the compensated sum `sum` + `compensation` (Neumaier's summation, as
+/// [`crate::aggregate::CompensatedSum`] adds), noting in `overflowed` when finite doubles add up to an infinity.
+#[inline(always)]
+fn add_compensated(sum: &mut f64, compensation: &mut f64, value: f64, overflowed: &mut bool) {
+    let total = *sum + value;
+    if total.is_finite() {
+        *compensation += if sum.abs() >= value.abs() { (*sum - total) + value } else { (value - total) + *sum };
+    } else if sum.is_finite() && value.is_finite() {
+        *overflowed = true;
+    }
+    *sum = total;
 }
 
 /// What an aggregate keeps of its values.
@@ -629,13 +677,23 @@ enum Kind {
     Sum,
     Min,
     Max,
+    /// Of a double column: a count, a compensated sum's two doubles and whether finite values overflowed.
+    DoubleSum,
+    /// Of a double column: a count and the extreme's bits.
+    DoubleMin,
+    DoubleMax,
     /// The set of distinct values, outside the state words.
     Distinct,
 }
 
-/// What an aggregate of `function` keeps, DISTINCT or not (MIN and MAX ignore DISTINCT: the extreme is the same).
-fn kind(function: AggregateFunction, distinct: bool) -> Kind {
+/// What an aggregate of `function` keeps, DISTINCT or not (MIN and MAX ignore DISTINCT: the extreme is the same),
+/// over `argument`.
+fn kind(function: AggregateFunction, distinct: bool, argument: Option<&Expr>) -> Kind {
+    let double = argument.is_some_and(|argument| argument.data_type() == DataType::Double);
     match function {
+        AggregateFunction::Min if double => Kind::DoubleMin,
+        AggregateFunction::Max if double => Kind::DoubleMax,
+        AggregateFunction::Sum | AggregateFunction::Avg if double => Kind::DoubleSum,
         AggregateFunction::Min => Kind::Min,
         AggregateFunction::Max => Kind::Max,
         _ if distinct => Kind::Distinct,
@@ -651,7 +709,7 @@ impl IntGroups {
         let mut slots = Vec::with_capacity(aggregates.len());
         let mut empty = Vec::new();
         for call in aggregates {
-            let kind = kind(call.function, call.distinct);
+            let kind = kind(call.function, call.distinct, call.argument.as_ref());
             slots.push(StateSlot { offset: empty.len(), kind });
             empty.extend_from_slice(kind.empty());
         }
@@ -780,6 +838,25 @@ impl IntGroups {
                     state[0] += 1;
                     state[1] = (state[1] as i64).max(values[row]) as u64;
                 }),
+                Kind::DoubleSum => for_each_set(&valid, |row| {
+                    let state = &mut states[bases[row] + offset..][..4];
+                    let (mut sum, mut compensation) = (f64::from_bits(state[1]), f64::from_bits(state[2]));
+                    let mut overflowed = state[3] != 0;
+                    add_compensated(&mut sum, &mut compensation, f64::from_bits(values[row] as u64), &mut overflowed);
+                    state[0] += 1;
+                    (state[1], state[2], state[3]) = (sum.to_bits(), compensation.to_bits(), u64::from(overflowed));
+                }),
+                Kind::DoubleMin | Kind::DoubleMax => {
+                    let wanted = if kind == Kind::DoubleMin { Ordering::Less } else { Ordering::Greater };
+                    for_each_set(&valid, |row| {
+                        let state = &mut states[bases[row] + offset..][..2];
+                        let value = f64::from_bits(values[row] as u64);
+                        if state[0] == 0 || compare_doubles(value, f64::from_bits(state[1])) == wanted {
+                            state[1] = value.to_bits();
+                        }
+                        state[0] += 1;
+                    })
+                }
                 Kind::Distinct => unreachable!("DISTINCT aggregates are added above"),
             }
         }
@@ -1364,6 +1441,17 @@ impl IntGroups {
             Kind::Sum => accumulator.add_ints(state[0] as i64, sum_of(&state[1..]), i64::MAX, i64::MIN),
             Kind::Min => accumulator.add_ints(state[0] as i64, 0, state[1] as i64, i64::MIN),
             Kind::Max => accumulator.add_ints(state[0] as i64, 0, i64::MAX, state[1] as i64),
+            Kind::DoubleSum => accumulator.add_double_sum(
+                state[0] as i64,
+                f64::from_bits(state[1]),
+                f64::from_bits(state[2]),
+                state[3] != 0,
+            ),
+            Kind::DoubleMin | Kind::DoubleMax => {
+                if state[0] > 0 {
+                    accumulator.add(&Value::Double(f64::from_bits(state[1])), false);
+                }
+            }
         }
         accumulator
     }

@@ -299,15 +299,24 @@ fn int_block(
     match expr {
         Expr::Column { index, .. } => {
             let chunk = partition.column(*index);
-            // A text column gives its dictionary codes and a boolean one 0 or 1: only grouping asks for those
-            // ([`is_group_key`]).
-            let (ColumnData::Int(ints) | ColumnData::Bool(ints) | ColumnData::Text { codes: ints, .. }) = chunk.data()
-            else {
-                return Err(ExecError::internal("an integer column is not stored as integers"));
-            };
             let mut out = IntBlock { values: filled(0), nulls: *absent };
-            ints.decode_block(block, &mut out.values);
-            reads[*index] += chunk.bytes_of_blocks(block..block + 1);
+            // A text column gives its dictionary codes and a boolean one 0 or 1: only grouping asks for those
+            // ([`is_group_key`]). A double column gives its values' bits: only an aggregate of it asks
+            // ([`crate::group`]).
+            match chunk.data() {
+                ColumnData::Int(ints) | ColumnData::Bool(ints) | ColumnData::Text { codes: ints, .. } => {
+                    ints.decode_block(block, &mut out.values);
+                    reads[*index] += chunk.bytes_of_blocks(block..block + 1);
+                }
+                ColumnData::Double(doubles) => {
+                    let rows = &doubles
+                        [(block * BLOCK_ROWS).min(doubles.len())..((block + 1) * BLOCK_ROWS).min(doubles.len())];
+                    for (bits, value) in out.values.iter_mut().zip(rows) {
+                        *bits = value.to_bits() as i64;
+                    }
+                    reads[*index] += (rows.len() * 8) as u64;
+                }
+            }
             if let Some(nulls) = chunk.null_mask(block) {
                 reads[*index] += (MASK_WORDS * 8) as u64;
                 for (word, null) in out.nulls.iter_mut().zip(nulls) {
