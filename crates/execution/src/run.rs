@@ -294,7 +294,10 @@ struct ScanJob {
     merge_ns: AtomicU64,
     /// Groups the workers' tables spilled ([`ScanStats::groups_spilled`]).
     groups_spilled: AtomicU64,
-    /// The numbers of the strings of the GROUP BY's text keys, which [`IntGroups`] groups by.
+    /// Whether the tasks aggregate a block at a time ([`IntGroups`]).
+    block_groups: bool,
+    /// The numbers of the strings of the GROUP BY's text keys and of text aggregate arguments, which
+    /// [`IntGroups`] groups and aggregates by.
     text_keys: TextKeys,
     tasks: usize,
 }
@@ -874,7 +877,23 @@ fn add_scan(
     }
     let probe = scan.join_keys.as_ref().and_then(|keys| keys.probe.clone());
     let workers = executor.scheduler.map_or(1, Scheduler::worker_count).max(1);
-    let merge_parts = if probe.is_none() && group::merges_by_partition(&scan.output) {
+    // Whether the tasks aggregate a block at a time (`group.rs`), and the numbers of the text columns that
+    // aggregation reads: not where they hold too many strings to number, nor where nothing is grouped and every
+    // aggregate is summarised per block without it.
+    let (block_groups, text_keys) = match &scan.output {
+        ScanOutput::Aggregate { group_by, aggregates, .. }
+            if probe.is_none()
+                && group::applies(group_by, aggregates)
+                && (!group_by.is_empty() || !aggregates.iter().all(summarised_per_block)) =>
+        {
+            match TextKeys::new(group_by, aggregates, &snapshot.partitions) {
+                Some(text_keys) => (true, text_keys),
+                None => (false, TextKeys::default()),
+            }
+        }
+        _ => (false, TextKeys::default()),
+    };
+    let merge_parts = if block_groups && group::merges_by_partition(&scan.output) {
         if snapshot.rows() >= MANY_MERGE_PARTS_ROWS { workers.max(MANY_MERGE_PARTS) } else { workers }
     } else {
         0
@@ -924,14 +943,6 @@ fn add_scan(
             Morsel::Delta => None,
         })
         .collect();
-    let text_keys = match &scan.output {
-        ScanOutput::Aggregate { group_by, aggregates, .. }
-            if probe.is_none() && group::applies(group_by, aggregates) =>
-        {
-            TextKeys::new(group_by, aggregates, &snapshot.partitions)
-        }
-        _ => TextKeys::default(),
-    };
     let job = Arc::new(ScanJob {
         table: scan.table.name().to_string(),
         slots: (0..morsels.len()).map(|_| Mutex::new(None)).collect(),
@@ -963,6 +974,7 @@ fn add_scan(
         merged_rows: Mutex::new(Vec::new()),
         worker_groups: (0..if merge_parts > 0 { workers } else { 0 }).map(|_| Mutex::default()).collect(),
         merge_source: OnceLock::new(),
+        block_groups,
         text_keys,
         tasks: morsels.len(),
     });
@@ -1213,11 +1225,7 @@ fn run_morsel(
     // Integer keys and arguments go a block at a time (`group.rs`): with GROUP BY, and without it where some
     // aggregate is more than a plain column (an expression, DISTINCT), which `aggregate_block` takes row by row.
     let mut int_groups = match &job.output {
-        ScanOutput::Aggregate { group_by, aggregates, .. }
-            if job.probe.is_none()
-                && group::applies(group_by, aggregates)
-                && (!group_by.is_empty() || !aggregates.iter().all(summarised_per_block)) =>
-        {
+        ScanOutput::Aggregate { group_by, aggregates, .. } if job.block_groups => {
             let worker = if job.merge_parts > 0 { job.take_worker_groups(ctx.worker_index()) } else { None };
             Some(worker.unwrap_or_else(|| {
                 let mut groups = IntGroups::new(group_by.len(), aggregates, partition.columns().len());
@@ -1713,7 +1721,23 @@ fn finish_groups(
     // grouping's (every key: the partial itself, taken as it is), or a larger set's. `ROLLUP (k, i)` over 135 000
     // groups rolled each set up from all of them, cloning every group for the finest set: 170 ms on the session
     // thread, where PostgreSQL sorts and stops at a LIMIT of 100 in 28.
+    //
+    // Each set is charged to `budget` as its groups are made, for the rows they will be (their text when the rows
+    // are): all the sets' groups are held until the last is made, and many sets over many groups outgrow it.
+    let row_bytes_before_text =
+        (std::mem::size_of::<Vec<Value>>() + (keys + aggregates.len() + 1) * std::mem::size_of::<Value>()) as u64;
+    let charge_groups = |groups: &PartialAggregate| -> Result<u64, ExecError> {
+        let bytes = groups.groups.len().max(1) as u64 * row_bytes_before_text;
+        budget.map_or(Ok(()), |budget| budget.charge_bytes(bytes))?;
+        Ok(bytes)
+    };
     let every_key: Vec<usize> = (0..keys).collect();
+    let mut charged = vec![0u64; sets.len()];
+    for (position, set) in sets.iter().enumerate() {
+        if *set == every_key {
+            charged[position] = charge_groups(&partial)?;
+        }
+    }
     let mut made: Vec<Option<PartialAggregate>> = sets.iter().map(|_| None).collect();
     let mut by_size: Vec<usize> = (0..sets.len()).collect();
     by_size.sort_by_key(|&position| std::cmp::Reverse(sets[position].len()));
@@ -1732,7 +1756,9 @@ fn finish_groups(
             }
         }
         let positions: Vec<usize> = set.iter().map(|key| source.1.iter().position(|k| k == key).unwrap_or(0)).collect();
-        made[position] = Some(source.0.roll_up(&positions));
+        let groups = source.0.roll_up(&positions);
+        charged[position] = charge_groups(&groups)?;
+        made[position] = Some(groups);
     }
     // The sets of every key (usually one) take the partial: the last as it is, any before it a copy.
     let finest: Vec<usize> = (0..sets.len()).filter(|&position| sets[position] == every_key).collect();
@@ -1751,7 +1777,8 @@ fn finish_groups(
             .map(|row| spread_grouping_set(row, set, keys, position))
             .collect();
         if let Some(budget) = budget {
-            budget.charge(&grouped)?;
+            let bytes: u64 = grouped.iter().map(|row| row_bytes(row)).sum();
+            budget.charge_bytes(bytes.saturating_sub(charged[position]))?;
         }
         output.extend(grouped);
     }

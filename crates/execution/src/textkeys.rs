@@ -32,7 +32,7 @@ use crate::aggregate::AggregateCall;
 use crate::expr::Expr;
 
 /// The numberings kept from one scan to the next (each for one column of one set of partitions).
-const NUMBERINGS_KEPT: usize = 16;
+const NUMBERINGS_KEPT: usize = 8;
 
 /// The numbers of one text column's strings across a set of partitions.
 struct Numbering {
@@ -56,14 +56,23 @@ pub(crate) struct TextKey {
     column: usize,
     partitions: Vec<Arc<Partition>>,
     numbering: Arc<Numbering>,
+    /// The strings numbered.
+    strings: usize,
     /// Each number's string as a value, made the first time a group's row asks for it and shared by every row
-    /// after (empty past [`SHARED_STRINGS_MAX`] strings): `SELECT DISTINCT bk % 500000, jmp / 3, s` made a
-    /// million strings of 50 000, and freeing them took most of the time of the rows' projection.
-    values: Box<[OnceLock<Value>]>,
+    /// after (the slots made when a row first asks; none past [`SHARED_STRINGS_MAX`] strings):
+    /// `SELECT DISTINCT bk % 500000, jmp / 3, s` made a million strings of 50 000, and freeing them took most of
+    /// the time of the rows' projection.
+    values: OnceLock<Box<[OnceLock<Value>]>>,
 }
 
-/// The most strings a scan's key shares its values of ([`TextKey::values`]): 24 MiB of them.
-const SHARED_STRINGS_MAX: usize = 1 << 20;
+/// The most strings a scan's key shares its values of ([`TextKey::values`]): 3 MiB of slots.
+const SHARED_STRINGS_MAX: usize = 1 << 16;
+
+/// The most strings of all partitions' dictionaries a scan numbers when they are several: past that, their
+/// merge (made on the session thread before the scan's tasks start, and kept) would cost more than a selective
+/// query's whole scan, and the aggregation takes the general path instead. A merge of two million strings took
+/// about half a second.
+const NUMBERING_STRINGS_MAX: usize = 1 << 20;
 
 /// The text columns of one scan's aggregation: its GROUP BY keys and its aggregates' arguments that are text
 /// columns, numbered alike (`None`: not a text column).
@@ -77,29 +86,34 @@ pub(crate) struct TextKeys {
 
 impl TextKeys {
     /// The numberings of the text columns among `group_by` and `aggregates`' arguments over `partitions` (a
-    /// snapshot's, in order).
-    pub(crate) fn new(group_by: &[Expr], aggregates: &[AggregateCall], partitions: &[Arc<Partition>]) -> TextKeys {
+    /// snapshot's, in order); `None` where some column's partitions hold too many strings to number
+    /// ([`NUMBERING_STRINGS_MAX`]).
+    pub(crate) fn new(
+        group_by: &[Expr],
+        aggregates: &[AggregateCall],
+        partitions: &[Arc<Partition>],
+    ) -> Option<TextKeys> {
         let columns = group_by.iter().map(Some).chain(aggregates.iter().map(|call| call.argument.as_ref()));
         let slots = columns
             .map(|column| match column {
                 Some(Expr::Column { index, data_type: DataType::Text, .. }) => {
-                    let numbering = numbering_of(*index, partitions);
+                    let numbering = numbering_of(*index, partitions)?;
                     let strings = match partitions {
                         [partition] => dictionary(partition, *index).map_or(0, Dictionary::len),
                         _ => numbering.sources.len(),
                     };
-                    let shared = if strings <= SHARED_STRINGS_MAX { strings } else { 0 };
-                    Some(TextKey {
+                    Some(Some(TextKey {
                         column: *index,
                         partitions: partitions.to_vec(),
                         numbering,
-                        values: (0..shared).map(|_| OnceLock::new()).collect(),
-                    })
+                        strings,
+                        values: OnceLock::new(),
+                    }))
                 }
-                _ => None,
+                _ => Some(None),
             })
-            .collect();
-        TextKeys { slots, keys: group_by.len() }
+            .collect::<Option<Vec<_>>>()?;
+        Some(TextKeys { slots, keys: group_by.len() })
     }
 
     /// Key `key`'s numbering, if it is a text column.
@@ -134,7 +148,10 @@ impl TextKey {
 
     /// The value of the string numbered `number`.
     pub(crate) fn value(&self, number: i64) -> Value {
-        match self.values.get(number as usize) {
+        let shared = self.strings <= SHARED_STRINGS_MAX;
+        let values =
+            self.values.get_or_init(|| (0..if shared { self.strings } else { 0 }).map(|_| OnceLock::new()).collect());
+        match values.get(number as usize) {
             Some(value) => value.get_or_init(|| Value::text(self.string(number as u32))).clone(),
             None => Value::text(self.string(number as u32)),
         }
@@ -172,10 +189,15 @@ fn dictionary(partition: &Partition, column: usize) -> Option<&Dictionary> {
 }
 
 /// The numbering of column `column`'s strings over `partitions`: kept from an earlier scan of the same
-/// partitions, or made (and kept).
-fn numbering_of(column: usize, partitions: &[Arc<Partition>]) -> Arc<Numbering> {
+/// partitions, or made (and kept); `None` past [`NUMBERING_STRINGS_MAX`] strings.
+fn numbering_of(column: usize, partitions: &[Arc<Partition>]) -> Option<Arc<Numbering>> {
     if partitions.len() <= 1 {
-        return Arc::new(Numbering { numbers: Vec::new(), sources: Vec::new() });
+        return Some(Arc::new(Numbering { numbers: Vec::new(), sources: Vec::new() }));
+    }
+    let strings: usize =
+        partitions.iter().map(|partition| dictionary(partition, column).map_or(0, Dictionary::len)).sum();
+    if strings > NUMBERING_STRINGS_MAX {
+        return None;
     }
     let same = |kept: &KeptNumbering| {
         kept.column == column
@@ -191,13 +213,19 @@ fn numbering_of(column: usize, partitions: &[Arc<Partition>]) -> Arc<Numbering> 
             let found = kept.remove(position);
             let numbering = Arc::clone(&found.numbering);
             kept.push(found);
-            return numbering;
+            return Some(numbering);
         }
     }
     let numbering = Arc::new(merge_dictionaries(
         &partitions.iter().map(|partition| dictionary(partition, column)).collect::<Vec<_>>(),
     ));
     let mut kept = NUMBERINGS.lock().unwrap_or_else(|p| p.into_inner());
+    // The same table's column numbered over other partitions (before rows were added: its first partition is
+    // the same) is no use once these are: it goes, and so does one made meanwhile of these very partitions.
+    let first = Arc::as_ptr(&partitions[0]);
+    kept.retain(|numbering| {
+        numbering.column != column || numbering.partitions.first().is_none_or(|partition| partition.as_ptr() != first)
+    });
     if kept.len() >= NUMBERINGS_KEPT {
         kept.remove(0);
     }
@@ -206,7 +234,7 @@ fn numbering_of(column: usize, partitions: &[Arc<Partition>]) -> Arc<Numbering> 
         partitions: partitions.iter().map(Arc::downgrade).collect(),
         numbering: Arc::clone(&numbering),
     });
-    numbering
+    Some(numbering)
 }
 
 /// Numbers the distinct strings of sorted `dictionaries` in order, by merging them.
@@ -256,7 +284,7 @@ mod tests {
     }
 
     fn key(partitions: &[Arc<Partition>]) -> TextKeys {
-        TextKeys::new(&[Expr::Column { index: 0, data_type: DataType::Text }], &[], partitions)
+        TextKeys::new(&[Expr::Column { index: 0, data_type: DataType::Text }], &[], partitions).unwrap()
     }
 
     #[test]
@@ -290,7 +318,8 @@ mod tests {
         assert_eq!(one.key(0).unwrap().number_of("e"), 3);
         assert_eq!(one.key(0).unwrap().string(0), "");
         // A key that is not a text column has no numbering.
-        let int_key = TextKeys::new(&[Expr::Column { index: 0, data_type: DataType::Integer }], &[], &partitions);
+        let int_key =
+            TextKeys::new(&[Expr::Column { index: 0, data_type: DataType::Integer }], &[], &partitions).unwrap();
         assert!(int_key.key(0).is_none());
         assert_eq!(int_key.numbers_in(0), vec![None]);
     }
