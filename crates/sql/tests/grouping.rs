@@ -422,6 +422,15 @@ fn text_keys_numbered_across_partitions_are_the_groups_of_the_rows() {
     }
     session.execute_one("SET numadb.workers = 'all'").unwrap();
 
+    // Partitions with more strings in all than are numbered (2^18): the general path, with the same groups.
+    session.execute_one("CREATE TABLE many (s TEXT, v INTEGER) WITH (partition_rows = 131072)").unwrap();
+    session.execute_one("INSERT INTO many SELECT 'm' || (i % 300000), i FROM generate_series(1, 393216) i").unwrap();
+    let sql =
+        "SELECT count(*), sum(n)::bigint, max(n), min(s), max(s) FROM (SELECT s, count(*) AS n FROM many GROUP BY s) g";
+    let row = &session.execute_one(sql).unwrap().rows[0];
+    let summary = (int(&row[0]), int(&row[1]), int(&row[2]), text(&row[3]), text(&row[4]));
+    let want = (Some(300_000), Some(393_216), Some(2), Some("m0".to_string()), Some("m99999".to_string()));
+    assert_eq!(summary, want, "{sql}");
     let sql = "SELECT s, GROUPING(s), count(*) FROM tk GROUP BY GROUPING SETS ((s), ())";
     let mut by_set: BTreeMap<Option<String>, i64> = BTreeMap::new();
     let mut total = None;
