@@ -365,9 +365,20 @@ pub struct CompensatedSum {
 }
 
 impl CompensatedSum {
+    /// The sum of `sum` and the rounding error `compensation` (a group's state as the block-at-a-time
+    /// aggregation keeps it: [`CompensatedSum::parts`]).
+    pub(crate) fn from_parts(sum: f64, compensation: f64) -> CompensatedSum {
+        CompensatedSum { sum, compensation }
+    }
+
+    /// The running sum and its rounding error.
+    pub(crate) fn parts(&self) -> (f64, f64) {
+        (self.sum, self.compensation)
+    }
+
     /// Adds `v`, noting in `overflowed` when finite doubles add up to an infinity (PostgreSQL's error).
     #[inline]
-    fn add(&mut self, v: f64, overflowed: &mut bool) {
+    pub(crate) fn add(&mut self, v: f64, overflowed: &mut bool) {
         let total = self.sum + v;
         if total.is_finite() {
             // What the addition rounded off, from the smaller operand (exact: Fast2Sum).
@@ -380,7 +391,7 @@ impl CompensatedSum {
     }
 
     /// Adds another partial sum.
-    fn merge(&mut self, other: &CompensatedSum, overflowed: &mut bool) {
+    pub(crate) fn merge(&mut self, other: &CompensatedSum, overflowed: &mut bool) {
         self.add(other.sum, overflowed);
         self.add(other.compensation, overflowed);
     }
@@ -514,14 +525,12 @@ impl Accumulator {
         }
     }
 
-    /// Adds `count` doubles summed to `sum` with the rounding error `compensation` (a [`CompensatedSum`]'s
-    /// parts), `overflowed` if finite ones added up to an infinity: a group's SUM or AVG of a double column as
-    /// the block-at-a-time aggregation keeps it.
-    pub(crate) fn add_double_sum(&mut self, count: i64, sum: f64, compensation: f64, overflowed: bool) {
+    /// Adds `count` doubles summed to `partial`, `overflowed` if finite ones added up to an infinity: a group's
+    /// SUM or AVG of a double column as the block-at-a-time aggregation keeps it.
+    pub(crate) fn add_double_sum(&mut self, count: i64, partial: CompensatedSum, overflowed: bool) {
         if count == 0 {
             return;
         }
-        let partial = CompensatedSum { sum, compensation };
         match self {
             Accumulator::DoubleSum { sum: s, overflowed: o } => {
                 s.get_or_insert_default().merge(&partial, o);

@@ -34,7 +34,8 @@ use numadb_storage::bitpack::{self, BLOCK_ROWS, BlockMask};
 use numadb_storage::{DataType, Partition, compare_doubles};
 
 use crate::aggregate::{
-    Accumulator, AggregateCall, AggregateFunction, GroupMap, GroupState, PartialAggregate, int_sum_value,
+    Accumulator, AggregateCall, AggregateFunction, CompensatedSum, GroupMap, GroupState, PartialAggregate,
+    int_sum_value,
 };
 use crate::error::ExecError;
 use crate::expr::Expr;
@@ -637,13 +638,11 @@ fn add_words(kind: Kind, mine: &mut [u64], their: &[u64]) {
             mine[1] = (mine[1] as i64).max(their[1] as i64) as u64;
         }
         Kind::DoubleSum => {
-            let value = |word: u64| f64::from_bits(word);
             let mut overflowed = mine[3] != 0 || their[3] != 0;
-            let (mut sum, mut compensation) = (value(mine[1]), value(mine[2]));
-            add_compensated(&mut sum, &mut compensation, value(their[1]), &mut overflowed);
-            add_compensated(&mut sum, &mut compensation, value(their[2]), &mut overflowed);
+            let mut sum = compensated_sum_of(mine);
+            sum.merge(&compensated_sum_of(their), &mut overflowed);
             mine[0] += their[0];
-            (mine[1], mine[2], mine[3]) = (sum.to_bits(), compensation.to_bits(), u64::from(overflowed));
+            set_compensated_sum(mine, &sum, overflowed);
         }
         Kind::DoubleMin | Kind::DoubleMax => {
             if their[0] > 0 {
@@ -657,17 +656,17 @@ fn add_words(kind: Kind, mine: &mut [u64], their: &[u64]) {
     }
 }
 
-/// Adds `value` to the compensated sum `sum` + `compensation` (Neumaier's summation, as
-/// [`crate::aggregate::CompensatedSum`] adds), noting in `overflowed` when finite doubles add up to an infinity.
+/// The compensated sum a [`Kind::DoubleSum`] state keeps in its words 1 and 2.
 #[inline(always)]
-fn add_compensated(sum: &mut f64, compensation: &mut f64, value: f64, overflowed: &mut bool) {
-    let total = *sum + value;
-    if total.is_finite() {
-        *compensation += if sum.abs() >= value.abs() { (*sum - total) + value } else { (value - total) + *sum };
-    } else if sum.is_finite() && value.is_finite() {
-        *overflowed = true;
-    }
-    *sum = total;
+fn compensated_sum_of(words: &[u64]) -> CompensatedSum {
+    CompensatedSum::from_parts(f64::from_bits(words[1]), f64::from_bits(words[2]))
+}
+
+/// Keeps `sum`, and whether finite values `overflowed`, in a [`Kind::DoubleSum`] state's words 1 to 3.
+#[inline(always)]
+fn set_compensated_sum(words: &mut [u64], sum: &CompensatedSum, overflowed: bool) {
+    let (total, compensation) = sum.parts();
+    (words[1], words[2], words[3]) = (total.to_bits(), compensation.to_bits(), u64::from(overflowed));
 }
 
 /// What an aggregate keeps of its values.
@@ -840,11 +839,10 @@ impl IntGroups {
                 }),
                 Kind::DoubleSum => for_each_set(&valid, |row| {
                     let state = &mut states[bases[row] + offset..][..4];
-                    let (mut sum, mut compensation) = (f64::from_bits(state[1]), f64::from_bits(state[2]));
-                    let mut overflowed = state[3] != 0;
-                    add_compensated(&mut sum, &mut compensation, f64::from_bits(values[row] as u64), &mut overflowed);
+                    let (mut sum, mut overflowed) = (compensated_sum_of(state), state[3] != 0);
+                    sum.add(f64::from_bits(values[row] as u64), &mut overflowed);
                     state[0] += 1;
-                    (state[1], state[2], state[3]) = (sum.to_bits(), compensation.to_bits(), u64::from(overflowed));
+                    set_compensated_sum(state, &sum, overflowed);
                 }),
                 Kind::DoubleMin | Kind::DoubleMax => {
                     let wanted = if kind == Kind::DoubleMin { Ordering::Less } else { Ordering::Greater };
@@ -1441,12 +1439,7 @@ impl IntGroups {
             Kind::Sum => accumulator.add_ints(state[0] as i64, sum_of(&state[1..]), i64::MAX, i64::MIN),
             Kind::Min => accumulator.add_ints(state[0] as i64, 0, state[1] as i64, i64::MIN),
             Kind::Max => accumulator.add_ints(state[0] as i64, 0, i64::MAX, state[1] as i64),
-            Kind::DoubleSum => accumulator.add_double_sum(
-                state[0] as i64,
-                f64::from_bits(state[1]),
-                f64::from_bits(state[2]),
-                state[3] != 0,
-            ),
+            Kind::DoubleSum => accumulator.add_double_sum(state[0] as i64, compensated_sum_of(state), state[3] != 0),
             Kind::DoubleMin | Kind::DoubleMax => {
                 if state[0] > 0 {
                     accumulator.add(&Value::Double(f64::from_bits(state[1])), false);

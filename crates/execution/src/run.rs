@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use numadb_scheduler::{NodeId, QueryReport, Scheduler, TaskContext, TaskGraph, TaskSpec};
 use numadb_storage::bitpack::{self, BLOCK_ROWS, BlockMask, MASK_WORDS};
-use numadb_storage::{ColumnData, Combine, CombinedMasks, Dictionary, Partition, TableSnapshot, Value};
+use numadb_storage::{ColumnData, Combine, CombinedMasks, Dictionary, IntColumn, Partition, TableSnapshot, Value};
 
 use crate::aggregate::{Accumulator, AggregateCall, AggregateFunction, GroupState, PartialAggregate};
 use crate::error::{ExecError, sqlstate};
@@ -1085,18 +1085,22 @@ impl BlockCache {
     }
 
     fn ints(&mut self, partition: &Partition, column: usize, block: usize) -> Option<&[i64; BLOCK_ROWS]> {
+        let ColumnData::Int(ints) = partition.column(column).data() else { return None };
+        Some(self.decoded(ints, column, block))
+    }
+
+    /// Block `block` of column `column`'s integers `ints` (its values or its codes), decoded once per block.
+    fn decoded(&mut self, ints: &IntColumn, column: usize, block: usize) -> &[i64; BLOCK_ROWS] {
         if self.block != block {
             self.block = block;
             self.current.iter_mut().for_each(|current| *current = false);
         }
-        let chunk = partition.column(column);
-        let ColumnData::Int(ints) = chunk.data() else { return None };
+        let decoded = self.ints[column].get_or_insert_with(|| Box::new([0i64; BLOCK_ROWS]));
         if !self.current[column] {
-            let decoded = self.ints[column].get_or_insert_with(|| Box::new([0i64; BLOCK_ROWS]));
             ints.decode_block(block, decoded);
             self.current[column] = true;
         }
-        self.ints[column].as_deref()
+        decoded
     }
 
     /// Text column `column`'s dictionary in `partition` and its codes in block `block` (`None` if it is not a
@@ -1107,17 +1111,8 @@ impl BlockCache {
         column: usize,
         block: usize,
     ) -> Option<(&'p Dictionary, &[i64; BLOCK_ROWS])> {
-        if self.block != block {
-            self.block = block;
-            self.current.iter_mut().for_each(|current| *current = false);
-        }
         let ColumnData::Text { dictionary, codes } = partition.column(column).data() else { return None };
-        if !self.current[column] {
-            let decoded = self.ints[column].get_or_insert_with(|| Box::new([0i64; BLOCK_ROWS]));
-            codes.decode_block(block, decoded);
-            self.current[column] = true;
-        }
-        Some((dictionary, self.ints[column].as_deref()?))
+        Some((dictionary, self.decoded(codes, column, block)))
     }
 
     /// Fills `row` with the values of `columns` at partition row `r`.
