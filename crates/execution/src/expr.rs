@@ -385,15 +385,20 @@ impl Expr {
     /// Whether the expression calls `random()`: its value changes from row to row though it reads no column, so
     /// it is never evaluated once for all rows (as a constant, an index key, a filter's bound).
     pub fn is_volatile(&self) -> bool {
-        if let Expr::Function { function: crate::function::ScalarFunction::Random, .. } = self {
+        self.any_node(&|node| matches!(node, Expr::Function { function: crate::function::ScalarFunction::Random, .. }))
+    }
+
+    /// Whether `found` holds for the expression or any expression within it.
+    pub fn any_node(&self, found: &impl Fn(&Expr) -> bool) -> bool {
+        if found(self) {
             return true;
         }
-        let mut volatile = false;
+        let mut any = false;
         let _: Result<Expr, ExecError> = self.try_map_children(&mut |child| {
-            volatile |= child.is_volatile();
+            any = any || child.any_node(found);
             Ok(child.clone())
         });
-        volatile
+        any
     }
 
     /// Evaluates on a row of values.

@@ -397,37 +397,16 @@ fn rows_filter(expr: &Expr) -> Filter {
     let mut columns = Vec::new();
     expr.columns(&mut columns);
     match columns[..] {
-        [column] if reads_text_column(expr, column) && !expr.is_volatile() && !has_subquery(expr) => {
+        [column]
+            if expr.any_node(
+                &|node| matches!(node, Expr::Column { index, data_type: DataType::Text } if *index == column),
+            ) && !expr.is_volatile()
+                && !expr.any_node(&|node| matches!(node, Expr::Subquery { .. } | Expr::QuantifiedSubquery { .. })) =>
+        {
             Filter::TextCodes(Arc::new(TextPredicate { column, expr: expr.clone(), verdicts: Mutex::new(Vec::new()) }))
         }
         _ => Filter::Rows(expr.clone()),
     }
-}
-
-/// Whether `expr` reads column `column` as a text column.
-fn reads_text_column(expr: &Expr, column: usize) -> bool {
-    if let Expr::Column { index, data_type } = expr {
-        return *index == column && *data_type == DataType::Text;
-    }
-    let mut found = false;
-    let _: Result<Expr, ExecError> = expr.try_map_children(&mut |child| {
-        found |= reads_text_column(child, column);
-        Ok(child.clone())
-    });
-    found
-}
-
-/// Whether `expr` holds a subquery (evaluated apart from the row it is in).
-fn has_subquery(expr: &Expr) -> bool {
-    if matches!(expr, Expr::Subquery { .. } | Expr::QuantifiedSubquery { .. }) {
-        return true;
-    }
-    let mut found = false;
-    let _: Result<Expr, ExecError> = expr.try_map_children(&mut |child| {
-        found |= has_subquery(child);
-        Ok(child.clone())
-    });
-    found
 }
 
 /// A predicate over one text column and constants, decided once per string of each partition's dictionary and
