@@ -1,7 +1,7 @@
 //! Errors with PostgreSQL SQLSTATE codes, so that every layer up to the wire protocol reports what PostgreSQL
 //! would.
 
-use numadb_storage::StorageError;
+use numadb_storage::{FitError, StorageError};
 
 /// SQLSTATE codes used by numadb (PostgreSQL's, appendix A of its manual).
 pub mod sqlstate {
@@ -160,7 +160,8 @@ impl From<StorageError> for ExecError {
         let sqlstate = match &error {
             StorageError::Duplicate(_) => sqlstate::UNIQUE_VIOLATION,
             StorageError::NotNull { .. } => sqlstate::NOT_NULL_VIOLATION,
-            StorageError::TooLong(_) => sqlstate::STRING_DATA_RIGHT_TRUNCATION,
+            StorageError::Fit(FitError::TooLong(_)) => sqlstate::STRING_DATA_RIGHT_TRUNCATION,
+            StorageError::Fit(FitError::OutOfRange(_)) => sqlstate::NUMERIC_VALUE_OUT_OF_RANGE,
             StorageError::Invalid(_) => sqlstate::INVALID_PARAMETER_VALUE,
             StorageError::Placement(numadb_placement::PlacementError::NodeNotUsable(_)) => {
                 sqlstate::INVALID_PARAMETER_VALUE

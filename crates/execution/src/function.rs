@@ -145,6 +145,9 @@ pub enum ScalarFunction {
     ShiftLeft,
     /// `a >> n` (`int8shr(a, n)`): arithmetic, `n` modulo the width as for [`ScalarFunction::ShiftLeft`].
     ShiftRight,
+    /// `int2(x)`, and what `x::smallint` binds to: `x` as an integer (a double rounded half to even) that must fit
+    /// in 16 bits. numadb has no 16-bit type, so the result is an integer, checked.
+    Int2,
 }
 
 /// What one argument of a function takes, and what an argument of another type becomes.
@@ -337,6 +340,7 @@ impl ScalarFunction {
             "int4not" | "int8not" => F::BitNot,
             "int4shl" | "int8shl" => F::ShiftLeft,
             "int4shr" | "int8shr" => F::ShiftRight,
+            "int2" => F::Int2,
             _ => return None,
         })
     }
@@ -373,6 +377,7 @@ impl ScalarFunction {
             }
             F::ShiftLeft | F::ShiftRight => exactly(&[P::Integer, P::Integer], Returns::FirstArgument),
             F::BitNot => exactly(&[P::Integer], Returns::FirstArgument),
+            F::Int2 => exactly(&[P::Numeric], Returns::Type(Integer)),
             F::WidthBucket => exactly(&[P::Double, P::Double, P::Double, P::Integer], Returns::Type(Integer)),
             F::Round | F::Trunc => at_least(1, &[P::Double, P::Integer], Returns::Type(Double)),
             F::Floor | F::Ceil | F::Sign | F::Sqrt | F::Cbrt | F::Exp | F::Ln | F::Log10 => {
@@ -468,6 +473,7 @@ impl ScalarFunction {
             F::BitOr => "int8or",
             F::BitXor => "int8xor",
             F::BitNot => "int8not",
+            F::Int2 => "int2",
             F::ShiftLeft => "int8shl",
             F::ShiftRight => "int8shr",
         }
@@ -790,6 +796,18 @@ impl ScalarFunction {
             F::BitOr => Value::Int(int(0)? | int(1)?),
             F::BitXor => Value::Int(int(0)? ^ int(1)?),
             F::BitNot => Value::Int(!int(0)?),
+            F::Int2 => {
+                let whole = match values.first() {
+                    Some(&Value::Double(v)) => crate::expr::cast(Value::Double(v), DataType::BigInt).ok(),
+                    Some(&Value::Int(v)) => Some(Value::Int(v)),
+                    Some(&Value::Numeric(v)) => i64::try_from(v).ok().map(Value::Int),
+                    other => return Err(ExecError::internal(format!("int2: argument is {other:?}"))),
+                };
+                match whole {
+                    Some(Value::Int(v)) if i16::try_from(v).is_ok() => Value::Int(v),
+                    _ => return Err(ExecError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "smallint out of range")),
+                }
+            }
             F::ShiftLeft | F::ShiftRight => {
                 // The count as C's shift sees it on x86: its low bits (a negative count wraps round too).
                 let (value, count) = (int(0)?, int(1)? as u32);

@@ -96,6 +96,16 @@ pub fn data_type(sql: &ast::DataType) -> Result<DataType, ExecError> {
     })
 }
 
+/// Whether a SQL type is PostgreSQL's 16-bit `smallint`, which numadb stores as an integer and range-checks.
+pub fn is_smallint(sql: &ast::DataType) -> bool {
+    use ast::DataType as T;
+    match sql {
+        T::SmallInt(_) | T::Int2(_) => true,
+        T::Custom(name, _) => matches!(object_name(name).last().map(String::as_str), Some("int2" | "smallint")),
+        _ => false,
+    }
+}
+
 /// The length limit of a text type: `n` of `varchar(n)` or `char(n)` (`char` alone is `char(1)`), `None` for
 /// any other type or none given. `char(n)` is stored as `varchar(n)` is, without its padding.
 pub fn text_length(sql: &ast::DataType) -> Result<Option<u32>, ExecError> {
@@ -735,6 +745,20 @@ impl<'a> Binder<'a> {
                     }
                     other => Ok(Expr::Cast { expr: Box::new(other), to: target }),
                 };
+                // A smallint is an integer that must fit in 16 bits.
+                if is_smallint(sql_target) {
+                    return match cast? {
+                        Expr::Literal { value: Value::Int(v), .. } if i16::try_from(v).is_err() => {
+                            Err(ExecError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "smallint out of range"))
+                        }
+                        literal @ Expr::Literal { .. } => Ok(literal),
+                        other => Ok(Expr::Function {
+                            function: ScalarFunction::Int2,
+                            args: vec![other],
+                            data_type: DataType::Integer,
+                        }),
+                    };
+                }
                 // An explicit cast to `varchar(n)` keeps the first n characters, as in PostgreSQL.
                 match text_length(sql_target)? {
                     Some(max_chars) => Ok(Expr::Function {
@@ -3002,13 +3026,37 @@ fn named(expr: &ast::Expr) -> (String, u8) {
         },
         ast::Expr::Cast { expr, data_type, .. } => match named(expr) {
             (name, 2) => (name, 2),
-            _ => (data_type.to_string().to_lowercase(), 1),
+            _ => (cast_column_name(data_type), 1),
         },
         ast::Expr::Case { else_result, .. } => match else_result.as_deref().map(named) {
             Some((name, 2)) => (name, 2),
             _ => ("case".to_string(), 1),
         },
         _ => ("?column?".to_string(), 0),
+    }
+}
+
+/// PostgreSQL's name for a cast's column: the type's internal name (`x::integer` is `int4`).
+fn cast_column_name(sql: &ast::DataType) -> String {
+    use ast::DataType as T;
+    match sql {
+        T::SmallInt(_) | T::Int2(_) => "int2".into(),
+        T::Int(_) | T::Int4(_) | T::Integer(_) => "int4".into(),
+        T::BigInt(_) | T::Int8(_) => "int8".into(),
+        T::Double(_) | T::DoublePrecision | T::Float8 => "float8".into(),
+        T::Real | T::Float4 => "float4".into(),
+        T::Varchar(_) | T::CharacterVarying(_) => "varchar".into(),
+        T::Char(_) | T::Character(_) => "bpchar".into(),
+        T::Bool | T::Boolean => "bool".into(),
+        T::Custom(name, _) => match object_name(name).last().map(String::as_str) {
+            Some("smallint") => "int2".into(),
+            Some("int" | "integer") => "int4".into(),
+            Some("bigint") => "int8".into(),
+            Some("boolean") => "bool".into(),
+            Some(other) => other.into(),
+            None => sql.to_string().to_lowercase(),
+        },
+        other => other.to_string().to_lowercase(),
     }
 }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use numadb_execution::expr::parse_value;
 use numadb_execution::{ExecError, sqlstate};
-use numadb_storage::{ColumnInput, Partition, Table, Value};
+use numadb_storage::{ColumnInput, Partition, StorageError, Table, Value};
 use sqlparser::ast::{CopyLegacyOption, CopyOption, CopySource, CopyTarget};
 
 use crate::bind::{fold, object_name};
@@ -317,9 +317,9 @@ impl CopyLoader {
                 let definition = &self.table.columns()[column];
                 let detail = || format!("COPY {}, line {}, column {}", self.table.name(), self.line, definition.name);
                 row[column] = parse_value(&text, definition.data_type).map_err(|error| error.with_detail(detail()))?;
-                definition.fit(&mut row[column]).map_err(|message| {
-                    ExecError::new(sqlstate::STRING_DATA_RIGHT_TRUNCATION, message).with_detail(detail())
-                })?;
+                definition
+                    .fit(&mut row[column])
+                    .map_err(|error| ExecError::from(StorageError::from(error)).with_detail(detail()))?;
             }
         }
         // NOT NULL is checked now, to name the line (uniqueness is checked when the rows join the table).

@@ -1224,6 +1224,7 @@ impl Session {
             }
             let mut definition = ColumnDef::new(column_name, data_type(&column.data_type)?, nullable);
             definition.max_chars = crate::bind::text_length(&column.data_type)?;
+            definition.smallint = crate::bind::is_smallint(&column.data_type);
             columns.push(definition);
         }
         for constraint in &create.constraints {

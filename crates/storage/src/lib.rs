@@ -30,4 +30,4 @@ pub use table::{
     ChunkPlacement, ColumnInput, DELTA_SEAL_ROWS, Delta, PARTITION_ROWS_DEFAULT, Partition, RowChange, StorageError,
     Table, TableOptions, TableSnapshot, check_placement,
 };
-pub use types::{ColumnDef, DataType, Value, compare_doubles, format_double};
+pub use types::{ColumnDef, DataType, FitError, Value, compare_doubles, format_double};

@@ -17,7 +17,7 @@ use numadb_placement::{PageHistogram, PlacementError, Policy};
 use crate::column::ColumnChunk;
 use crate::index::{DuplicateKey, Index, IndexKind};
 use crate::placement::TablePlacement;
-use crate::types::{ColumnDef, DataType, Value};
+use crate::types::{ColumnDef, DataType, FitError, Value};
 
 /// Default rows per partition: 4 Mi rows, so that a 26-bit column partition (13 MiB) is worth huge pages.
 pub const PARTITION_ROWS_DEFAULT: usize = 1 << 22;
@@ -44,9 +44,9 @@ pub enum StorageError {
         /// Column.
         column: String,
     },
-    /// A text longer than its column allows ([`ColumnDef::fit`]).
-    #[error("{0}")]
-    TooLong(String),
+    /// A value its column's declared type refuses ([`ColumnDef::fit`]).
+    #[error(transparent)]
+    Fit(#[from] FitError),
     /// A row or value that does not fit the table.
     #[error("{0}")]
     Invalid(String),
@@ -452,7 +452,7 @@ impl Table {
                 if value.is_null() && !definition.nullable {
                     return Err(StorageError::NotNull { table: self.name.clone(), column: definition.name.clone() });
                 }
-                definition.fit(value).map_err(StorageError::TooLong)?;
+                definition.fit(value)?;
             }
         }
         let indexes = self.read().indexes.clone();
@@ -743,7 +743,7 @@ impl Table {
                                 }
                                 .into());
                             }
-                            definition.fit(value).map_err(StorageError::TooLong)?;
+                            definition.fit(value).map_err(StorageError::from)?;
                         }
                         indexed_values_changed |= indexed.iter().any(|&c| values[c] != row[c]);
                         changes.push((r, RowChange::Replace(values)));

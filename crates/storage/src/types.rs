@@ -129,13 +129,18 @@ impl Value {
         let trimmed = text.trim();
         match data_type {
             DataType::Integer | DataType::BigInt => {
-                let value: i64 =
-                    trimmed.parse().map_err(|_| format!("invalid input syntax for type {data_type}: \"{text}\""))?;
+                // Digits past 64 bits are out of range, not bad syntax (as in PostgreSQL).
+                let digits = trimmed.strip_prefix(['+', '-']).unwrap_or(trimmed);
+                let well_formed = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+                if !well_formed {
+                    return Err(format!("invalid input syntax for type {data_type}: \"{text}\""));
+                }
+                let value = trimmed.parse::<i128>().unwrap_or(i128::MAX);
                 let (min, max) = data_type.integer_range().expect("integer type");
-                if value < min || value > max {
+                if value < i128::from(min) || value > i128::from(max) {
                     return Err(format!("value \"{text}\" is out of range for type {data_type}"));
                 }
-                Ok(Value::Int(value))
+                Ok(Value::Int(value as i64))
             }
             DataType::Double => {
                 let value = match trimmed.to_ascii_lowercase().as_str() {
@@ -300,17 +305,27 @@ pub struct ColumnDef {
     /// The most characters a text value may hold (`varchar(n)`, `char(n)`); `None` for any length.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_chars: Option<u32>,
+    /// Declared `smallint`: stored as an integer, but its values must fit in 16 bits.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub smallint: bool,
 }
 
 impl ColumnDef {
     /// A column of any length.
     pub fn new(name: impl Into<String>, data_type: DataType, nullable: bool) -> Self {
-        ColumnDef { name: name.into(), data_type, nullable, max_chars: None }
+        ColumnDef { name: name.into(), data_type, nullable, max_chars: None, smallint: false }
     }
 
     /// `value` as this column stores it: a text longer than [`ColumnDef::max_chars`] loses the excess if it is all
-    /// spaces, as PostgreSQL does, and is refused otherwise (the message is PostgreSQL's).
-    pub fn fit(&self, value: &mut Value) -> Result<(), String> {
+    /// spaces, as PostgreSQL does, and is refused otherwise; an integer outside a `smallint`'s range is refused
+    /// (the messages are PostgreSQL's).
+    pub fn fit(&self, value: &mut Value) -> Result<(), FitError> {
+        if let (true, Value::Int(v)) = (self.smallint, &*value) {
+            return match i16::try_from(*v) {
+                Ok(_) => Ok(()),
+                Err(_) => Err(FitError::OutOfRange("smallint out of range".into())),
+            };
+        }
         let (Some(max_chars), Value::Text(text)) = (self.max_chars, &*value) else { return Ok(()) };
         // Bytes bound characters from above: most values are settled without counting.
         if text.len() <= max_chars as usize {
@@ -318,11 +333,22 @@ impl ColumnDef {
         }
         let Some((end, _)) = text.char_indices().nth(max_chars as usize) else { return Ok(()) };
         if !text[end..].bytes().all(|b| b == b' ') {
-            return Err(format!("value too long for type character varying({max_chars})"));
+            return Err(FitError::TooLong(format!("value too long for type character varying({max_chars})")));
         }
         *value = Value::text(&text[..end]);
         Ok(())
     }
+}
+
+/// Why [`ColumnDef::fit`] refused a value; each holds PostgreSQL's message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FitError {
+    /// A text longer than `varchar(n)` allows (22001).
+    #[error("{0}")]
+    TooLong(String),
+    /// An integer past a `smallint` (22003).
+    #[error("{0}")]
+    OutOfRange(String),
 }
 
 #[cfg(test)]
@@ -335,6 +361,13 @@ mod tests {
         assert!(Value::parse("2147483648", DataType::Integer).unwrap_err().contains("out of range for type integer"));
         assert_eq!(Value::parse("2147483648", DataType::BigInt).unwrap(), Value::Int(2_147_483_648));
         assert!(Value::parse("4x", DataType::BigInt).unwrap_err().contains("invalid input syntax for type bigint"));
+        assert!(Value::parse("-", DataType::BigInt).unwrap_err().contains("invalid input syntax for type bigint"));
+        for past_64_bits in
+            ["9223372036854775808", "-9223372036854775809", "123456789012345678901234567890123456789012"]
+        {
+            assert!(Value::parse(past_64_bits, DataType::BigInt).unwrap_err().contains("out of range for type bigint"));
+        }
+        assert_eq!(Value::parse("+9223372036854775807", DataType::BigInt).unwrap(), Value::Int(i64::MAX));
         assert_eq!(Value::parse("yes", DataType::Boolean).unwrap(), Value::Bool(true));
         assert!(Value::parse("maybe", DataType::Boolean).is_err());
         assert!(matches!(Value::parse("NaN", DataType::Double).unwrap(), Value::Double(v) if v.is_nan()));
