@@ -695,10 +695,13 @@ enum LikeToken {
     One,
     /// `%`: any run of characters, empty included.
     Any,
+    /// The escape character ending the pattern: an error if a character of the text is matched against it, as
+    /// PostgreSQL raises it only then (`'a' LIKE 'a\'` is false, `'ab' LIKE 'a\'` an error).
+    TrailingEscape,
 }
 
 /// Whether `text` matches the LIKE `pattern` (PostgreSQL's rules: the whole text must match; a pattern ending in
-/// the escape character is an error).
+/// the escape character is an error once a character of the text reaches it).
 pub fn like(text: &str, pattern: &str, escape: Option<char>, case_insensitive: bool) -> Result<bool, ExecError> {
     let fold =
         |s: &str| if case_insensitive { s.chars().map(crate::function::lower_char).collect() } else { s.to_string() };
@@ -709,12 +712,7 @@ pub fn like(text: &str, pattern: &str, escape: Option<char>, case_insensitive: b
         tokens.push(match c {
             c if Some(c) == escape => match chars.next() {
                 Some(escaped) => LikeToken::Char(escaped),
-                None => {
-                    return Err(ExecError::new(
-                        sqlstate::INVALID_ESCAPE_SEQUENCE,
-                        "LIKE pattern must not end with escape character",
-                    ));
-                }
+                None => LikeToken::TrailingEscape,
             },
             '%' => LikeToken::Any,
             '_' => LikeToken::One,
@@ -738,6 +736,12 @@ pub fn like(text: &str, pattern: &str, escape: Option<char>, case_insensitive: b
             Some(LikeToken::Char(c)) if *c == text[t] => {
                 t += 1;
                 p += 1;
+            }
+            Some(LikeToken::TrailingEscape) => {
+                return Err(ExecError::new(
+                    sqlstate::INVALID_ESCAPE_SEQUENCE,
+                    "LIKE pattern must not end with escape character",
+                ));
             }
             _ => match resume {
                 Some((any_at, from)) => {
@@ -1034,8 +1038,14 @@ mod tests {
         assert!(like("a#xb", "a##_b", Some('#'), false).unwrap(), "## is a literal #, then _ is any character");
         assert!(like("a_b", "a#_b", Some('#'), false).unwrap());
         assert!(like("a\\b", "a\\b", None, false).unwrap(), "no escape character");
-        let error = like("a", "a\\", Some('\\'), false).unwrap_err();
-        assert_eq!(error.sqlstate, sqlstate::INVALID_ESCAPE_SEQUENCE);
+        // A pattern ending in its escape character fails only when a character of the text reaches the end.
+        for (text, pattern) in [("ab", "a\\"), ("ab", "%\\"), ("ab", "_%\\")] {
+            let error = like(text, pattern, Some('\\'), false).unwrap_err();
+            assert_eq!(error.sqlstate, sqlstate::INVALID_ESCAPE_SEQUENCE, "{text:?} LIKE {pattern:?}");
+        }
+        for (text, pattern) in [("a", "a\\"), ("x", "a\\"), ("", "%\\"), ("b", "a%\\")] {
+            assert!(!like(text, pattern, Some('\\'), false).unwrap(), "{text:?} LIKE {pattern:?}");
+        }
     }
 
     #[test]

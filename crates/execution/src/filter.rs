@@ -566,6 +566,104 @@ impl Filter {
         matches!(self, Filter::Rows(_) | Filter::TextCodes(_))
     }
 
+    /// Whether evaluating the filter may raise an error: it has a leaf evaluated on rows (a cast, a division),
+    /// however deep under NOT, AND and OR. The kernels' leaves cannot fail.
+    pub(crate) fn may_fail(&self) -> bool {
+        match self {
+            Filter::And(parts) | Filter::Or(parts) => parts.iter().any(Filter::may_fail),
+            Filter::Not(inner) => inner.may_fail(),
+            other => other.is_evaluated_on_rows(),
+        }
+    }
+
+    /// Whether one row of values passes the filter as a WHERE or HAVING clause (the delta, lookups' residual
+    /// predicates, UPDATE and DELETE): TRUE only. Its conjuncts are PostgreSQL's list of quals: the first that is
+    /// not TRUE (FALSE or NULL) drops the row, and those after it are not evaluated (`WHERE NULL AND 1 / 0 > 0` raises
+    /// nothing). Inside an expression an AND goes on after a NULL, as it must to tell FALSE from NULL.
+    pub fn passes_row(&self, row: &[Value], params: &[Value]) -> Result<bool, ExecError> {
+        if let Filter::And(parts) = self {
+            for part in cheap_first(parts) {
+                if part.row_verdict(row, params)? != Some(true) {
+                    return Ok(false);
+                }
+            }
+            return Ok(true);
+        }
+        Ok(self.row_verdict(row, params)? == Some(true))
+    }
+
+    /// The filter's verdict on one row of values: TRUE, FALSE, or `None` for UNKNOWN.
+    fn row_verdict(&self, row: &[Value], params: &[Value]) -> Result<Option<bool>, ExecError> {
+        use crate::expr::compare;
+        Ok(match self {
+            Filter::True => Some(true),
+            Filter::False => Some(false),
+            Filter::Unknown => None,
+            Filter::IntRange { column, low, high } => match &row[*column] {
+                Value::Int(v) => Some(low <= v && v <= high),
+                Value::Bool(b) => Some(*low <= i64::from(*b) && i64::from(*b) <= *high),
+                _ => None,
+            },
+            Filter::TextRange { column, low, high } => match &row[*column] {
+                Value::Text(text) => {
+                    let bytes = text.as_bytes();
+                    let above = match low {
+                        TextBound::Unbounded => true,
+                        TextBound::Inclusive(s) => bytes >= s.as_bytes(),
+                        TextBound::Exclusive(s) => bytes > s.as_bytes(),
+                    };
+                    let below = match high {
+                        TextBound::Unbounded => true,
+                        TextBound::Inclusive(s) => bytes <= s.as_bytes(),
+                        TextBound::Exclusive(s) => bytes < s.as_bytes(),
+                    };
+                    Some(above && below)
+                }
+                _ => None,
+            },
+            Filter::DoubleCompare { column, op, value } => match compare(*op, &row[*column], &Value::Double(*value)) {
+                Value::Bool(b) => Some(b),
+                _ => None,
+            },
+            Filter::IsNull { column, negated } => Some(row[*column].is_null() != *negated),
+            Filter::IntKeys { column, keys, .. } => match &row[*column] {
+                Value::Int(v) => Some(keys.contains(*v)),
+                _ => None,
+            },
+            Filter::Rows(expr) => match expr.eval(row, params)? {
+                Value::Bool(b) => Some(b),
+                _ => None,
+            },
+            Filter::TextCodes(predicate) => match predicate.expr().eval(row, params)? {
+                Value::Bool(b) => Some(b),
+                _ => None,
+            },
+            Filter::And(parts) => {
+                let mut result = Some(true);
+                for part in cheap_first(parts) {
+                    match part.row_verdict(row, params)? {
+                        Some(false) => return Ok(Some(false)),
+                        None => result = None,
+                        Some(true) => {}
+                    }
+                }
+                result
+            }
+            Filter::Or(parts) => {
+                let mut result = Some(false);
+                for part in cheap_first(parts) {
+                    match part.row_verdict(row, params)? {
+                        Some(true) => return Ok(Some(true)),
+                        None => result = None,
+                        Some(false) => {}
+                    }
+                }
+                result
+            }
+            Filter::Not(inner) => inner.row_verdict(row, params)?.map(|b| !b),
+        })
+    }
+
     /// Columns the filter reads.
     pub fn columns(&self, out: &mut Vec<usize>) {
         let mut add = |c: usize| {
@@ -622,7 +720,7 @@ impl Filter {
             return combine_range_leaves(leaves, partition, blocks, reads, out, prefetch_blocks);
         }
         let mut masks = Vec::with_capacity(blocks.len());
-        self.eval_blocks_wanting(partition, blocks, params, prefetch_blocks, reads, &mut masks, Wanted::True)?;
+        self.eval_blocks_wanting(partition, blocks, params, prefetch_blocks, reads, &mut masks, Wanted::True, None)?;
         out.reset(Combine::Or, masks.len());
         for (i, mask) in masks.iter().enumerate().filter(|(_, mask)| mask.t != NONE) {
             out.set(i, mask.t);
@@ -659,11 +757,13 @@ impl Filter {
         reads: &mut [u64],
         out: &mut Vec<TriMask>,
     ) -> Result<(), ExecError> {
-        self.eval_blocks_wanting(partition, blocks, params, prefetch_blocks, reads, out, Wanted::TrueAndFalse)
+        self.eval_blocks_wanting(partition, blocks, params, prefetch_blocks, reads, out, Wanted::TrueAndFalse, None)
     }
 
     /// [`Filter::eval_blocks`], for a caller that reads the TRUE rows alone (`Wanted::True`: a scan's WHERE
-    /// clause) or both masks exactly.
+    /// clause) or both masks exactly. Rows set in `skip` (one mask per block, when given) are ones an enclosing
+    /// AND or OR has decided: what the filter says of them does not matter, and the leaves that may fail
+    /// ([`Filter::may_fail`]) do not evaluate them.
     #[allow(clippy::too_many_arguments)]
     fn eval_blocks_wanting(
         &self,
@@ -674,6 +774,7 @@ impl Filter {
         reads: &mut [u64],
         out: &mut Vec<TriMask>,
         wanted: Wanted,
+        skip: Option<&[BlockMask]>,
     ) -> Result<(), ExecError> {
         out.clear();
         match self {
@@ -738,10 +839,11 @@ impl Filter {
                     out.push(TriMask::exact(if *negated { not_mask(&nulls) } else { nulls }));
                 }
             }
-            Filter::Rows(expr) => rows_leaf(expr, partition, blocks, params, reads, None, out)?,
-            Filter::TextCodes(predicate) => predicate.leaf(partition, blocks, params, reads, None, out)?,
+            Filter::Rows(expr) => rows_leaf(expr, partition, blocks, params, reads, skip, out)?,
+            Filter::TextCodes(predicate) => predicate.leaf(partition, blocks, params, reads, skip, out)?,
+            // A block the parts before have decided is not read.
             Filter::IntKeys { column, keys, sorted } => {
-                keys_leaf(partition, *column, (keys, sorted.as_deref()), blocks, reads, None, out)?
+                keys_leaf(partition, *column, (keys, sorted.as_deref()), blocks, reads, skip, out)?
             }
             Filter::And(parts) | Filter::Or(parts) if let Some(combine) = self.two_valued_ranges(partition) => {
                 // Two-valued logic (no NULLs): each leaf's block masks combine in place, with no intermediate
@@ -763,32 +865,48 @@ impl Filter {
                 // AND, TRUE for an OR), so `b <> 0 AND a / b > 1` raises no error. A WHERE clause's own AND (its
                 // list of quals, whose TRUE rows alone are wanted) has decided a row at the first part that is
                 // not TRUE, NULL included, as PostgreSQL stops there: `WHERE NULL AND 1 / 0 > 0` raises nothing.
+                // The rows decided are those an enclosing AND or OR decided (`skip`) and those the parts before
+                // decided; a part that may fail does not evaluate them, however deep its leaves that may fail
+                // are (`NOT (n::int < 46)`, an OR of them).
                 let drops_unknown = is_and && wanted == Wanted::True;
                 let ordered: Vec<&Filter> = cheap_first(parts).collect();
-                ordered[0].eval_blocks(partition, blocks.clone(), params, prefetch_blocks, reads, out)?;
+                let (first, wanted_of_parts) = (ordered[0], Wanted::TrueAndFalse);
+                first.eval_blocks_wanting(
+                    partition,
+                    blocks.clone(),
+                    params,
+                    prefetch_blocks,
+                    reads,
+                    out,
+                    wanted_of_parts,
+                    skip,
+                )?;
                 let mut scratch = Vec::with_capacity(out.len());
+                let mut decided = Vec::with_capacity(out.len());
                 for part in &ordered[1..] {
-                    scratch.clear();
-                    let decided = || -> Vec<BlockMask> {
-                        out.iter()
-                            .map(|r| match (is_and, drops_unknown) {
-                                (true, true) => not_mask(&r.t),
-                                (true, false) => r.false_mask(),
-                                (false, _) => r.t,
-                            })
-                            .collect()
-                    };
-                    if let Filter::Rows(expr) = part {
-                        rows_leaf(expr, partition, blocks.clone(), params, reads, Some(&decided()), &mut scratch)?;
-                    } else if let Filter::TextCodes(predicate) = part {
-                        predicate.leaf(partition, blocks.clone(), params, reads, Some(&decided()), &mut scratch)?;
-                    } else if let Filter::IntKeys { column, keys, sorted } = part {
-                        // A block the parts before have decided is not read.
-                        let keys = (&**keys, sorted.as_deref());
-                        keys_leaf(partition, *column, keys, blocks.clone(), reads, Some(&decided()), &mut scratch)?;
-                    } else {
-                        part.eval_blocks(partition, blocks.clone(), params, prefetch_blocks, reads, &mut scratch)?;
-                    }
+                    decided.clear();
+                    decided.extend(out.iter().enumerate().map(|(position, r)| {
+                        let by_parts = match (is_and, drops_unknown) {
+                            (true, true) => not_mask(&r.t),
+                            (true, false) => r.false_mask(),
+                            (false, _) => r.t,
+                        };
+                        match skip.and_then(|s| s.get(position)) {
+                            Some(enclosing) => or_masks(&by_parts, enclosing),
+                            None => by_parts,
+                        }
+                    }));
+                    let decided = Some(decided.as_slice());
+                    part.eval_blocks_wanting(
+                        partition,
+                        blocks.clone(),
+                        params,
+                        prefetch_blocks,
+                        reads,
+                        &mut scratch,
+                        wanted_of_parts,
+                        decided,
+                    )?;
                     for (result, mask) in out.iter_mut().zip(&scratch) {
                         let f = match (result.f, mask.f) {
                             (None, None) => None,
@@ -801,7 +919,17 @@ impl Filter {
                 }
             }
             Filter::Not(inner) => {
-                inner.eval_blocks(partition, blocks, params, prefetch_blocks, reads, out)?;
+                let wanted_of_inner = Wanted::TrueAndFalse;
+                inner.eval_blocks_wanting(
+                    partition,
+                    blocks,
+                    params,
+                    prefetch_blocks,
+                    reads,
+                    out,
+                    wanted_of_inner,
+                    skip,
+                )?;
                 for mask in out.iter_mut() {
                     *mask = match mask.f {
                         None => TriMask::exact(not_mask(&mask.t)),
@@ -814,13 +942,14 @@ impl Filter {
     }
 }
 
-/// An AND's or OR's parts in the order they are evaluated: those that cannot fail (the kernels' leaves) first,
-/// then the expressions evaluated on rows (or per string, which may fall back to rows), in the order written; a
-/// row one of them decides is not evaluated by the rest. PostgreSQL likewise evaluates a qual's cheaper clauses
-/// first and stops at the first that decides.
+/// An AND's or OR's parts in the order they are evaluated: those that cannot fail (the kernels' leaves, and
+/// NOTs, ANDs and ORs of them) first, then those that may ([`Filter::may_fail`]: expressions evaluated on rows,
+/// or per string, which may fall back to rows, and what holds them), in the order written; a row one of them
+/// decides is not evaluated by the rest. PostgreSQL likewise evaluates a qual's cheaper clauses first and stops
+/// at the first that decides.
 pub(crate) fn cheap_first(parts: &[Filter]) -> impl Iterator<Item = &Filter> {
-    let is_rows = |part: &&Filter| part.is_evaluated_on_rows();
-    parts.iter().filter(move |p| !is_rows(p)).chain(parts.iter().filter(is_rows))
+    let may_fail = |part: &&Filter| part.may_fail();
+    parts.iter().filter(move |p| !may_fail(p)).chain(parts.iter().filter(may_fail))
 }
 
 /// A leaf evaluated on rows (an expression the kernels do not take): a block at a time where

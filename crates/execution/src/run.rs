@@ -864,7 +864,7 @@ fn add_scan(
         let keys = Filter::IntKeys { column: *column, keys: Arc::clone(keys), sorted: None };
         filter = Some(match filter {
             None => keys,
-            Some(Filter::And(mut parts)) if parts.iter().any(Filter::is_evaluated_on_rows) => {
+            Some(Filter::And(mut parts)) if parts.iter().any(Filter::may_fail) => {
                 parts.push(keys);
                 Filter::And(parts)
             }
@@ -1934,7 +1934,7 @@ fn run_delta(
             row[c] = delta.column(c)[r].clone();
         }
         if let Some(filter) = filter_expr
-            && !filter_row(filter, &row, params)?
+            && !filter.passes_row(&row, params)?
         {
             continue;
         }
@@ -1980,23 +1980,7 @@ fn run_delta(
     })
 }
 
-/// Evaluates a compiled filter on one row of values (the delta, lookups' residual predicates): TRUE only.
-/// Whether a row passes a WHERE or HAVING clause. Its conjuncts are PostgreSQL's list of quals: the first that is
-/// not TRUE (FALSE or NULL) drops the row, and those after it are not evaluated (`WHERE NULL AND 1 / 0 > 0` raises
-/// nothing). Inside an expression an AND goes on after a NULL, as it must to tell FALSE from NULL.
-fn filter_row(filter: &Filter, row: &[Value], params: &[Value]) -> Result<bool, ExecError> {
-    if let Filter::And(parts) = filter {
-        for part in crate::filter::cheap_first(parts) {
-            if filter_row3(part, row, params)? != Some(true) {
-                return Ok(false);
-            }
-        }
-        return Ok(true);
-    }
-    Ok(filter_row3(filter, row, params)? == Some(true))
-}
-
-/// [`filter_row`] for a clause not compiled into a [`Filter`] (over rows an operator produced).
+/// [`Filter::passes_row`] for a clause not compiled into a [`Filter`] (over rows an operator produced).
 fn passes(filter: &Expr, row: &[Value], params: &[Value]) -> Result<bool, ExecError> {
     match filter {
         Expr::Binary { op: BinaryOp::And, left, right, .. } => {
@@ -2004,78 +1988,6 @@ fn passes(filter: &Expr, row: &[Value], params: &[Value]) -> Result<bool, ExecEr
         }
         _ => Ok(matches!(filter.eval(row, params)?, Value::Bool(true))),
     }
-}
-
-fn filter_row3(filter: &Filter, row: &[Value], params: &[Value]) -> Result<Option<bool>, ExecError> {
-    use crate::expr::compare;
-    use crate::filter::TextBound;
-    Ok(match filter {
-        Filter::True => Some(true),
-        Filter::False => Some(false),
-        Filter::Unknown => None,
-        Filter::IntRange { column, low, high } => match &row[*column] {
-            Value::Int(v) => Some(low <= v && v <= high),
-            Value::Bool(b) => Some(*low <= i64::from(*b) && i64::from(*b) <= *high),
-            _ => None,
-        },
-        Filter::TextRange { column, low, high } => match &row[*column] {
-            Value::Text(text) => {
-                let bytes = text.as_bytes();
-                let above = match low {
-                    TextBound::Unbounded => true,
-                    TextBound::Inclusive(s) => bytes >= s.as_bytes(),
-                    TextBound::Exclusive(s) => bytes > s.as_bytes(),
-                };
-                let below = match high {
-                    TextBound::Unbounded => true,
-                    TextBound::Inclusive(s) => bytes <= s.as_bytes(),
-                    TextBound::Exclusive(s) => bytes < s.as_bytes(),
-                };
-                Some(above && below)
-            }
-            _ => None,
-        },
-        Filter::DoubleCompare { column, op, value } => match compare(*op, &row[*column], &Value::Double(*value)) {
-            Value::Bool(b) => Some(b),
-            _ => None,
-        },
-        Filter::IsNull { column, negated } => Some(row[*column].is_null() != *negated),
-        Filter::IntKeys { column, keys, .. } => match &row[*column] {
-            Value::Int(v) => Some(keys.contains(*v)),
-            _ => None,
-        },
-        Filter::Rows(expr) => match expr.eval(row, params)? {
-            Value::Bool(b) => Some(b),
-            _ => None,
-        },
-        Filter::TextCodes(predicate) => match predicate.expr().eval(row, params)? {
-            Value::Bool(b) => Some(b),
-            _ => None,
-        },
-        Filter::And(parts) => {
-            let mut result = Some(true);
-            for part in crate::filter::cheap_first(parts) {
-                match filter_row3(part, row, params)? {
-                    Some(false) => return Ok(Some(false)),
-                    None => result = None,
-                    Some(true) => {}
-                }
-            }
-            result
-        }
-        Filter::Or(parts) => {
-            let mut result = Some(false);
-            for part in crate::filter::cheap_first(parts) {
-                match filter_row3(part, row, params)? {
-                    Some(true) => return Ok(Some(true)),
-                    None => result = None,
-                    Some(false) => {}
-                }
-            }
-            result
-        }
-        Filter::Not(inner) => filter_row3(inner, row, params)?.map(|b| !b),
-    })
 }
 
 /// Produces the rows of `plan` after its tasks have run.
@@ -3460,7 +3372,7 @@ pub fn run_lookup(lookup: &LookupPlan, params: &[Value]) -> Result<(Vec<Vec<Valu
             row[c] = snapshot.value(u64::from(found), c).unwrap_or(Value::Null);
         }
         if let Some(residual) = &residual
-            && !filter_row(residual, &row, params)?
+            && !residual.passes_row(&row, params)?
         {
             continue;
         }

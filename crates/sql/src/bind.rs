@@ -643,7 +643,12 @@ impl<'a> Binder<'a> {
             E::UnaryOp { op, expr: operand } => {
                 let inner = self.bind_expr(operand, scope)?;
                 match op {
-                    UnaryOperator::Not => Ok(Expr::Not(Box::new(self.expect_boolean(inner, "NOT")?))),
+                    UnaryOperator::Not => match self.expect_boolean(inner, "NOT")? {
+                        Expr::Literal { value: Value::Bool(b), .. } => {
+                            Ok(Expr::literal(Value::Bool(!b), DataType::Boolean))
+                        }
+                        inner => Ok(Expr::Not(Box::new(inner))),
+                    },
                     UnaryOperator::Minus => {
                         // The negation of a signed number is a constant, typed like a literal of its value
                         // (PostgreSQL folds `-(-2147483648)` into the bigint 2147483648). Not that of any constant:
@@ -1068,7 +1073,19 @@ impl<'a> Binder<'a> {
                 let name = if op == BinaryOp::And { "AND" } else { "OR" };
                 let left = self.expect_boolean(left, name)?;
                 let right = self.expect_boolean(right, name)?;
-                Ok(binary(left, right, DataType::Boolean))
+                // As PostgreSQL folds constants before it runs anything: `x AND false` is false and `x OR true`
+                // true, whatever `x` would have raised; `x AND true` and `x OR false` are `x`.
+                let deciding = op == BinaryOp::Or;
+                let constant = |e: &Expr| match e {
+                    Expr::Literal { value: Value::Bool(b), .. } => Some(*b),
+                    _ => None,
+                };
+                Ok(match (constant(&left), constant(&right)) {
+                    (Some(b), _) | (_, Some(b)) if b == deciding => Expr::literal(Value::Bool(b), DataType::Boolean),
+                    (Some(_), _) => right,
+                    (_, Some(_)) => left,
+                    _ => binary(left, right, DataType::Boolean),
+                })
             }
             // `||` needs a text operand (an untyped literal is one); the other is cast to text.
             BinaryOp::Concat if left.data_type() == DataType::Text || right.data_type() == DataType::Text => {

@@ -937,7 +937,10 @@ impl Session {
             results.push(self.executor_run(&plan, params, sql)?.rows);
         }
         let substitute = |e: &numadb_execution::Expr| e.substitute_subqueries(&results);
+        // Compiled as a scan's WHERE is, so that its conjuncts are evaluated in the same order (those that cannot
+        // fail first): `DELETE … WHERE m::bigint > 15 AND i = 1000` fails only where SELECT would.
         let filter = change.filter.as_ref().map(substitute).transpose()?;
+        let filter = filter.map(|f| numadb_execution::filter::compile(&f, params)).transpose()?;
         let assignments = match &change.assignments {
             Some(assignments) => {
                 Some(assignments.iter().map(|(c, e)| Ok((*c, substitute(e)?))).collect::<Result<Vec<_>, ExecError>>()?)
@@ -965,7 +968,7 @@ impl Session {
                 }
             }
             if let Some(filter) = &filter
-                && !matches!(filter.eval(row, params)?, Value::Bool(true))
+                && !filter.passes_row(row, params)?
             {
                 return Ok(RowChange::Keep);
             }
