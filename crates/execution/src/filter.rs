@@ -10,6 +10,7 @@
 //! Anything else (comparisons between two columns, arithmetic) falls back to evaluating the expression row by
 //! row on decoded values: correct for every expression, fast only for the compiled shapes.
 
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -403,7 +404,11 @@ fn rows_filter(expr: &Expr) -> Filter {
             ) && !expr.is_volatile()
                 && !expr.any_node(&|node| matches!(node, Expr::Subquery { .. } | Expr::QuantifiedSubquery { .. })) =>
         {
-            Filter::TextCodes(Arc::new(TextPredicate { column, expr: expr.clone(), verdicts: Mutex::new(Vec::new()) }))
+            Filter::TextCodes(Arc::new(TextPredicate {
+                column,
+                expr: expr.clone(),
+                verdicts: Mutex::new(HashMap::new()),
+            }))
         }
         _ => Filter::Rows(expr.clone()),
     }
@@ -430,7 +435,7 @@ pub struct TextPredicate {
     expr: Expr,
     /// Per partition (by address: the statement's snapshot holds its partitions), its verdicts once made; `None`
     /// in them where some string failed.
-    verdicts: Mutex<Vec<(usize, PartitionVerdicts)>>,
+    verdicts: Mutex<HashMap<usize, PartitionVerdicts>>,
 }
 
 /// A partition's verdicts, made once by the first task that needs them; `None` where some string failed.
@@ -483,14 +488,7 @@ impl TextPredicate {
         let slot = {
             let mut verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
             let address = partition as *const Partition as usize;
-            match verdicts.iter().find(|(a, _)| *a == address) {
-                Some((_, slot)) => Arc::clone(slot),
-                None => {
-                    let slot = Arc::new(OnceLock::new());
-                    verdicts.push((address, Arc::clone(&slot)));
-                    slot
-                }
-            }
+            Arc::clone(verdicts.entry(address).or_default())
         };
         if slot.get().is_none() {
             // The rows left to decide in the whole partition, as this part of it has them.

@@ -1008,15 +1008,15 @@ thread_local! {
         std::cell::RefCell::new(std::collections::HashMap::new());
 }
 
-/// `f` of the compiled `pattern` (a Rust `regex`, whose syntax is PostgreSQL's for everyday patterns: classes,
-/// `[[:alpha:]]`, `\d \w \s`, quantifiers, groups, alternation, anchors; back-references and look-around are
-/// refused with 2201B).
+/// `f` of the compiled `pattern`: PostgreSQL's syntax for everyday patterns (classes, `[[:alpha:]]`, `\d \w \s`,
+/// quantifiers, groups, alternation, anchors) brought to a Rust `regex` by [`postgres_pattern`]; back-references
+/// and look-around are refused with 2201B.
 fn with_regex<T>(pattern: &str, case_insensitive: bool, f: impl FnOnce(&regex::Regex) -> T) -> Result<T, ExecError> {
     REGEXES.with(|cache| {
         let mut cache = cache.borrow_mut();
         let key = (pattern.to_string(), case_insensitive);
         if !cache.contains_key(&key) {
-            let regex = regex::RegexBuilder::new(pattern)
+            let regex = regex::RegexBuilder::new(&postgres_pattern(pattern))
                 .case_insensitive(case_insensitive)
                 .size_limit(REGEX_SIZE_MAX_BYTES)
                 .build()
@@ -1034,6 +1034,101 @@ fn with_regex<T>(pattern: &str, case_insensitive: bool, f: impl FnOnce(&regex::R
         }
         Ok(f(&cache[&key]))
     })
+}
+
+/// A PostgreSQL regular expression (an ARE) in the `regex` crate's syntax, where the two differ on what a pattern
+/// matches. PostgreSQL's classes are its locale's (here a UTF-8 one: Unicode letters, ASCII digits):
+///
+/// - `.` and a negated class match a newline (`(?s)`);
+/// - `\d` and `\D` are ASCII digits (the crate's are Unicode's); `\w` and `\s` are Unicode's in both;
+/// - `[:alpha:]`, `[:upper:]`, `[:lower:]`, `[:alnum:]` and `[:space:]` are Unicode's (the crate's are ASCII);
+/// - `\y \Y \m \M \Z` are word boundaries and the end of the text (`\b`, `\B`, `\b{start}`, `\b{end}`, `\z`),
+///   and `\b` a backspace;
+/// - in a bracket expression `[` (other than `[:`, `[=`, `[.`), `&` and `~` are literal, where the crate
+///   nests classes and takes `&&` and `~~` as set operations.
+///
+/// Anything else is passed on as written.
+fn postgres_pattern(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len() + 8);
+    out.push_str("(?s)");
+    let mut chars = pattern.chars().peekable();
+    // Inside a bracket expression, and whether a `]` there would be its first character (so literal).
+    let mut in_class = false;
+    let mut class_start = false;
+    while let Some(c) = chars.next() {
+        if in_class {
+            let first = std::mem::replace(&mut class_start, false);
+            match c {
+                '^' if first && out.ends_with('[') => {
+                    out.push('^');
+                    class_start = true;
+                }
+                ']' if first => out.push_str("\\]"),
+                ']' => {
+                    out.push(']');
+                    in_class = false;
+                }
+                '[' if chars.peek() == Some(&':') => {
+                    chars.next();
+                    let mut name = String::new();
+                    while let Some(inner) = chars.next() {
+                        if inner == ':' && chars.peek() == Some(&']') {
+                            chars.next();
+                            break;
+                        }
+                        name.push(inner);
+                    }
+                    match name.as_str() {
+                        "alpha" => out.push_str("\\p{Alphabetic}"),
+                        "upper" => out.push_str("\\p{Uppercase}"),
+                        "lower" => out.push_str("\\p{Lowercase}"),
+                        "alnum" => out.push_str("\\p{Alphabetic}\\p{Nd}"),
+                        "space" => out.push_str("\\s"),
+                        other => out.push_str(&format!("[:{other}:]")),
+                    }
+                }
+                '[' if matches!(chars.peek(), Some('=' | '.')) => out.push('['),
+                '[' | '&' | '~' => {
+                    out.push('\\');
+                    out.push(c);
+                }
+                '\\' => match chars.next() {
+                    Some('d') => out.push_str("0-9"),
+                    Some(other) => {
+                        out.push('\\');
+                        out.push(other);
+                    }
+                    None => out.push_str("\\\\"),
+                },
+                other => out.push(other),
+            }
+            continue;
+        }
+        match c {
+            '[' => {
+                out.push('[');
+                in_class = true;
+                class_start = true;
+            }
+            '\\' => match chars.next() {
+                Some('d') => out.push_str("[0-9]"),
+                Some('D') => out.push_str("[^0-9]"),
+                Some('b') => out.push_str("\\x08"),
+                Some('y') => out.push_str("\\b"),
+                Some('Y') => out.push_str("\\B"),
+                Some('m') => out.push_str("\\b{start}"),
+                Some('M') => out.push_str("\\b{end}"),
+                Some('Z') => out.push_str("\\z"),
+                Some(other) => {
+                    out.push('\\');
+                    out.push(other);
+                }
+                None => out.push('\\'),
+            },
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// A PostgreSQL replacement string (`\1`…`\9` a group, `\&` the match, `\\` a backslash) in the `regex`
@@ -1371,6 +1466,31 @@ mod tests {
         assert_eq!(matches("NumaDB", "^numa", ""), Value::Bool(false));
         assert_eq!(matches("NumaDB", "^numa", "i"), Value::Bool(true));
         assert_eq!(matches("a1b22", "[[:digit:]]{2}", ""), Value::Bool(true));
+        // What PostgreSQL 15 (UTF-8) answers for each, where the crate's own syntax would answer otherwise.
+        for (s, p, expected) in [
+            ("a\nb", "a.b", true),
+            ("a\nb", "a[^x]b", true),
+            ("٣", "\\d", false),
+            ("٣", "[\\d]", false),
+            ("٣", "\\w", true),
+            ("é", "\\w", true),
+            ("é", "^\\W$", false),
+            ("é", "[[:alpha:]]", true),
+            ("É", "^[[:upper:]]$", true),
+            ("٣", "[[:alnum:]]", true),
+            ("foo bar", "\\yfoo\\y", true),
+            ("foobar", "foo\\y", false),
+            ("foo bar", "\\mbar\\M", true),
+            ("a[b", "[[]", true),
+            ("a&b", "^a[&&]b$", true),
+            ("a~b", "^a[~~]b$", true),
+            ("x]", "[]]", true),
+            ("a^", "[^^]", true),
+            ("^", "^[^^]$", false),
+            ("ab", "b\\Z", true),
+        ] {
+            assert_eq!(matches(s, p, ""), Value::Bool(expected), "{s:?} ~ {p:?}");
+        }
         assert_eq!(code(RegexpLike, &[text("x"), text("(")]), "2201B");
         assert_eq!(code(RegexpLike, &[text("x"), text("(a)\\1")]), "2201B", "no back-references");
         assert_eq!(code(RegexpLike, &[text("x"), text("x"), text("q")]), "22023");

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use numadb_storage::{DataType, Table, Value};
+use numadb_storage::{DataType, Partition, Table, Value};
 
 use crate::aggregate::AggregateCall;
 use crate::error::ExecError;
@@ -518,7 +518,11 @@ impl Plan {
                     out,
                     "{indent}{arrow}Parallel Scan on {} ({})",
                     scan.table.name(),
-                    output_kind(&scan.output, scan.join_keys.as_ref().is_some_and(|keys| keys.probe.is_some()))
+                    output_kind(
+                        &scan.output,
+                        scan.join_keys.as_ref().is_some_and(|keys| keys.probe.is_some()),
+                        &scan.table.snapshot().partitions
+                    )
                 );
                 if let Some(filter) = &scan.filter {
                     let _ = writeln!(out, "{indent}      Filter: {}", show_expr(filter, &column_names(&scan.table)));
@@ -533,7 +537,7 @@ impl Plan {
                     "{indent}{arrow}Index Lookup on {} using {} ({})",
                     lookup.table.name(),
                     names.get(lookup.column).map(String::as_str).unwrap_or("?"),
-                    output_kind(&lookup.output, true)
+                    output_kind(&lookup.output, true, &[])
                 );
                 let _ = writeln!(out, "{indent}      Key: {}", show_expr(&lookup.key, &names));
                 if let Some(residual) = &lookup.residual {
@@ -673,14 +677,18 @@ fn map_aggregation(
     Ok((group_by, aggregates))
 }
 
-/// What a scan (or lookup) produces; `joined` when it aggregates rows joined with another input's, or runs on the
-/// session's thread, which keep a partial per domain whatever the grouping.
-fn output_kind(output: &ScanOutput, joined: bool) -> &'static str {
+/// What a scan (or lookup) of `partitions` produces; `joined` when it aggregates rows joined with another input's,
+/// or runs on the session's thread, which keep a partial per domain whatever the grouping.
+fn output_kind(output: &ScanOutput, joined: bool, partitions: &[Arc<Partition>]) -> &'static str {
     match output {
         ScanOutput::Rows(_) => "rows",
         ScanOutput::Aggregate { sets: Some(_), .. } => "hash aggregate by grouping sets, partial per domain",
         ScanOutput::Aggregate { group_by, .. } if group_by.is_empty() => "aggregate",
-        _ if !joined && crate::group::merges_by_partition(output) => {
+        ScanOutput::Aggregate { group_by, aggregates, .. }
+            if !joined
+                && crate::group::merges_by_partition(output)
+                && crate::textkeys::TextKeys::would_number(group_by, aggregates, partitions) =>
+        {
             "hash aggregate, partial per worker, merged in partitions of the groups"
         }
         ScanOutput::Aggregate { .. } => "hash aggregate, partial per domain",

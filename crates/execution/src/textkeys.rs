@@ -119,6 +119,16 @@ impl TextKeys {
         Some(TextKeys { slots, keys: group_by.len() })
     }
 
+    /// Whether [`TextKeys::new`] numbers these keys' and arguments' text columns over `partitions`, without
+    /// numbering them (what EXPLAIN says of the merge).
+    pub(crate) fn would_number(group_by: &[Expr], aggregates: &[AggregateCall], partitions: &[Arc<Partition>]) -> bool {
+        let mut columns = group_by.iter().chain(aggregates.iter().filter_map(|call| call.argument.as_ref()));
+        columns.all(|column| match column {
+            Expr::Column { index, data_type: DataType::Text, .. } => is_numbered(*index, partitions),
+            _ => true,
+        })
+    }
+
     /// Key `key`'s numbering, if it is a text column.
     pub(crate) fn key(&self, key: usize) -> Option<&TextKey> {
         self.slots[..self.keys].get(key).and_then(Option::as_ref)
@@ -193,13 +203,17 @@ fn dictionary(partition: &Partition, column: usize) -> Option<&Dictionary> {
 
 /// The numbering of column `column`'s strings over `partitions`: kept from an earlier scan of the same
 /// partitions, or made (and kept); `None` past [`NUMBERING_STRINGS_MAX`] strings.
+/// Whether a text column of `partitions` has few enough strings to be numbered ([`NUMBERING_STRINGS_MAX`]).
+fn is_numbered(column: usize, partitions: &[Arc<Partition>]) -> bool {
+    let strings = || partitions.iter().map(|partition| dictionary(partition, column).map_or(0, Dictionary::len));
+    partitions.len() <= 1 || strings().sum::<usize>() <= NUMBERING_STRINGS_MAX
+}
+
 fn numbering_of(column: usize, partitions: &[Arc<Partition>]) -> Option<Arc<Numbering>> {
     if partitions.len() <= 1 {
         return Some(Arc::new(Numbering { numbers: Vec::new(), sources: Vec::new() }));
     }
-    let strings: usize =
-        partitions.iter().map(|partition| dictionary(partition, column).map_or(0, Dictionary::len)).sum();
-    if strings > NUMBERING_STRINGS_MAX {
+    if !is_numbered(column, partitions) {
         return None;
     }
     let same = |kept: &KeptNumbering| {

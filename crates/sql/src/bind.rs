@@ -585,6 +585,46 @@ impl<'a> Binder<'a> {
                 let negated = matches!(op, BinaryOperator::PGRegexNotMatch | BinaryOperator::PGRegexNotIMatch);
                 Ok(if negated { Expr::Not(Box::new(matches)) } else { matches })
             }
+            // numadb orders and compares text byte by byte, which is the C collation (and, for UTF-8, ucs_basic's
+            // code-point order): naming it changes nothing; any other collation is refused.
+            E::Collate { expr: inner, collation } => {
+                let name = object_name(collation).last().cloned().unwrap_or_default();
+                if !matches!(name.as_str(), "C" | "POSIX" | "ucs_basic" | "default") {
+                    return Err(ExecError::new(
+                        sqlstate::FEATURE_NOT_SUPPORTED,
+                        format!("collation \"{name}\" is not supported"),
+                    )
+                    .with_hint("numadb compares text byte by byte, as the collation \"C\" does"));
+                }
+                let inner = self.bind_expr(inner, scope)?;
+                if inner.data_type() != DataType::Text {
+                    return Err(ExecError::new(
+                        sqlstate::DATATYPE_MISMATCH,
+                        format!("collations are not supported by type {}", inner.data_type()),
+                    ));
+                }
+                Ok(inner)
+            }
+            // `~~`, `~~*`, `!~~`, `!~~*`: PostgreSQL's spellings of [NOT] LIKE and ILIKE.
+            E::BinaryOp {
+                left,
+                op:
+                    op @ (BinaryOperator::PGLikeMatch
+                    | BinaryOperator::PGILikeMatch
+                    | BinaryOperator::PGNotLikeMatch
+                    | BinaryOperator::PGNotILikeMatch),
+                right,
+            } => {
+                let case_insensitive = matches!(op, BinaryOperator::PGILikeMatch | BinaryOperator::PGNotILikeMatch);
+                let operator = op.to_string();
+                Ok(Expr::Like {
+                    expr: Box::new(self.text_operand(left, scope, &operator)?),
+                    pattern: Box::new(self.text_operand(right, scope, &operator)?),
+                    negated: matches!(op, BinaryOperator::PGNotLikeMatch | BinaryOperator::PGNotILikeMatch),
+                    case_insensitive,
+                    escape: Some('\\'),
+                })
+            }
             E::SimilarTo { .. } => self.special_function(expr, scope)?.ok_or_else(|| unsupported("SIMILAR TO")),
             // `x ^ y` is `power(x, y)`.
             E::BinaryOp { left, op: BinaryOperator::PGExp, right } => {

@@ -431,6 +431,9 @@ fn text_keys_numbered_across_partitions_are_the_groups_of_the_rows() {
     let summary = (int(&row[0]), int(&row[1]), int(&row[2]), text(&row[3]), text(&row[4]));
     let want = (Some(300_000), Some(393_216), Some(2), Some("m0".to_string()), Some("m99999".to_string()));
     assert_eq!(summary, want, "{sql}");
+    let plan = session.execute_one("EXPLAIN SELECT s, count(*) FROM many GROUP BY s").unwrap().rows;
+    let plan: Vec<String> = plan.iter().map(|row| row[0].to_string()).collect();
+    assert!(plan.iter().any(|line| line.contains("hash aggregate, partial per domain")), "{plan:?}");
     let sql = "SELECT s, GROUPING(s), count(*) FROM tk GROUP BY GROUPING SETS ((s), ())";
     let mut by_set: BTreeMap<Option<String>, i64> = BTreeMap::new();
     let mut total = None;
