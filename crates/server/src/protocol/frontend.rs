@@ -365,13 +365,10 @@ impl<'a> Reader<'a> {
         Ok(u32::from_be_bytes(self.array()?))
     }
 
-    /// A 16-bit element count, checked against the bytes left (each element takes at least `element_bytes`).
+    /// A 16-bit element count, unsigned as PostgreSQL reads it (up to 65 535 parameters), checked against the
+    /// bytes left (each element takes at least `element_bytes`).
     fn count(&mut self, element_bytes: usize) -> Result<usize, DecodeError> {
-        let count = self.i16()?;
-        if count < 0 {
-            return Err(DecodeError::malformed(format!("invalid count {count}")));
-        }
-        let count = count as usize;
+        let count = usize::from(u16::from_be_bytes(self.array()?));
         if count * element_bytes > self.remaining() {
             return Err(Self::insufficient());
         }

@@ -39,6 +39,13 @@ with psycopg.connect(url) as conn:
                 assert row is None, row
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
 
+    # Up to 65 535 parameters, as PostgreSQL takes (the protocol's count is an unsigned 16-bit number).
+    with conn.cursor() as cur:
+        many = list(range(40_000))
+        cur.execute("SELECT greatest(" + ", ".join(["%s::int"] * len(many)) + ")", many, prepare=True)
+        assert cur.fetchone() == (39_999,)
+    conn.commit()
+
     # Binary results, every type.
     with conn.cursor(binary=True) as cur:
         cur.execute("SELECT id, name, score, visits, member FROM people ORDER BY id")
