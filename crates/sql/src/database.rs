@@ -624,7 +624,17 @@ impl Session {
                         // reads the table as it was.
                         let output = self.run_query(&query, params, sql)?;
                         evaluated.reserve(output.rows.len());
-                        for row in output.rows {
+                        // Every column in the table's order: each row is the table's as it is, cast in place.
+                        let in_order = targets.len() == table.columns().len()
+                            && targets.iter().enumerate().all(|(position, &column)| position == column);
+                        for mut row in output.rows {
+                            if in_order && row.len() == targets.len() {
+                                for (value, definition) in row.iter_mut().zip(table.columns()) {
+                                    *value = cast(std::mem::replace(value, Value::Null), definition.data_type)?;
+                                }
+                                evaluated.push(row);
+                                continue;
+                            }
                             let mut full = vec![Value::Null; table.columns().len()];
                             for (value, &column) in row.into_iter().zip(&targets) {
                                 full[column] = cast(value, table.columns()[column].data_type)?;
