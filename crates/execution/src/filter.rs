@@ -303,11 +303,15 @@ fn compile_comparison(op: BinaryOp, left: &Expr, right: &Expr, params: &[Value])
 /// Compiles a boolean expression over a table's columns (parameters substituted).
 pub fn compile(expr: &Expr, params: &[Value]) -> Result<Filter, ExecError> {
     let compiled = match expr {
-        Expr::Literal { value, .. } => match value {
-            Value::Bool(true) => Filter::True,
-            Value::Bool(false) => Filter::False,
-            _ => Filter::Unknown,
-        },
+        // A parameter is a constant for the statement, as PostgreSQL's custom plans take it: `… AND $1` with
+        // $1 false decides every row before anything else runs.
+        Expr::Literal { .. } | Expr::Param { data_type: DataType::Boolean, .. } => {
+            match constant(expr, params)?.unwrap_or(Value::Null) {
+                Value::Bool(true) => Filter::True,
+                Value::Bool(false) => Filter::False,
+                _ => Filter::Unknown,
+            }
+        }
         Expr::Binary { op: BinaryOp::And, left, right, .. } => {
             let mut parts = Vec::new();
             for part in [compile(left, params)?, compile(right, params)?] {
@@ -316,7 +320,7 @@ pub fn compile(expr: &Expr, params: &[Value]) -> Result<Filter, ExecError> {
                     other => parts.push(other),
                 }
             }
-            Filter::And(parts)
+            Filter::And(by_cost(parts))
         }
         Expr::Binary { op: BinaryOp::Or, left, right, .. } => {
             let mut parts = Vec::new();
@@ -326,12 +330,12 @@ pub fn compile(expr: &Expr, params: &[Value]) -> Result<Filter, ExecError> {
                     other => parts.push(other),
                 }
             }
-            Filter::Or(parts)
+            Filter::Or(by_cost(parts))
         }
         Expr::Binary { op, left, right, .. } if op.is_comparison() => {
             compile_comparison(*op, left, right, params)?.unwrap_or_else(|| rows_filter(expr))
         }
-        Expr::Not(inner) => Filter::Not(Box::new(compile(inner, params)?)),
+        Expr::Not(inner) => negate(compile(inner, params)?),
         Expr::IsNull { expr: inner, negated } => match column_of(inner) {
             Some((column, _)) => Filter::IsNull { column, negated: *negated },
             None => rows_filter(expr),
@@ -390,6 +394,21 @@ pub fn compile(expr: &Expr, params: &[Value]) -> Result<Filter, ExecError> {
         _ => rows_filter(expr),
     };
     Ok(compiled)
+}
+
+/// `NOT filter`, pushed down through AND and OR (De Morgan's laws, which hold in three-valued logic) and taken
+/// off a NOT, as PostgreSQL does before it orders a qual's clauses: `a AND NOT (b OR c)` is the three clauses
+/// `a`, `NOT b` and `NOT c`, and the cheapest decides first (`z > 0` before `sqrt(d) > 0`).
+fn negate(filter: Filter) -> Filter {
+    match filter {
+        Filter::True => Filter::False,
+        Filter::False => Filter::True,
+        Filter::Unknown => Filter::Unknown,
+        Filter::Not(inner) => *inner,
+        Filter::And(parts) => Filter::Or(parts.into_iter().map(negate).collect()),
+        Filter::Or(parts) => Filter::And(parts.into_iter().map(negate).collect()),
+        other => Filter::Not(Box::new(other)),
+    }
 }
 
 /// An expression the kernels do not take, as a leaf: per string of a text column's dictionaries where it reads
@@ -562,6 +581,19 @@ impl Filter {
     /// [`Filter::TextCodes`] falls back to it).
     pub(crate) fn is_evaluated_on_rows(&self) -> bool {
         matches!(self, Filter::Rows(_) | Filter::TextCodes(_))
+    }
+
+    /// What evaluating the filter on a row costs, as PostgreSQL estimates a clause (one per operator, function
+    /// and cast, two for a cast from text, which prints and parses): what orders the parts that may fail.
+    pub(crate) fn cost(&self) -> usize {
+        match self {
+            Filter::And(parts) | Filter::Or(parts) => parts.iter().map(Filter::cost).sum(),
+            Filter::Not(inner) => inner.cost(),
+            Filter::Rows(expr) => expr_cost(expr),
+            Filter::TextCodes(predicate) => expr_cost(&predicate.expr),
+            Filter::True | Filter::False | Filter::Unknown => 0,
+            _ => 1,
+        }
     }
 
     /// Whether evaluating the filter may raise an error: it has a leaf evaluated on rows (a cast, a division),
@@ -942,12 +974,45 @@ impl Filter {
 
 /// An AND's or OR's parts in the order they are evaluated: those that cannot fail (the kernels' leaves, and
 /// NOTs, ANDs and ORs of them) first, then those that may ([`Filter::may_fail`]: expressions evaluated on rows,
-/// or per string, which may fall back to rows, and what holds them), in the order written; a row one of them
-/// decides is not evaluated by the rest. PostgreSQL likewise evaluates a qual's cheaper clauses first and stops
-/// at the first that decides.
+/// or per string, which may fall back to rows, and what holds them), the cheapest first ([`Filter::cost`]) and
+/// otherwise in the order written; a row one of them decides is not evaluated by the rest. PostgreSQL likewise
+/// evaluates a qual's cheaper clauses first and stops at the first that decides: `b + 1 > 0 AND s LIKE 'x%'`
+/// tests the LIKE first, and raises no overflow where it is false.
+///
+/// [`compile`] puts the parts that may fail in order of cost ([`by_cost`]); this takes those that cannot before
+/// them (such as join keys added after compiling) and keeps the rest in their order.
 pub(crate) fn cheap_first(parts: &[Filter]) -> impl Iterator<Item = &Filter> {
     let may_fail = |part: &&Filter| part.may_fail();
     parts.iter().filter(move |p| !may_fail(p)).chain(parts.iter().filter(may_fail))
+}
+
+/// An AND's or OR's parts, those that may fail sorted by cost (stably: of equal cost, in the order written).
+fn by_cost(mut parts: Vec<Filter>) -> Vec<Filter> {
+    parts.sort_by_cached_key(|part| if part.may_fail() { part.cost() } else { 0 });
+    parts
+}
+
+/// PostgreSQL's estimate of an expression's cost per row, in operators ([`Filter::cost`]).
+fn expr_cost(expr: &Expr) -> usize {
+    let cost = std::cell::Cell::new(0usize);
+    expr.any_node(&|node| {
+        cost.set(
+            cost.get()
+                + match node {
+                    Expr::Binary { op: BinaryOp::And | BinaryOp::Or, .. } => 0,
+                    Expr::Binary { .. } | Expr::Negate { .. } | Expr::Like { .. } | Expr::Function { .. } => 1,
+                    Expr::Between { .. } => 2,
+                    Expr::InList { list, .. } => list.len().div_ceil(2),
+                    Expr::InSet { .. } => 1,
+                    Expr::Cast { expr, .. } if expr.data_type() == DataType::Text => 2,
+                    Expr::Cast { .. } => 1,
+                    Expr::Subquery { .. } | Expr::QuantifiedSubquery { .. } => 100,
+                    _ => 0,
+                },
+        );
+        false
+    });
+    cost.get()
 }
 
 /// A leaf evaluated on rows (an expression the kernels do not take): a block at a time where

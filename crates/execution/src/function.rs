@@ -714,8 +714,17 @@ impl ScalarFunction {
                 let options = RegexOptions::parse(&flags, true)?;
                 let (source, replacement) = (text(0)?, postgres_replacement(&text(2)?));
                 let replaced = with_regex(&text(1)?, options.case_insensitive, |regex| {
-                    let limit = if options.global { 0 } else { 1 };
-                    regex.replacen(&source, limit, replacement.as_str()).into_owned()
+                    let mut out = String::with_capacity(source.len());
+                    let mut copied = 0;
+                    for_each_match(regex, &source, |captures| {
+                        let whole = captures.get(0).expect("a match has group 0");
+                        out.push_str(&source[copied..whole.start()]);
+                        captures.expand(&replacement, &mut out);
+                        copied = whole.end();
+                        options.global
+                    });
+                    out.push_str(&source[copied..]);
+                    out
                 })?;
                 text_fits(replaced.len())?;
                 text_value(replaced)
@@ -734,7 +743,12 @@ impl ScalarFunction {
                 // From character `start` (1-based) on.
                 let skipped = source.char_indices().nth((start - 1) as usize).map_or(source.len(), |(byte, _)| byte);
                 let count = with_regex(&text(1)?, options.case_insensitive, |regex| {
-                    regex.find_iter(&source[skipped..]).count()
+                    let mut count = 0;
+                    for_each_match(regex, &source[skipped..], |_| {
+                        count += 1;
+                        true
+                    });
+                    count
                 })?;
                 Value::Int(count as i64)
             }
@@ -1016,7 +1030,7 @@ fn with_regex<T>(pattern: &str, case_insensitive: bool, f: impl FnOnce(&regex::R
         let mut cache = cache.borrow_mut();
         let key = (pattern.to_string(), case_insensitive);
         if !cache.contains_key(&key) {
-            let regex = regex::RegexBuilder::new(&postgres_pattern(pattern))
+            let regex = regex::RegexBuilder::new(&postgres_pattern(pattern)?)
                 .case_insensitive(case_insensitive)
                 .size_limit(REGEX_SIZE_MAX_BYTES)
                 .build()
@@ -1036,6 +1050,24 @@ fn with_regex<T>(pattern: &str, case_insensitive: bool, f: impl FnOnce(&regex::R
     })
 }
 
+/// `f` of each match of `regex` in `text`, left to right, while `f` returns true. As in PostgreSQL, an empty match
+/// right after a match is one (`regexp_replace('abc', 'b?', '-', 'g')` is `-a--c-`), where the crate's iterators
+/// skip it.
+fn for_each_match<'t>(regex: &regex::Regex, text: &'t str, mut f: impl FnMut(regex::Captures<'t>) -> bool) {
+    let mut at = 0;
+    while let Some(captures) = regex.captures_at(text, at) {
+        let (start, end) = captures.get(0).map_or((at, at), |whole| (whole.start(), whole.end()));
+        if !f(captures) {
+            return;
+        }
+        at = match text[end..].chars().next() {
+            _ if end > start => end,
+            Some(next) => end + next.len_utf8(),
+            None => return,
+        };
+    }
+}
+
 /// A PostgreSQL regular expression (an ARE) in the `regex` crate's syntax, where the two differ on what a pattern
 /// matches. PostgreSQL's classes are its locale's (here a UTF-8 one: Unicode letters, ASCII digits):
 ///
@@ -1048,9 +1080,11 @@ fn with_regex<T>(pattern: &str, case_insensitive: bool, f: impl FnOnce(&regex::R
 ///   nests classes and takes `&&` and `~~` as set operations.
 ///
 /// Anything else is passed on as written.
-fn postgres_pattern(pattern: &str) -> String {
+fn postgres_pattern(pattern: &str) -> Result<String, ExecError> {
     let mut out = String::with_capacity(pattern.len() + 8);
     out.push_str("(?s)");
+    // PostgreSQL's word-boundary brackets, which look like a class.
+    let pattern = pattern.replace("[[:<:]]", "\\m").replace("[[:>:]]", "\\M");
     let mut chars = pattern.chars().peekable();
     // Inside a bracket expression, and whether a `]` there would be its first character (so literal).
     let mut in_class = false;
@@ -1084,7 +1118,15 @@ fn postgres_pattern(pattern: &str) -> String {
                         "lower" => out.push_str("\\p{Lowercase}"),
                         "alnum" => out.push_str("\\p{Alphabetic}\\p{Nd}"),
                         "space" => out.push_str("\\s"),
-                        other => out.push_str(&format!("[:{other}:]")),
+                        "blank" | "cntrl" | "digit" | "graph" | "print" | "punct" | "xdigit" => {
+                            out.push_str(&format!("[:{name}:]"))
+                        }
+                        _ => {
+                            return Err(ExecError::new(
+                                sqlstate::INVALID_REGULAR_EXPRESSION,
+                                "invalid regular expression: invalid character class",
+                            ));
+                        }
                     }
                 }
                 '[' if matches!(chars.peek(), Some('=' | '.')) => out.push('['),
@@ -1128,7 +1170,7 @@ fn postgres_pattern(pattern: &str) -> String {
             other => out.push(other),
         }
     }
-    out
+    Ok(out)
 }
 
 /// A PostgreSQL replacement string (`\1`…`\9` a group, `\&` the match, `\\` a backslash) in the `regex`
@@ -1488,6 +1530,9 @@ mod tests {
             ("a^", "[^^]", true),
             ("^", "^[^^]$", false),
             ("ab", "b\\Z", true),
+            ("ABC", "[[:<:]]A", true),
+            (":", "[[:<:]]", false),
+            ("ab cd", "b[[:>:]]", true),
         ] {
             assert_eq!(matches(s, p, ""), Value::Bool(expected), "{s:?} ~ {p:?}");
         }
@@ -1500,10 +1545,15 @@ mod tests {
         assert_eq!(replace(&["foobarbaz", "b(.)(.)", "[\\2\\1|\\&]", "g"]), "foo[ra|bar][za|baz]");
         assert_eq!(replace(&["a.b", "\\.", "$"]), "a$b", "a dollar sign is literal");
         assert_eq!(replace(&["ABC", "b", "x", "gi"]), "AxC");
+        // An empty match right after a match counts, as in PostgreSQL.
+        assert_eq!(replace(&["abc", "b?", "-", "g"]), "-a--c-");
+        assert_eq!(replace(&["abc", "b?", "-"]), "-abc");
+        assert_eq!(code(RegexpLike, &[text("a"), text("[[:foo:]]")]), "2201B", "no such class");
         assert_eq!(code(RegexpReplace, &[text("a"), text("a"), text("b"), text("z")]), "22023");
         let count = |args: &[Value]| call(RegexpCount, args).unwrap();
         assert_eq!(count(&[text("ababab"), text("ab")]), Value::Int(3));
         assert_eq!(count(&[text("aaaa"), text("aa")]), Value::Int(2), "matches do not overlap");
+        assert_eq!(count(&[text("abc"), text("c?")]), Value::Int(4), "empty matches, one after the c");
         assert_eq!(count(&[text("ñabab"), text("ab"), Value::Int(3)]), Value::Int(1), "from the third character");
         assert_eq!(count(&[text("ab"), text("ab"), Value::Int(9)]), Value::Int(0));
         assert_eq!(code(RegexpCount, &[text("ab"), text("ab"), Value::Int(0)]), "22023");

@@ -20,7 +20,7 @@ use numadb_storage::{ColumnData, Combine, CombinedMasks, Dictionary, IntColumn, 
 
 use crate::aggregate::{Accumulator, AggregateCall, AggregateFunction, GroupState, PartialAggregate};
 use crate::error::{ExecError, sqlstate};
-use crate::expr::{BinaryOp, Expr};
+use crate::expr::Expr;
 use crate::filter::{Filter, compile, tail_mask};
 use crate::group::{self, GroupsPart, IntGroups, KeyRange};
 use crate::keys::{KeyBitmap, KeySet};
@@ -541,6 +541,7 @@ impl ScanJob {
         let mut chunks: Vec<Vec<Vec<Value>>> = Vec::with_capacity(parts.len());
         // With an ORDER BY … LIMIT over the groups, only this task's best (those its HAVING keeps) go on.
         let having = self.top_groups.as_ref().and_then(|top| top.filter.as_ref());
+        let having = having.map(|filter| compile(filter, &self.params)).transpose()?;
         let checked = self.top_groups.as_ref().map_or(&[][..], |top| &top.checked[..]);
         let mut best = self.top_groups.as_ref().map(|top| TopRows::new(&top.top, &self.top_bound));
         let mut offered = 0;
@@ -563,8 +564,8 @@ impl ScanJob {
             };
             if let Some(best) = &mut best {
                 for row in part_rows {
-                    if let Some(filter) = having
-                        && !passes(filter, &row, &self.params)?
+                    if let Some(filter) = &having
+                        && !filter.passes_row(&row, &self.params)?
                     {
                         continue;
                     }
@@ -1978,16 +1979,6 @@ fn run_delta(
         ScanOutput::Rows(_) => TaskOutput::Rows(rows_out),
         ScanOutput::Aggregate { .. } => TaskOutput::Aggregate(partial, None),
     })
-}
-
-/// [`Filter::passes_row`] for a clause not compiled into a [`Filter`] (over rows an operator produced).
-fn passes(filter: &Expr, row: &[Value], params: &[Value]) -> Result<bool, ExecError> {
-    match filter {
-        Expr::Binary { op: BinaryOp::And, left, right, .. } => {
-            Ok(passes(left, row, params)? && passes(right, row, params)?)
-        }
-        _ => Ok(matches!(filter.eval(row, params)?, Value::Bool(true))),
-    }
 }
 
 /// Produces the rows of `plan` after its tasks have run.
@@ -3449,9 +3440,12 @@ fn post_process(
         let distinct = columns.iter().collect::<HashSet<_>>().len() == columns.len();
         distinct.then_some(columns)
     });
+    // A HAVING clause, or a WHERE over rows an operator produced, compiled as a scan's WHERE is: its parts that
+    // cannot fail first, then the cheapest (`HAVING 10 / z > 1 AND z <> 0` divides by no zero).
+    let filter = filter.map(|filter| compile(filter, params)).transpose()?;
     let kept_row = |row: &[Value]| -> Result<bool, ExecError> {
-        match filter {
-            Some(filter) => passes(filter, row, params),
+        match &filter {
+            Some(filter) => filter.passes_row(row, params),
             None => Ok(true),
         }
     };

@@ -436,6 +436,23 @@ impl<'a> Binder<'a> {
         std::mem::take(&mut *self.subqueries.borrow_mut())
     }
 
+    /// [`Binder::assign_to`] of `expr` bound from `sql`: a number written with a fraction is PostgreSQL's numeric,
+    /// which an integer column takes rounded half away from zero (`2.5` is 3), where a double rounds to even.
+    pub fn assign_written(
+        &self,
+        sql: &ast::Expr,
+        expr: Expr,
+        column: &str,
+        target: DataType,
+    ) -> Result<Expr, ExecError> {
+        match expr {
+            Expr::Literal { value: Value::Double(v), .. } if target.is_integer() && signed_number(sql) => {
+                Ok(Expr::literal(cast(Value::Double(v.round()), target)?, target))
+            }
+            expr => self.assign_to(expr, column, target),
+        }
+    }
+
     /// A value stored into a column of type `target` (INSERT's VALUES, UPDATE's SET): PostgreSQL's assignment rules, which are
     /// [`Binder::coerce_to`]'s plus any typed value into a text column (as its text).
     pub fn assign_to(&self, expr: Expr, column: &str, target: DataType) -> Result<Expr, ExecError> {
@@ -1106,7 +1123,15 @@ impl<'a> Binder<'a> {
         };
         if op.is_comparison() {
             let (left, right) = self.unify_comparison(left, right)?;
-            return Ok(binary(left, right, DataType::Boolean));
+            let comparison = binary(left, right, DataType::Boolean);
+            // Two constants compared are a constant, as PostgreSQL folds them: `x AND 1 = 0` is then false.
+            if let Expr::Binary { left, right, .. } = &comparison
+                && matches!(**left, Expr::Literal { .. })
+                && matches!(**right, Expr::Literal { .. })
+            {
+                return Ok(Expr::literal(comparison.eval(&[], &[])?, DataType::Boolean));
+            }
+            return Ok(comparison);
         }
         match op {
             BinaryOp::And | BinaryOp::Or => {
@@ -3085,6 +3110,8 @@ fn named(expr: &ast::Expr) -> (String, u8) {
             (name, 2) => (name, 2),
             _ => (cast_column_name(data_type), 1),
         },
+        // A COLLATE clause is no expression of its own: the column keeps the name of what it applies to.
+        ast::Expr::Collate { expr, .. } => named(expr),
         ast::Expr::Case { else_result, .. } => match else_result.as_deref().map(named) {
             Some((name, 2)) => (name, 2),
             _ => ("case".to_string(), 1),
@@ -3102,6 +3129,9 @@ fn cast_column_name(sql: &ast::DataType) -> String {
         T::BigInt(_) | T::Int8(_) => "int8".into(),
         T::Double(_) | T::DoublePrecision | T::Float8 => "float8".into(),
         T::Real | T::Float4 => "float4".into(),
+        // `float(p)` is a float4 up to 24 binary digits, a float8 beyond (and without p).
+        T::Float(ast::ExactNumberInfo::Precision(digits)) if *digits <= 24 => "float4".into(),
+        T::Float(_) => "float8".into(),
         T::Varchar(_) | T::CharacterVarying(_) => "varchar".into(),
         T::Char(_) | T::Character(_) => "bpchar".into(),
         T::Bool | T::Boolean => "bool".into(),

@@ -922,7 +922,7 @@ impl Session {
             }
             let definition = &table.columns()[column];
             let value = binder.bind_over_table(&table, &qualifier, &assignment.value, "UPDATE")?;
-            let value = binder.assign_to(value, &definition.name, definition.data_type)?;
+            let value = binder.assign_written(&assignment.value, value, &definition.name, definition.data_type)?;
             assignments.push((column, value));
         }
         let filter = update.selection.as_ref().map(|e| binder.bind_over_table(&table, &qualifier, e, "WHERE"));
@@ -1069,7 +1069,7 @@ impl Session {
             for (expr, &column) in row.iter().zip(&columns) {
                 let definition = &table.columns()[column];
                 let bound = binder.bind_constant(expr, None)?;
-                full[column] = binder.assign_to(bound, &definition.name, definition.data_type)?;
+                full[column] = binder.assign_written(expr, bound, &definition.name, definition.data_type)?;
             }
             rows.push(full);
         }

@@ -67,4 +67,13 @@ fn result_columns_are_named_as_postgresql_names_them() {
         .unwrap();
     let names: Vec<&str> = output.columns.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["substr", "substring", "substring", "?column?", "one"]);
+    // A cast is named by its type's internal name; a COLLATE clause keeps its operand's name.
+    let output = session
+        .execute_one(
+            "SELECT 1::integer, 1::smallint, 1::bigint, 1::double precision, 1::real, 1::float(24), 1::float,              'a'::varchar(3), 'a'::char(3), true::boolean, s COLLATE \"C\" FROM (SELECT 'x' AS s) t",
+        )
+        .unwrap();
+    let names: Vec<&str> = output.columns.iter().map(|c| c.name.as_str()).collect();
+    let want = ["int4", "int2", "int8", "float8", "float4", "float4", "float8", "varchar", "bpchar", "bool", "s"];
+    assert_eq!(names, want);
 }
