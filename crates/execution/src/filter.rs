@@ -668,24 +668,15 @@ impl Filter {
                 Value::Bool(b) => Some(b),
                 _ => None,
             },
-            Filter::And(parts) => {
-                let mut result = Some(true);
+            Filter::And(parts) | Filter::Or(parts) => {
+                // FALSE decides an AND, TRUE an OR; else UNKNOWN if a part was, the other verdict if none was.
+                let deciding = matches!(self, Filter::Or(_));
+                let mut result = Some(!deciding);
                 for part in cheap_first(parts) {
                     match part.row_verdict(row, params)? {
-                        Some(false) => return Ok(Some(false)),
+                        Some(verdict) if verdict == deciding => return Ok(Some(deciding)),
                         None => result = None,
-                        Some(true) => {}
-                    }
-                }
-                result
-            }
-            Filter::Or(parts) => {
-                let mut result = Some(false);
-                for part in cheap_first(parts) {
-                    match part.row_verdict(row, params)? {
-                        Some(true) => return Ok(Some(true)),
-                        None => result = None,
-                        Some(false) => {}
+                        Some(_) => {}
                     }
                 }
                 result
