@@ -302,16 +302,17 @@ fn compile_comparison(op: BinaryOp, left: &Expr, right: &Expr, params: &[Value])
 
 /// Compiles a boolean expression over a table's columns (parameters substituted).
 pub fn compile(expr: &Expr, params: &[Value]) -> Result<Filter, ExecError> {
+    // An expression of constants and parameters is one value for the statement, as PostgreSQL folds it before
+    // anything runs (`NULL::int = 1` is NULL, whatever the rest of the clause would raise).
+    let subquery = |node: &Expr| matches!(node, Expr::Subquery { .. } | Expr::QuantifiedSubquery { .. });
+    if expr.is_constant() && !expr.any_node(&subquery) {
+        return Ok(match expr.eval(&[], params)? {
+            Value::Bool(true) => Filter::True,
+            Value::Bool(false) => Filter::False,
+            _ => Filter::Unknown,
+        });
+    }
     let compiled = match expr {
-        // A parameter is a constant for the statement, as PostgreSQL's custom plans take it: `… AND $1` with
-        // $1 false decides every row before anything else runs.
-        Expr::Literal { .. } | Expr::Param { data_type: DataType::Boolean, .. } => {
-            match constant(expr, params)?.unwrap_or(Value::Null) {
-                Value::Bool(true) => Filter::True,
-                Value::Bool(false) => Filter::False,
-                _ => Filter::Unknown,
-            }
-        }
         Expr::Binary { op: BinaryOp::And, left, right, .. } => {
             let mut parts = Vec::new();
             for part in [compile(left, params)?, compile(right, params)?] {
@@ -320,7 +321,7 @@ pub fn compile(expr: &Expr, params: &[Value]) -> Result<Filter, ExecError> {
                     other => parts.push(other),
                 }
             }
-            Filter::And(by_cost(parts))
+            Filter::And(parts)
         }
         Expr::Binary { op: BinaryOp::Or, left, right, .. } => {
             let mut parts = Vec::new();
@@ -330,7 +331,7 @@ pub fn compile(expr: &Expr, params: &[Value]) -> Result<Filter, ExecError> {
                     other => parts.push(other),
                 }
             }
-            Filter::Or(by_cost(parts))
+            Filter::Or(parts)
         }
         Expr::Binary { op, left, right, .. } if op.is_comparison() => {
             compile_comparison(*op, left, right, params)?.unwrap_or_else(|| rows_filter(expr))
@@ -591,19 +592,36 @@ impl Filter {
             Filter::Not(inner) => inner.cost(),
             Filter::Rows(expr) => expr_cost(expr),
             Filter::TextCodes(predicate) => expr_cost(&predicate.expr),
-            Filter::True | Filter::False | Filter::Unknown => 0,
+            Filter::True | Filter::False | Filter::Unknown | Filter::IsNull { .. } => 0,
             _ => 1,
         }
     }
 
-    /// Whether evaluating the filter may raise an error: it has a leaf evaluated on rows (a cast, a division),
-    /// however deep under NOT, AND and OR. The kernels' leaves cannot fail.
+    /// Whether the filter has a leaf evaluated on rows (or per string), however deep under NOT, AND and OR.
+    pub(crate) fn reads_rows(&self) -> bool {
+        match self {
+            Filter::And(parts) | Filter::Or(parts) => parts.iter().any(Filter::reads_rows),
+            Filter::Not(inner) => inner.reads_rows(),
+            other => other.is_evaluated_on_rows(),
+        }
+    }
+
+    /// Whether evaluating the filter may raise an error: it has a leaf evaluated on rows whose expression may
+    /// ([`expr_may_fail`]: a cast, a division), however deep under NOT, AND and OR. The kernels' leaves cannot.
     pub(crate) fn may_fail(&self) -> bool {
         match self {
             Filter::And(parts) | Filter::Or(parts) => parts.iter().any(Filter::may_fail),
             Filter::Not(inner) => inner.may_fail(),
-            other => other.is_evaluated_on_rows(),
+            Filter::Rows(expr) => expr_may_fail(expr),
+            Filter::TextCodes(predicate) => expr_may_fail(&predicate.expr),
+            _ => false,
         }
+    }
+
+    /// Where an AND's part goes ([`cheap_first`]): kernels' leaves (0), then what reads rows but cannot fail (1),
+    /// then what may fail (2).
+    fn class(&self) -> u8 {
+        if self.may_fail() { 2 } else { u8::from(self.reads_rows()) }
     }
 
     /// Whether one row of values passes the filter as a WHERE or HAVING clause (the delta, lookups' residual
@@ -973,14 +991,90 @@ impl Filter {
 /// [`compile`] puts the parts that may fail in order of cost ([`by_cost`]); this takes those that cannot before
 /// them (such as join keys added after compiling) and keeps the rest in their order.
 pub(crate) fn cheap_first(parts: &[Filter]) -> impl Iterator<Item = &Filter> {
-    let may_fail = |part: &&Filter| part.may_fail();
-    parts.iter().filter(move |p| !may_fail(p)).chain(parts.iter().filter(may_fail))
+    (0..3).flat_map(move |class| parts.iter().filter(move |part| part.class() == class))
 }
 
-/// An AND's or OR's parts, those that may fail sorted by cost (stably: of equal cost, in the order written).
+/// A WHERE clause's parts, as PostgreSQL orders its list of quals: those that may fail sorted by cost (stably: of
+/// equal cost, in the order written). Parts inside an AND under an OR keep their order, as PostgreSQL's do.
 fn by_cost(mut parts: Vec<Filter>) -> Vec<Filter> {
-    parts.sort_by_cached_key(|part| if part.may_fail() { part.cost() } else { 0 });
+    parts.sort_by_cached_key(|part| match part.class() {
+        2 => (2, part.cost()),
+        class => (class, 0),
+    });
     parts
+}
+
+/// Whether evaluating `expr` on a row may raise an error, conservatively: arithmetic (overflow, division by
+/// zero), casts other than to text or a wider number, functions other than those that cannot fail, LIKE with a
+/// pattern that is not a constant (one ending in its escape character fails), subqueries.
+pub(crate) fn expr_may_fail(expr: &Expr) -> bool {
+    use crate::function::ScalarFunction as F;
+    expr.any_node(&|node| match node {
+        Expr::Binary { op, .. } => !(op.is_comparison() || matches!(op, BinaryOp::And | BinaryOp::Or)),
+        Expr::Negate { .. } | Expr::Subquery { .. } | Expr::QuantifiedSubquery { .. } => true,
+        Expr::Cast { expr, to } => !matches!(
+            (expr.data_type(), to),
+            (_, DataType::Text)
+                | (DataType::Integer, DataType::BigInt | DataType::Double)
+                | (DataType::BigInt, DataType::Double)
+        ),
+        Expr::Like { pattern, escape, .. } => match &**pattern {
+            Expr::Literal { value: Value::Text(pattern), .. } => escape.is_some_and(|e| pattern.ends_with(e)),
+            Expr::Literal { value: Value::Null, .. } => false,
+            _ => true,
+        },
+        Expr::Function { function, .. } => !matches!(
+            function,
+            F::Coalesce
+                | F::Greatest
+                | F::Least
+                | F::Lower
+                | F::Upper
+                | F::Length
+                | F::OctetLength
+                | F::BitLength
+                | F::StartsWith
+                | F::Concat
+                | F::Reverse
+                | F::Initcap
+                | F::Md5
+        ),
+        _ => false,
+    })
+}
+
+/// [`compile`] for a WHERE or HAVING clause, whose NULL drops a row as FALSE does: a NULL constant in its AND/OR
+/// structure (not under NOT) is FALSE, which then decides its AND or leaves its OR, as PostgreSQL folds it before
+/// anything runs (`100 / z = 5 AND NULL::int = 1` divides nothing); and the clause's list of quals ordered by cost.
+pub fn compile_where(expr: &Expr, params: &[Value]) -> Result<Filter, ExecError> {
+    fn null_is_false(filter: Filter) -> Filter {
+        match filter {
+            Filter::Unknown => Filter::False,
+            Filter::And(parts) => {
+                let parts: Vec<Filter> =
+                    parts.into_iter().map(null_is_false).filter(|part| *part != Filter::True).collect();
+                match parts.len() {
+                    _ if parts.contains(&Filter::False) => Filter::False,
+                    0 => Filter::True,
+                    _ => Filter::And(parts),
+                }
+            }
+            Filter::Or(parts) => {
+                let parts: Vec<Filter> =
+                    parts.into_iter().map(null_is_false).filter(|part| *part != Filter::False).collect();
+                match parts.len() {
+                    _ if parts.contains(&Filter::True) => Filter::True,
+                    0 => Filter::False,
+                    _ => Filter::Or(parts),
+                }
+            }
+            other => other,
+        }
+    }
+    Ok(match null_is_false(compile(expr, params)?) {
+        Filter::And(parts) => Filter::And(by_cost(parts)),
+        other => other,
+    })
 }
 
 /// PostgreSQL's estimate of an expression's cost per row, in operators ([`Filter::cost`]).

@@ -21,7 +21,7 @@ use numadb_storage::{ColumnData, Combine, CombinedMasks, Dictionary, IntColumn, 
 use crate::aggregate::{Accumulator, AggregateCall, AggregateFunction, GroupState, PartialAggregate};
 use crate::error::{ExecError, sqlstate};
 use crate::expr::Expr;
-use crate::filter::{Filter, compile, tail_mask};
+use crate::filter::{Filter, compile_where, tail_mask};
 use crate::group::{self, GroupsPart, IntGroups, KeyRange};
 use crate::keys::{KeyBitmap, KeySet};
 use crate::plan::{
@@ -541,7 +541,7 @@ impl ScanJob {
         let mut chunks: Vec<Vec<Vec<Value>>> = Vec::with_capacity(parts.len());
         // With an ORDER BY … LIMIT over the groups, only this task's best (those its HAVING keeps) go on.
         let having = self.top_groups.as_ref().and_then(|top| top.filter.as_ref());
-        let having = having.map(|filter| compile(filter, &self.params)).transpose()?;
+        let having = having.map(|filter| compile_where(filter, &self.params)).transpose()?;
         let checked = self.top_groups.as_ref().map_or(&[][..], |top| &top.checked[..]);
         let mut best = self.top_groups.as_ref().map(|top| TopRows::new(&top.top, &self.top_bound));
         let mut offered = 0;
@@ -857,7 +857,7 @@ fn add_scan(
     ScanNeeds { rows_wanted, top_n, top_groups, values }: ScanNeeds,
 ) -> Result<Arc<ScanJob>, ExecError> {
     let snapshot = scan.table.snapshot();
-    let mut filter = scan.filter.as_ref().map(|f| compile(f, params)).transpose()?;
+    let mut filter = scan.filter.as_ref().map(|f| compile_where(f, params)).transpose()?;
     if let Some(JoinKeys { column, keys, .. }) = &scan.join_keys {
         // After the WHERE clause's kernels, so that it decodes only blocks they leave rows in, and before its
         // leaves evaluated on rows, so that they skip the rows it drops. A WHERE clause of kernels alone stays one
@@ -865,7 +865,7 @@ fn add_scan(
         let keys = Filter::IntKeys { column: *column, keys: Arc::clone(keys), sorted: None };
         filter = Some(match filter {
             None => keys,
-            Some(Filter::And(mut parts)) if parts.iter().any(Filter::may_fail) => {
+            Some(Filter::And(mut parts)) if parts.iter().any(Filter::reads_rows) => {
                 parts.push(keys);
                 Filter::And(parts)
             }
@@ -3344,7 +3344,7 @@ pub fn run_lookup(lookup: &LookupPlan, params: &[Value]) -> Result<(Vec<Vec<Valu
     let index = snapshot.index_on(lookup.column).ok_or_else(|| ExecError::internal("the planned index is gone"))?;
     let mut found_rows: Vec<u32> = Vec::new();
     index.lookup(&key, |row| found_rows.push(row));
-    let residual = lookup.residual.as_ref().map(|r| compile(r, params)).transpose()?;
+    let residual = lookup.residual.as_ref().map(|r| compile_where(r, params)).transpose()?;
     let mut columns = Vec::new();
     if let Some(residual) = &residual {
         residual.columns(&mut columns);
@@ -3442,7 +3442,7 @@ fn post_process(
     });
     // A HAVING clause, or a WHERE over rows an operator produced, compiled as a scan's WHERE is: its parts that
     // cannot fail first, then the cheapest (`HAVING 10 / z > 1 AND z <> 0` divides by no zero).
-    let filter = filter.map(|filter| compile(filter, params)).transpose()?;
+    let filter = filter.map(|filter| compile_where(filter, params)).transpose()?;
     let kept_row = |row: &[Value]| -> Result<bool, ExecError> {
         match &filter {
             Some(filter) => filter.passes_row(row, params),

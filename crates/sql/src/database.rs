@@ -950,7 +950,7 @@ impl Session {
         // Compiled as a scan's WHERE is, so that its conjuncts are evaluated in the same order (those that cannot
         // fail first): `DELETE … WHERE m::bigint > 15 AND i = 1000` fails only where SELECT would.
         let filter = change.filter.as_ref().map(substitute).transpose()?;
-        let filter = filter.map(|f| numadb_execution::filter::compile(&f, params)).transpose()?;
+        let filter = filter.map(|f| numadb_execution::filter::compile_where(&f, params)).transpose()?;
         let assignments = match &change.assignments {
             Some(assignments) => {
                 Some(assignments.iter().map(|(c, e)| Ok((*c, substitute(e)?))).collect::<Result<Vec<_>, ExecError>>()?)
