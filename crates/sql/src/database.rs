@@ -635,7 +635,7 @@ impl Session {
                                 evaluated.push(row);
                                 continue;
                             }
-                            let mut full = vec![Value::Null; table.columns().len()];
+                            let mut full: Vec<Value> = table.columns().iter().map(ColumnDef::default_value).collect();
                             for (value, &column) in row.into_iter().zip(&targets) {
                                 full[column] = cast(value, table.columns()[column].data_type)?;
                             }
@@ -1042,10 +1042,10 @@ impl Session {
                 },
             )
         };
-        // `DEFAULT VALUES`: one row of the columns' defaults, which are all NULL.
+        let default_of = |c: &ColumnDef| numadb_execution::Expr::literal(c.default_value(), c.data_type);
+        // `DEFAULT VALUES`: one row of the columns' defaults.
         let Some(source) = &insert.source else {
-            let nulls = table.columns().iter().map(|c| numadb_execution::Expr::literal(Value::Null, c.data_type));
-            return Ok((table.clone(), InsertSource::Rows(vec![nulls.collect()])));
+            return Ok((table.clone(), InsertSource::Rows(vec![table.columns().iter().map(default_of).collect()])));
         };
         let ast::SetExpr::Values(values) = source.body.as_ref() else {
             let mut query = binder.plan_query(source)?;
@@ -1064,10 +1064,16 @@ impl Session {
             if row.len() > columns.len() || (explicit && row.len() < columns.len()) {
                 return Err(width_error(row.len()));
             }
-            let mut full: Vec<numadb_execution::Expr> =
-                table.columns().iter().map(|c| numadb_execution::Expr::literal(Value::Null, c.data_type)).collect();
+            let mut full: Vec<numadb_execution::Expr> = table.columns().iter().map(default_of).collect();
             for (expr, &column) in row.iter().zip(&columns) {
                 let definition = &table.columns()[column];
+                // `DEFAULT` in a VALUES row: the column's default, as if the column had not been named.
+                if let ast::Expr::Identifier(word) = expr
+                    && word.quote_style.is_none()
+                    && word.value.eq_ignore_ascii_case("default")
+                {
+                    continue;
+                }
                 let bound = binder.bind_constant(expr, None)?;
                 full[column] = binder.assign_written(expr, bound, &definition.name, definition.data_type)?;
             }
@@ -1222,22 +1228,10 @@ impl Session {
                     format!("column \"{column_name}\" specified more than once"),
                 ));
             }
-            let mut nullable = true;
-            for option in &column.options {
-                match &option.option {
-                    ast::ColumnOption::NotNull => nullable = false,
-                    ast::ColumnOption::Null => nullable = true,
-                    ast::ColumnOption::PrimaryKey(_) => {
-                        if primary_key.replace(position).is_some() {
-                            return Err(multiple_primary_keys(&name));
-                        }
-                    }
-                    other => return Err(unsupported(&format!("the column option {other}"))),
-                }
+            let (definition, primary) = self.column_definition(column)?;
+            if primary && primary_key.replace(position).is_some() {
+                return Err(multiple_primary_keys(&name));
             }
-            let mut definition = ColumnDef::new(column_name, data_type(&column.data_type)?, nullable);
-            definition.max_chars = crate::bind::text_length(&column.data_type)?;
-            definition.smallint = crate::bind::is_smallint(&column.data_type);
             columns.push(definition);
         }
         for constraint in &create.constraints {
@@ -1269,6 +1263,55 @@ impl Session {
         }
         Ok(QueryOutput::command("CREATE TABLE"))
     }
+
+    /// A column of CREATE TABLE or ALTER TABLE … ADD COLUMN, and whether it is declared the primary key. The
+    /// options numadb holds are NULL, NOT NULL, PRIMARY KEY and DEFAULT; others are refused.
+    fn column_definition(&self, column: &ast::ColumnDef) -> Result<(ColumnDef, bool), ExecError> {
+        let mut nullable = true;
+        let mut primary = false;
+        let mut default = None;
+        for option in &column.options {
+            match &option.option {
+                ast::ColumnOption::NotNull => nullable = false,
+                ast::ColumnOption::Null => nullable = true,
+                ast::ColumnOption::PrimaryKey(_) => primary = true,
+                ast::ColumnOption::Default(expr) => default = Some(expr),
+                other => return Err(unsupported(&format!("the column option {other}"))),
+            }
+        }
+        let mut definition = ColumnDef::new(fold(&column.name), data_type(&column.data_type)?, nullable);
+        definition.max_chars = crate::bind::text_length(&column.data_type)?;
+        definition.smallint = crate::bind::is_smallint(&column.data_type);
+        if let Some(expr) = default {
+            definition.default = Some(self.default_value(expr, &definition)?).filter(|v| !v.is_null());
+        }
+        Ok((definition, primary))
+    }
+
+    /// A column's `DEFAULT`, which numadb holds as the value it is: a constant expression (no column, subquery or
+    /// volatile function: PostgreSQL would evaluate `random()` anew for every row), of the column's type and
+    /// length, evaluated now. Every function numadb has but `random()` is immutable, so evaluating once gives
+    /// what PostgreSQL evaluating at every insert would.
+    fn default_value(&self, expr: &ast::Expr, column: &ColumnDef) -> Result<Value, ExecError> {
+        let binder = Binder::without_params(self.db.as_ref());
+        let bound = binder.bind_constant(expr, None).map_err(|error| match error.sqlstate {
+            sqlstate::UNDEFINED_COLUMN => {
+                ExecError::new(sqlstate::FEATURE_NOT_SUPPORTED, "cannot use column reference in DEFAULT expression")
+            }
+            _ => error,
+        })?;
+        if !binder.take_subqueries().is_empty() {
+            return Err(ExecError::new(sqlstate::FEATURE_NOT_SUPPORTED, "cannot use subquery in DEFAULT expression"));
+        }
+        if bound.is_volatile() {
+            return Err(unsupported("a volatile DEFAULT expression (one evaluated anew for every row)"));
+        }
+        let bound = binder.assign_written(expr, bound, &column.name, column.data_type)?;
+        let mut value = bound.eval(&[], &[])?;
+        column.fit(&mut value).map_err(numadb_storage::StorageError::Fit)?;
+        Ok(value)
+    }
+
     fn create_index(&mut self, create: &ast::CreateIndex) -> Result<QueryOutput, ExecError> {
         let table_name = table_name(&create.table_name)?;
         let table = self.db.catalog.table(&table_name).ok_or_else(|| self.db.missing_table(&table_name))?;
