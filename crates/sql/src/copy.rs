@@ -3,7 +3,8 @@
 //! fails at its last line, is cancelled or loses its client leaves the table as it was). Rows wait as values up
 //! to a partition's worth, then are encoded into a partition set aside, so a large load waits in its compressed
 //! form; the partitions join the table in one step at the end. Columns the COPY does not name take their
-//! defaults.
+//! defaults. A table that ALTER TABLE replaces while a COPY reads its input fails the COPY with 40001 at the end
+//! (nothing added): the rows were read for the old columns, and the input cannot be read again.
 //!
 //! The CSV reader is hand-written rather than taken from the `csv` crate because PostgreSQL's CSV distinguishes
 //! an unquoted empty field (NULL) from a quoted one (`""`, the empty string), which that crate does not report.

@@ -9,7 +9,9 @@ use numadb_execution::expr::cast;
 use numadb_execution::plan::Plan;
 use numadb_execution::{ExecError, ExecutionResult, Executor, execute, sqlstate};
 use numadb_scheduler::{ByteMatrix, Scheduler, SchedulerConfig};
-use numadb_storage::{Catalog, ColumnDef, DataType, IndexKind, RowChange, Table, TableOptions, TablePlacement, Value};
+use numadb_storage::{
+    Catalog, ColumnDef, DataType, IndexKind, RowChange, StorageError, Table, TableOptions, TablePlacement, Value,
+};
 use numadb_topology::Topology;
 use sqlparser::ast::{self, ObjectName, ObjectType, Statement};
 
@@ -17,6 +19,8 @@ use crate::bind::{Binder, BoundQuery, OutputColumn, TableSource, data_type, fold
 use crate::parse::{Parsed, PlacementSpec, parse};
 use crate::settings::Settings;
 use crate::system;
+
+mod alter;
 
 /// Schedulers kept alive for reuse (one per distinct configuration sessions asked for).
 const SCHEDULERS_CACHED_MAX: usize = 4;
@@ -54,6 +58,9 @@ pub struct Database {
     next_session: AtomicU64,
     next_statement: AtomicU64,
 }
+
+/// Times a statement runs whose table ALTER TABLE keeps replacing before the statement can write to it.
+const ALTERED_TRIES_MAX: usize = 100;
 
 /// Columns of a table, at most (PostgreSQL's limit).
 const TABLE_COLUMNS_MAX: usize = 1600;
@@ -510,7 +517,7 @@ impl Session {
     pub fn execute_prepared(&mut self, name: &str, params: &[Value]) -> Result<QueryOutput, ExecError> {
         self.begin();
         self.prepared(name)?;
-        let prepared = Arc::clone(&self.prepared[name]);
+        let mut prepared = Arc::clone(&self.prepared[name]);
         if params.len() != prepared.param_types.len() {
             return Err(ExecError::new(
                 sqlstate::PROTOCOL_VIOLATION,
@@ -526,13 +533,24 @@ impl Session {
             .zip(&prepared.param_types)
             .map(|(v, t)| numadb_execution::expr::coerce_param(v.clone(), *t))
             .collect::<Result<_, _>>()?;
-        // A plan made before a table was dropped and recreated would read the old table: plan again then.
-        let fresh = prepared.query.as_ref().is_some_and(|q| {
-            q.tables.iter().all(|t| self.db.catalog.table(t.name()).is_some_and(|current| Arc::ptr_eq(&current, t)))
+        // A plan made before a table was altered, or dropped and made again, would read the old table: the query
+        // is planned again (and kept), as PostgreSQL replans. Its result must have the columns the client was
+        // told of when it was prepared: if they changed, PostgreSQL's error, not rows under other names or types.
+        let stale = prepared.query.as_ref().is_some_and(|q| {
+            !q.tables.iter().all(|t| self.db.catalog.table(t.name()).is_some_and(|current| Arc::ptr_eq(&current, t)))
         });
-        match (&prepared.query, fresh) {
-            (Some(bound), true) => self.run_query(bound, &params, &prepared.sql),
-            _ => self.run_parsed(&prepared.statement, &prepared.sql, &params, Some(&prepared.param_types)),
+        if stale {
+            let declared: Vec<Option<DataType>> = prepared.param_types.iter().copied().map(Some).collect();
+            let again = self.prepare_unnamed(&prepared.sql, &declared)?;
+            if again.columns != prepared.columns {
+                return Err(ExecError::new(sqlstate::FEATURE_NOT_SUPPORTED, "cached plan must not change result type"));
+            }
+            prepared = Arc::new(Prepared { param_types: prepared.param_types.clone(), ..again });
+            self.prepared.insert(name.to_string(), Arc::clone(&prepared));
+        }
+        match &prepared.query {
+            Some(bound) => self.run_query(bound, &params, &prepared.sql),
+            None => self.run_parsed(&prepared.statement, &prepared.sql, &params, Some(&prepared.param_types)),
         }
     }
 
@@ -589,9 +607,23 @@ impl Session {
         declared: Option<&[DataType]>,
     ) -> Result<QueryOutput, ExecError> {
         let declared: Option<Vec<Option<DataType>>> = declared.map(|d| d.iter().copied().map(Some).collect());
-        match parsed {
-            Parsed::AlterPlacement { table, column, spec } => self.alter_placement(table, column.as_ref(), spec),
-            Parsed::Sql(statement) => self.run_statement(statement, sql, params, declared.as_deref()),
+        // A write that found its table replaced by ALTER TABLE wrote nothing (storage's `Retired`, 40001), and
+        // every statement writes to one table, or makes nothing retired, before it writes: it runs again, bound
+        // to the table that took the old one's place, as PostgreSQL's would have waited for the ALTER's lock and
+        // then seen the altered table. (TRUNCATE and DROP INDEX, which write to several tables, retry each
+        // table themselves.) Each try after the first follows another ALTER's success.
+        let mut tries = 1;
+        loop {
+            let result = match parsed {
+                Parsed::AlterPlacement { table, column, spec } => self.alter_placement(table, column.as_ref(), spec),
+                Parsed::Sql(statement) => self.run_statement(statement, sql, params, declared.as_deref()),
+            };
+            match result {
+                Err(error) if error.sqlstate == sqlstate::SERIALIZATION_FAILURE && tries < ALTERED_TRIES_MAX => {
+                    tries += 1;
+                }
+                result => return result,
+            }
         }
     }
 
@@ -675,8 +707,22 @@ impl Session {
                         None => return Err(self.db.missing_table(&name)),
                     }
                 }
-                for table in tables {
-                    table.truncate()?;
+                for mut table in tables {
+                    // A table ALTER TABLE replaced meanwhile is emptied in its altered copy: the tables before it
+                    // are empty already, and the statement cannot run again.
+                    let mut tries = 1;
+                    loop {
+                        match table.truncate() {
+                            Err(StorageError::Retired(name)) if tries < ALTERED_TRIES_MAX => {
+                                table = self.db.catalog.table(&name).ok_or_else(|| undefined_table(&name))?;
+                                tries += 1;
+                            }
+                            result => {
+                                result?;
+                                break;
+                            }
+                        }
+                    }
                 }
                 Ok(QueryOutput::command("TRUNCATE TABLE"))
             }
@@ -732,7 +778,21 @@ impl Session {
                             }
                         }
                         ObjectType::Index => {
-                            let dropped = self.db.catalog.tables().iter().any(|t| t.drop_index(&name));
+                            // A table ALTER TABLE replaced meanwhile dropped nothing: look again.
+                            let mut tries = 1;
+                            let dropped = loop {
+                                let mut dropped = Ok(false);
+                                for table in self.db.catalog.tables() {
+                                    dropped = table.drop_index(&name);
+                                    if !matches!(dropped, Ok(false)) {
+                                        break;
+                                    }
+                                }
+                                match dropped {
+                                    Err(StorageError::Retired(_)) if tries < ALTERED_TRIES_MAX => tries += 1,
+                                    dropped => break dropped?,
+                                }
+                            };
                             if !dropped && !if_exists {
                                 return Err(ExecError::new(
                                     sqlstate::UNDEFINED_OBJECT,
@@ -750,6 +810,7 @@ impl Session {
                 }))
             }
             Statement::CreateIndex(create) => self.create_index(create),
+            Statement::AlterTable(alter) => self.alter_table(alter),
             Statement::Set(set) => self.set(set),
             Statement::ShowVariable { variable } => {
                 let name = variable.iter().map(fold).collect::<Vec<_>>().join(".");
@@ -1257,7 +1318,16 @@ impl Session {
                 other => return Err(unsupported(&format!("the constraint {other}"))),
             }
         }
-        let table = Table::new(&name, columns, primary_key, table_options(create)?)?;
+        let mut options = table_options(create)?;
+        if primary_key.is_some() {
+            // `t_pkey`, unless a table renamed from `t` holds that name (PostgreSQL's ChooseRelationName).
+            let taken = |index: &str| {
+                self.db.catalog.tables().iter().any(|t| t.snapshot().indexes.iter().any(|i| i.name() == index))
+            };
+            let mut names = (0..).map(|n| if n == 0 { format!("{name}_pkey") } else { format!("{name}_pkey{n}") });
+            options.primary_key_name = names.find(|index| !taken(index));
+        }
+        let table = Table::new(&name, columns, primary_key, options)?;
         if !self.db.catalog.add(table) {
             return Err(ExecError::new(sqlstate::DUPLICATE_TABLE, format!("relation \"{name}\" already exists")));
         }
