@@ -413,7 +413,7 @@ fn lookups(session: &mut Session, options: &EngineOptions) -> Result<(f64, f64, 
     };
     let sorted = probe_ns(numadb_storage::IndexKind::Sorted);
     let hash = probe_ns(numadb_storage::IndexKind::Hash);
-    table.drop_index("tbl_0_c0_hash");
+    table.drop_index("tbl_0_c0_hash").map_err(|e| e.to_string())?;
     Ok((sql_lookups_per_s, sorted, hash))
 }
 

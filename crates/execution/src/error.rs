@@ -35,6 +35,8 @@ pub mod sqlstate {
     pub const WINDOWING_ERROR: &str = "42P20";
     /// `2BP01`: dropping a table or view that views read, without CASCADE.
     pub const DEPENDENT_OBJECTS_STILL_EXIST: &str = "2BP01";
+    /// `42P16`: a second primary key added to a table.
+    pub const INVALID_TABLE_DEFINITION: &str = "42P16";
     /// `42P19`: a `WITH RECURSIVE` query not of the form non-recursive term `UNION [ALL]` recursive term.
     pub const INVALID_RECURSION: &str = "42P19";
     /// `42P02`
@@ -89,6 +91,9 @@ pub mod sqlstate {
     pub const UNIQUE_VIOLATION: &str = "23505";
     /// `23502`
     pub const NOT_NULL_VIOLATION: &str = "23502";
+    /// `40001`: a write to a table that ALTER TABLE replaced while the statement ran (numadb runs the statement
+    /// again against the altered table where nothing else was done; a COPY gets this error).
+    pub const SERIALIZATION_FAILURE: &str = "40001";
     /// `57014`
     pub const QUERY_CANCELED: &str = "57014";
     /// `57P01`
@@ -159,7 +164,8 @@ impl From<StorageError> for ExecError {
     fn from(error: StorageError) -> Self {
         let sqlstate = match &error {
             StorageError::Duplicate(_) => sqlstate::UNIQUE_VIOLATION,
-            StorageError::NotNull { .. } => sqlstate::NOT_NULL_VIOLATION,
+            StorageError::NotNull { .. } | StorageError::ContainsNulls { .. } => sqlstate::NOT_NULL_VIOLATION,
+            StorageError::Retired(_) => sqlstate::SERIALIZATION_FAILURE,
             StorageError::Fit(FitError::TooLong(_)) => sqlstate::STRING_DATA_RIGHT_TRUNCATION,
             StorageError::Fit(FitError::OutOfRange(_)) => sqlstate::NUMERIC_VALUE_OUT_OF_RANGE,
             StorageError::Invalid(_) => sqlstate::INVALID_PARAMETER_VALUE,

@@ -3342,8 +3342,15 @@ pub fn run_lookup(lookup: &LookupPlan, params: &[Value]) -> Result<(Vec<Vec<Valu
     }
     let snapshot = lookup.table.snapshot();
     let index = snapshot.index_on(lookup.column).ok_or_else(|| ExecError::internal("the planned index is gone"))?;
+    // The index takes inserts made after the snapshot (and, for a table ALTER TABLE has since replaced, those made
+    // to its copy, which shares the keys): rows past the snapshot's are not this statement's to read.
+    let rows = snapshot.rows();
     let mut found_rows: Vec<u32> = Vec::new();
-    index.lookup(&key, |row| found_rows.push(row));
+    index.lookup(&key, |row| {
+        if u64::from(row) < rows {
+            found_rows.push(row);
+        }
+    });
     let residual = lookup.residual.as_ref().map(|r| compile_where(r, params)).transpose()?;
     let mut columns = Vec::new();
     if let Some(residual) = &residual {

@@ -2,7 +2,9 @@
 //! file), checked as they come and added when the input ends, all or nothing (as in PostgreSQL, a COPY that
 //! fails at its last line, is cancelled or loses its client leaves the table as it was). Rows wait as values up
 //! to a partition's worth, then are encoded into a partition set aside, so a large load waits in its compressed
-//! form; the partitions join the table in one step at the end.
+//! form; the partitions join the table in one step at the end. Columns the COPY does not name take their
+//! defaults. A table that ALTER TABLE replaces while a COPY reads its input fails the COPY with 40001 at the end
+//! (nothing added): the rows were read for the old columns, and the input cannot be read again.
 //!
 //! The CSV reader is hand-written rather than taken from the `csv` crate because PostgreSQL's CSV distinguishes
 //! an unquoted empty field (NULL) from a quoted one (`""`, the empty string), which that crate does not report.
@@ -11,7 +13,7 @@ use std::sync::Arc;
 
 use numadb_execution::expr::parse_value;
 use numadb_execution::{ExecError, sqlstate};
-use numadb_storage::{ColumnInput, Partition, StorageError, Table, Value};
+use numadb_storage::{ColumnDef, ColumnInput, Partition, StorageError, Table, Value};
 use sqlparser::ast::{CopyLegacyOption, CopyOption, CopySource, CopyTarget};
 
 use crate::bind::{fold, object_name};
@@ -217,6 +219,8 @@ pub struct CopyLoader {
     table: Arc<Table>,
     columns: Vec<usize>,
     format: CopyFormat,
+    /// A row before its fields are read: the columns' defaults (the ones the COPY does not name keep them).
+    defaults: Vec<Value>,
     buffer: Vec<u8>,
     /// Rows not yet encoded, a vector of values per table column.
     pending: Vec<Vec<Value>>,
@@ -233,10 +237,12 @@ impl CopyLoader {
         let columns = if columns.is_empty() { (0..table.columns().len()).collect() } else { columns };
         let header_pending = format.header;
         let width = table.columns().len();
+        let defaults = table.columns().iter().map(ColumnDef::default_value).collect();
         CopyLoader {
             table,
             columns,
             format,
+            defaults,
             buffer: Vec::new(),
             pending: vec![Vec::new(); width],
             staged: Vec::new(),
@@ -311,8 +317,9 @@ impl CopyLoader {
                 format!("missing data for column \"{}\"", self.table.columns()[self.columns[record.len()]].name)
             }));
         }
-        let mut row = vec![Value::Null; self.table.columns().len()];
+        let mut row = self.defaults.clone();
         for (field, &column) in record.into_iter().zip(&self.columns) {
+            row[column] = Value::Null;
             if let Some(text) = field {
                 let definition = &self.table.columns()[column];
                 let detail = || format!("COPY {}, line {}, column {}", self.table.name(), self.line, definition.name);

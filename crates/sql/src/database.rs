@@ -9,7 +9,9 @@ use numadb_execution::expr::cast;
 use numadb_execution::plan::Plan;
 use numadb_execution::{ExecError, ExecutionResult, Executor, execute, sqlstate};
 use numadb_scheduler::{ByteMatrix, Scheduler, SchedulerConfig};
-use numadb_storage::{Catalog, ColumnDef, DataType, IndexKind, RowChange, Table, TableOptions, TablePlacement, Value};
+use numadb_storage::{
+    Catalog, ColumnDef, DataType, IndexKind, RowChange, StorageError, Table, TableOptions, TablePlacement, Value,
+};
 use numadb_topology::Topology;
 use sqlparser::ast::{self, ObjectName, ObjectType, Statement};
 
@@ -17,6 +19,8 @@ use crate::bind::{Binder, BoundQuery, OutputColumn, TableSource, data_type, fold
 use crate::parse::{Parsed, PlacementSpec, parse};
 use crate::settings::Settings;
 use crate::system;
+
+mod alter;
 
 /// Schedulers kept alive for reuse (one per distinct configuration sessions asked for).
 const SCHEDULERS_CACHED_MAX: usize = 4;
@@ -54,6 +58,9 @@ pub struct Database {
     next_session: AtomicU64,
     next_statement: AtomicU64,
 }
+
+/// Times a statement runs whose table ALTER TABLE keeps replacing before the statement can write to it.
+const ALTERED_TRIES_MAX: usize = 100;
 
 /// Columns of a table, at most (PostgreSQL's limit).
 const TABLE_COLUMNS_MAX: usize = 1600;
@@ -510,7 +517,7 @@ impl Session {
     pub fn execute_prepared(&mut self, name: &str, params: &[Value]) -> Result<QueryOutput, ExecError> {
         self.begin();
         self.prepared(name)?;
-        let prepared = Arc::clone(&self.prepared[name]);
+        let mut prepared = Arc::clone(&self.prepared[name]);
         if params.len() != prepared.param_types.len() {
             return Err(ExecError::new(
                 sqlstate::PROTOCOL_VIOLATION,
@@ -526,13 +533,24 @@ impl Session {
             .zip(&prepared.param_types)
             .map(|(v, t)| numadb_execution::expr::coerce_param(v.clone(), *t))
             .collect::<Result<_, _>>()?;
-        // A plan made before a table was dropped and recreated would read the old table: plan again then.
-        let fresh = prepared.query.as_ref().is_some_and(|q| {
-            q.tables.iter().all(|t| self.db.catalog.table(t.name()).is_some_and(|current| Arc::ptr_eq(&current, t)))
+        // A plan made before a table was altered, or dropped and made again, would read the old table: the query
+        // is planned again (and kept), as PostgreSQL replans. Its result must have the columns the client was
+        // told of when it was prepared: if they changed, PostgreSQL's error, not rows under other names or types.
+        let stale = prepared.query.as_ref().is_some_and(|q| {
+            !q.tables.iter().all(|t| self.db.catalog.table(t.name()).is_some_and(|current| Arc::ptr_eq(&current, t)))
         });
-        match (&prepared.query, fresh) {
-            (Some(bound), true) => self.run_query(bound, &params, &prepared.sql),
-            _ => self.run_parsed(&prepared.statement, &prepared.sql, &params, Some(&prepared.param_types)),
+        if stale {
+            let declared: Vec<Option<DataType>> = prepared.param_types.iter().copied().map(Some).collect();
+            let again = self.prepare_unnamed(&prepared.sql, &declared)?;
+            if again.columns != prepared.columns {
+                return Err(ExecError::new(sqlstate::FEATURE_NOT_SUPPORTED, "cached plan must not change result type"));
+            }
+            prepared = Arc::new(Prepared { param_types: prepared.param_types.clone(), ..again });
+            self.prepared.insert(name.to_string(), Arc::clone(&prepared));
+        }
+        match &prepared.query {
+            Some(bound) => self.run_query(bound, &params, &prepared.sql),
+            None => self.run_parsed(&prepared.statement, &prepared.sql, &params, Some(&prepared.param_types)),
         }
     }
 
@@ -589,9 +607,23 @@ impl Session {
         declared: Option<&[DataType]>,
     ) -> Result<QueryOutput, ExecError> {
         let declared: Option<Vec<Option<DataType>>> = declared.map(|d| d.iter().copied().map(Some).collect());
-        match parsed {
-            Parsed::AlterPlacement { table, column, spec } => self.alter_placement(table, column.as_ref(), spec),
-            Parsed::Sql(statement) => self.run_statement(statement, sql, params, declared.as_deref()),
+        // A write that found its table replaced by ALTER TABLE wrote nothing (storage's `Retired`, 40001), and
+        // every statement writes to one table, or makes nothing retired, before it writes: it runs again, bound
+        // to the table that took the old one's place, as PostgreSQL's would have waited for the ALTER's lock and
+        // then seen the altered table. (TRUNCATE and DROP INDEX, which write to several tables, retry each
+        // table themselves.) Each try after the first follows another ALTER's success.
+        let mut tries = 1;
+        loop {
+            let result = match parsed {
+                Parsed::AlterPlacement { table, column, spec } => self.alter_placement(table, column.as_ref(), spec),
+                Parsed::Sql(statement) => self.run_statement(statement, sql, params, declared.as_deref()),
+            };
+            match result {
+                Err(error) if error.sqlstate == sqlstate::SERIALIZATION_FAILURE && tries < ALTERED_TRIES_MAX => {
+                    tries += 1;
+                }
+                result => return result,
+            }
         }
     }
 
@@ -635,7 +667,7 @@ impl Session {
                                 evaluated.push(row);
                                 continue;
                             }
-                            let mut full = vec![Value::Null; table.columns().len()];
+                            let mut full: Vec<Value> = table.columns().iter().map(ColumnDef::default_value).collect();
                             for (value, &column) in row.into_iter().zip(&targets) {
                                 full[column] = cast(value, table.columns()[column].data_type)?;
                             }
@@ -675,8 +707,22 @@ impl Session {
                         None => return Err(self.db.missing_table(&name)),
                     }
                 }
-                for table in tables {
-                    table.truncate()?;
+                for mut table in tables {
+                    // A table ALTER TABLE replaced meanwhile is emptied in its altered copy: the tables before it
+                    // are empty already, and the statement cannot run again.
+                    let mut tries = 1;
+                    loop {
+                        match table.truncate() {
+                            Err(StorageError::Retired(name)) if tries < ALTERED_TRIES_MAX => {
+                                table = self.db.catalog.table(&name).ok_or_else(|| undefined_table(&name))?;
+                                tries += 1;
+                            }
+                            result => {
+                                result?;
+                                break;
+                            }
+                        }
+                    }
                 }
                 Ok(QueryOutput::command("TRUNCATE TABLE"))
             }
@@ -732,7 +778,21 @@ impl Session {
                             }
                         }
                         ObjectType::Index => {
-                            let dropped = self.db.catalog.tables().iter().any(|t| t.drop_index(&name));
+                            // A table ALTER TABLE replaced meanwhile dropped nothing: look again.
+                            let mut tries = 1;
+                            let dropped = loop {
+                                let mut dropped = Ok(false);
+                                for table in self.db.catalog.tables() {
+                                    dropped = table.drop_index(&name);
+                                    if !matches!(dropped, Ok(false)) {
+                                        break;
+                                    }
+                                }
+                                match dropped {
+                                    Err(StorageError::Retired(_)) if tries < ALTERED_TRIES_MAX => tries += 1,
+                                    dropped => break dropped?,
+                                }
+                            };
                             if !dropped && !if_exists {
                                 return Err(ExecError::new(
                                     sqlstate::UNDEFINED_OBJECT,
@@ -750,6 +810,7 @@ impl Session {
                 }))
             }
             Statement::CreateIndex(create) => self.create_index(create),
+            Statement::AlterTable(alter) => self.alter_table(alter),
             Statement::Set(set) => self.set(set),
             Statement::ShowVariable { variable } => {
                 let name = variable.iter().map(fold).collect::<Vec<_>>().join(".");
@@ -1042,10 +1103,10 @@ impl Session {
                 },
             )
         };
-        // `DEFAULT VALUES`: one row of the columns' defaults, which are all NULL.
+        let default_of = |c: &ColumnDef| numadb_execution::Expr::literal(c.default_value(), c.data_type);
+        // `DEFAULT VALUES`: one row of the columns' defaults.
         let Some(source) = &insert.source else {
-            let nulls = table.columns().iter().map(|c| numadb_execution::Expr::literal(Value::Null, c.data_type));
-            return Ok((table.clone(), InsertSource::Rows(vec![nulls.collect()])));
+            return Ok((table.clone(), InsertSource::Rows(vec![table.columns().iter().map(default_of).collect()])));
         };
         let ast::SetExpr::Values(values) = source.body.as_ref() else {
             let mut query = binder.plan_query(source)?;
@@ -1064,10 +1125,16 @@ impl Session {
             if row.len() > columns.len() || (explicit && row.len() < columns.len()) {
                 return Err(width_error(row.len()));
             }
-            let mut full: Vec<numadb_execution::Expr> =
-                table.columns().iter().map(|c| numadb_execution::Expr::literal(Value::Null, c.data_type)).collect();
+            let mut full: Vec<numadb_execution::Expr> = table.columns().iter().map(default_of).collect();
             for (expr, &column) in row.iter().zip(&columns) {
                 let definition = &table.columns()[column];
+                // `DEFAULT` in a VALUES row: the column's default, as if the column had not been named.
+                if let ast::Expr::Identifier(word) = expr
+                    && word.quote_style.is_none()
+                    && word.value.eq_ignore_ascii_case("default")
+                {
+                    continue;
+                }
                 let bound = binder.bind_constant(expr, None)?;
                 full[column] = binder.assign_written(expr, bound, &definition.name, definition.data_type)?;
             }
@@ -1222,22 +1289,10 @@ impl Session {
                     format!("column \"{column_name}\" specified more than once"),
                 ));
             }
-            let mut nullable = true;
-            for option in &column.options {
-                match &option.option {
-                    ast::ColumnOption::NotNull => nullable = false,
-                    ast::ColumnOption::Null => nullable = true,
-                    ast::ColumnOption::PrimaryKey(_) => {
-                        if primary_key.replace(position).is_some() {
-                            return Err(multiple_primary_keys(&name));
-                        }
-                    }
-                    other => return Err(unsupported(&format!("the column option {other}"))),
-                }
+            let (definition, primary) = self.column_definition(column)?;
+            if primary && primary_key.replace(position).is_some() {
+                return Err(multiple_primary_keys(&name));
             }
-            let mut definition = ColumnDef::new(column_name, data_type(&column.data_type)?, nullable);
-            definition.max_chars = crate::bind::text_length(&column.data_type)?;
-            definition.smallint = crate::bind::is_smallint(&column.data_type);
             columns.push(definition);
         }
         for constraint in &create.constraints {
@@ -1263,12 +1318,70 @@ impl Session {
                 other => return Err(unsupported(&format!("the constraint {other}"))),
             }
         }
-        let table = Table::new(&name, columns, primary_key, table_options(create)?)?;
+        let mut options = table_options(create)?;
+        if primary_key.is_some() {
+            // `t_pkey`, unless a table renamed from `t` holds that name (PostgreSQL's ChooseRelationName).
+            let taken = |index: &str| {
+                self.db.catalog.tables().iter().any(|t| t.snapshot().indexes.iter().any(|i| i.name() == index))
+            };
+            let mut names = (0..).map(|n| if n == 0 { format!("{name}_pkey") } else { format!("{name}_pkey{n}") });
+            options.primary_key_name = names.find(|index| !taken(index));
+        }
+        let table = Table::new(&name, columns, primary_key, options)?;
         if !self.db.catalog.add(table) {
             return Err(ExecError::new(sqlstate::DUPLICATE_TABLE, format!("relation \"{name}\" already exists")));
         }
         Ok(QueryOutput::command("CREATE TABLE"))
     }
+
+    /// A column of CREATE TABLE or ALTER TABLE … ADD COLUMN, and whether it is declared the primary key. The
+    /// options numadb holds are NULL, NOT NULL, PRIMARY KEY and DEFAULT; others are refused.
+    fn column_definition(&self, column: &ast::ColumnDef) -> Result<(ColumnDef, bool), ExecError> {
+        let mut nullable = true;
+        let mut primary = false;
+        let mut default = None;
+        for option in &column.options {
+            match &option.option {
+                ast::ColumnOption::NotNull => nullable = false,
+                ast::ColumnOption::Null => nullable = true,
+                ast::ColumnOption::PrimaryKey(_) => primary = true,
+                ast::ColumnOption::Default(expr) => default = Some(expr),
+                other => return Err(unsupported(&format!("the column option {other}"))),
+            }
+        }
+        let mut definition = ColumnDef::new(fold(&column.name), data_type(&column.data_type)?, nullable);
+        definition.max_chars = crate::bind::text_length(&column.data_type)?;
+        definition.smallint = crate::bind::is_smallint(&column.data_type);
+        if let Some(expr) = default {
+            definition.default = Some(self.default_value(expr, &definition)?).filter(|v| !v.is_null());
+        }
+        Ok((definition, primary))
+    }
+
+    /// A column's `DEFAULT`, which numadb holds as the value it is: a constant expression (no column, subquery or
+    /// volatile function: PostgreSQL would evaluate `random()` anew for every row), of the column's type and
+    /// length, evaluated now. Every function numadb has but `random()` is immutable, so evaluating once gives
+    /// what PostgreSQL evaluating at every insert would.
+    fn default_value(&self, expr: &ast::Expr, column: &ColumnDef) -> Result<Value, ExecError> {
+        let binder = Binder::without_params(self.db.as_ref());
+        let bound = binder.bind_constant(expr, None).map_err(|error| match error.sqlstate {
+            sqlstate::UNDEFINED_COLUMN => {
+                ExecError::new(sqlstate::FEATURE_NOT_SUPPORTED, "cannot use column reference in DEFAULT expression")
+            }
+            _ => error,
+        })?;
+        if !binder.take_subqueries().is_empty() {
+            return Err(ExecError::new(sqlstate::FEATURE_NOT_SUPPORTED, "cannot use subquery in DEFAULT expression"));
+        }
+        if bound.is_volatile() {
+            return Err(unsupported("a volatile DEFAULT expression (one evaluated anew for every row)"));
+        }
+        let bound = binder.assign_written(expr, bound, &column.name, column.data_type)?;
+        let mut value = bound.eval(&[], &[])?;
+        column.fit(&mut value).map_err(numadb_storage::StorageError::Fit)?;
+        Ok(value)
+    }
+
     fn create_index(&mut self, create: &ast::CreateIndex) -> Result<QueryOutput, ExecError> {
         let table_name = table_name(&create.table_name)?;
         let table = self.db.catalog.table(&table_name).ok_or_else(|| self.db.missing_table(&table_name))?;

@@ -5,6 +5,8 @@
 //! - `ALTER TABLE t SET (numa_placement = 'interleave(0-3)')`;
 //! - the same two per column: `ALTER TABLE t ALTER [COLUMN] c NUMA NODE (...)` / `... SET (numa_placement = ...)`.
 //!
+//! Every other `ALTER TABLE` (ADD, DROP, RENAME) is sqlparser's, run by `database/alter.rs`.
+//!
 //! Statements are split by sqlparser's tokenizer, so semicolons inside strings or quoted names are not
 //! separators.
 //!

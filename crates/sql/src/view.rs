@@ -5,6 +5,8 @@
 //! the statement that reads it. Unlike PostgreSQL, which binds a view once when it is created, `SELECT *` in a
 //! view therefore takes the columns its tables have when it is read. What a view reads is recorded when it is
 //! made, so that dropping a table or view others depend on is refused (2BP01) unless CASCADE drops them too.
+//! Which columns a view reads is not recorded: ALTER TABLE plans the views that read the table against its
+//! altered columns to find those the change affects (`database/alter.rs`).
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;

@@ -808,6 +808,51 @@ impl ColumnChunk {
         ColumnChunk::assemble(data_type, rows, data, any_null.then_some(null_bits), policy)
     }
 
+    /// `rows` rows of one value (which must match the type or be NULL): the column `ALTER TABLE … ADD COLUMN`
+    /// gives a partition that already has rows. Made without a vector of values per row, which for a text
+    /// column of a 4 Mi-row partition would take 100 MB to encode a few kilobytes (every block's codes are 0
+    /// bits wide, and a text's dictionary holds one string).
+    pub fn constant(data_type: DataType, value: &Value, rows: usize, policy: &Policy) -> Result<Self, PlacementError> {
+        let null_bits = (value.is_null() && rows > 0).then(|| {
+            let mut bits = vec![u64::MAX; rows.div_ceil(64)];
+            if !rows.is_multiple_of(64)
+                && let Some(last) = bits.last_mut()
+            {
+                *last = (1u64 << (rows % 64)) - 1;
+            }
+            bits
+        });
+        let nulls_slice = null_bits.as_deref();
+        let data = match data_type {
+            DataType::Numeric => unreachable!("no column is numeric: the SQL layer refuses them (DataType::Numeric)"),
+            DataType::Integer | DataType::BigInt => {
+                let int = if let Value::Int(i) = value { *i } else { 0 };
+                ColumnData::Int(IntColumn::encode(&vec![int; rows], nulls_slice, policy)?)
+            }
+            DataType::Boolean => {
+                let int = i64::from(matches!(value, Value::Bool(true)));
+                ColumnData::Bool(IntColumn::encode(&vec![int; rows], nulls_slice, policy)?)
+            }
+            DataType::Double => {
+                let double = match value {
+                    Value::Double(d) => *d,
+                    Value::Int(i) => *i as f64,
+                    _ => 0.0,
+                };
+                ColumnData::Double(placed(&vec![double; rows.max(1)], policy)?)
+            }
+            DataType::Text => {
+                let strings: Vec<&str> = match value {
+                    Value::Text(text) if rows > 0 => vec![&**text],
+                    _ => Vec::new(),
+                };
+                let dictionary = Dictionary::build(&strings, policy)?;
+                ColumnData::Text { dictionary, codes: IntColumn::encode(&vec![0; rows], nulls_slice, policy)? }
+            }
+        };
+        ColumnChunk::assemble(data_type, rows, data, null_bits, policy)
+    }
+
     /// Encodes a non-null integer column (the fast path for generated data).
     pub fn from_ints(data_type: DataType, values: &[i64], policy: &Policy) -> Result<Self, PlacementError> {
         assert!(data_type.is_integer());

@@ -146,7 +146,8 @@ pub struct Index {
     column_name: String,
     kind: IndexKind,
     unique: bool,
-    data: RwLock<IndexData>,
+    /// Shared with the index's copies for a table whose columns moved ([`Index::moved`]).
+    data: Arc<RwLock<IndexData>>,
 }
 
 fn key_text(key: &Value) -> String {
@@ -216,8 +217,27 @@ impl Index {
             column_name: column_name.to_string(),
             kind,
             unique,
-            data: RwLock::new(data),
+            data: Arc::new(RwLock::new(data)),
         })
+    }
+
+    /// This index for a table whose columns moved or were renamed (ALTER TABLE): the indexed column is now at
+    /// `column` and called `column_name`. The keys are shared, not copied: row ids do not change with the
+    /// columns, and the table the index came from takes no more writes once its successor has it.
+    pub fn moved(&self, column: usize, column_name: &str) -> Index {
+        Index {
+            name: self.name.clone(),
+            column,
+            column_name: column_name.to_string(),
+            kind: self.kind,
+            unique: self.unique,
+            data: Arc::clone(&self.data),
+        }
+    }
+
+    /// The indexed column's name (as it was when the index was made or last moved).
+    pub fn column_name(&self) -> &str {
+        &self.column_name
     }
 
     /// The index's name.

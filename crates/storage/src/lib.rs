@@ -4,7 +4,8 @@
 //!   predicates on them without decompressing.
 //! - [`column`](mod@column): one column of one partition: frame-of-reference integers, dictionary-encoded text,
 //!   doubles, NULL bitmaps, all in placed memory that knows which node holds it.
-//! - [`table`]: partitions, the delta of recent inserts, snapshots, bulk appends, placement changes.
+//! - [`table`]: partitions, the delta of recent inserts, snapshots, bulk appends, placement changes, and the
+//!   altered copies ALTER TABLE puts in a table's place.
 //! - [`index`]: sorted and hash indexes.
 //! - [`placement`]: table placement policies (`node`, `round_robin`, `interleave`, `first_touch`, `os_default`).
 //!
@@ -19,7 +20,7 @@ pub mod placement;
 pub mod table;
 pub mod types;
 
-pub use catalog::Catalog;
+pub use catalog::{Catalog, Replaced};
 pub use column::{
     ColumnChunk, ColumnData, Combine, CombinedMasks, Dictionary, IntColumn, PREFETCH_BLOCKS_DEFAULT,
     PREFETCH_BLOCKS_MAX, RangeLeaf, combine_range_leaves,
@@ -27,7 +28,7 @@ pub use column::{
 pub use index::{DuplicateKey, Index, IndexKind};
 pub use placement::TablePlacement;
 pub use table::{
-    ChunkPlacement, ColumnInput, DELTA_SEAL_ROWS, Delta, PARTITION_ROWS_DEFAULT, Partition, RowChange, StorageError,
-    Table, TableOptions, TableSnapshot, check_placement,
+    ChunkPlacement, ColumnChange, ColumnInput, DELTA_SEAL_ROWS, Delta, PARTITION_ROWS_DEFAULT, Partition, RowChange,
+    StorageError, Table, TableOptions, TableSnapshot, check_placement,
 };
 pub use types::{ColumnDef, DataType, FitError, Value, compare_doubles, format_double};

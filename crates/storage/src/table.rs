@@ -8,9 +8,13 @@
 //! [`TableSnapshot`]: the partitions and the delta as they were, shared by reference counting, so a scan never
 //! blocks an insert and never sees half of one (the delta is copy-on-write: an insert copies it only while a
 //! snapshot holds it).
+//!
+//! A table's name and columns are fixed for its life: ALTER TABLE makes an altered copy ([`Table::alter`]) that
+//! takes the table's place, so what was bound to the old columns reads them, or writes nothing.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use numadb_placement::{PageHistogram, PlacementError, Policy};
 
@@ -53,6 +57,35 @@ pub enum StorageError {
     /// Memory placement failed.
     #[error(transparent)]
     Placement(#[from] PlacementError),
+    /// The table was replaced by its altered copy ([`Table::alter`]) before this write could start: nothing was
+    /// written, and the write may be made again to the table that took its place.
+    #[error("relation \"{0}\" was altered by another statement while this one ran")]
+    Retired(String),
+    /// `ADD COLUMN … NOT NULL` whose value for the rows already there is NULL (PostgreSQL's words).
+    #[error("column \"{column}\" of relation \"{table}\" contains null values")]
+    ContainsNulls {
+        /// Table.
+        table: String,
+        /// Column.
+        column: String,
+    },
+}
+
+/// One change of [`Table::alter`], made to the columns as the changes before it left them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ColumnChange {
+    /// Appends a column; every row already there takes `value` (of the column's type, or NULL).
+    Add {
+        /// The new column.
+        definition: ColumnDef,
+        /// Its value in the rows already there.
+        value: Value,
+    },
+    /// Removes the column at this position, with the indexes on it (the primary key's too); the columns after it
+    /// move up by one.
+    Drop(usize),
+    /// Renames the column at this position.
+    Rename(usize, String),
 }
 
 /// What [`Table::rewrite`] does with a row.
@@ -88,7 +121,9 @@ pub struct Partition {
     index: usize,
     first_row: u64,
     rows: usize,
-    columns: Vec<ColumnChunk>,
+    /// Shared with the partition's copy in a table whose columns changed ([`Table::alter`]), which keeps the
+    /// chunks of the columns that stay rather than encoding them again.
+    columns: Vec<Arc<ColumnChunk>>,
 }
 
 impl Partition {
@@ -124,7 +159,7 @@ impl Partition {
                 }
                 ColumnInput::Values(values) => ColumnChunk::from_values(definition.data_type, &values, policy)?,
             };
-            chunks.push(chunk);
+            chunks.push(Arc::new(chunk));
         }
         Ok(Partition { index, first_row, rows, columns: chunks })
     }
@@ -155,7 +190,7 @@ impl Partition {
     }
 
     /// All columns.
-    pub fn columns(&self) -> &[ColumnChunk] {
+    pub fn columns(&self) -> &[Arc<ColumnChunk>] {
         &self.columns
     }
 
@@ -270,6 +305,8 @@ pub struct TableOptions {
     pub placement: TablePlacement,
     /// Kind of the primary-key index.
     pub primary_key_index: IndexKind,
+    /// Name of the primary-key index; `None` is `{table}_pkey` (which a table since renamed may still hold).
+    pub primary_key_name: Option<String>,
 }
 
 impl Default for TableOptions {
@@ -278,6 +315,7 @@ impl Default for TableOptions {
             partition_rows: PARTITION_ROWS_DEFAULT,
             placement: TablePlacement::OsDefault,
             primary_key_index: IndexKind::Sorted,
+            primary_key_name: None,
         }
     }
 }
@@ -300,14 +338,23 @@ pub struct ChunkPlacement {
 }
 
 /// A table.
+///
+/// Its name and columns never change: `ALTER TABLE` makes a new table ([`Table::alter`]) that the catalog puts in
+/// its place, so a statement bound to a table's columns reads them as they were bound, and a snapshot stays
+/// consistent with them.
 pub struct Table {
     name: String,
     columns: Vec<ColumnDef>,
     primary_key: Option<usize>,
+    /// The primary key's index (it keeps its name when the table is renamed, as PostgreSQL's does).
+    primary_index: Option<String>,
     partition_rows: usize,
     state: RwLock<TableState>,
-    /// Serialises writers (inserts, bulk appends, placement changes); readers never take it.
+    /// Serialises writers (inserts, bulk appends, placement changes, ALTER TABLE); readers never take it.
     writer: Mutex<()>,
+    /// Set, under `writer`, once an altered copy has taken the table's place: writers that get `writer` after
+    /// that fail with [`StorageError::Retired`] rather than write to a table nobody will read again.
+    retired: AtomicBool,
 }
 
 impl Table {
@@ -333,7 +380,8 @@ impl Table {
         }
         let mut columns = columns;
         let mut indexes = Vec::new();
-        if let Some(key) = primary_key {
+        let primary_index = primary_key.map(|_| options.primary_key_name.clone().unwrap_or(format!("{name}_pkey")));
+        if let (Some(key), Some(index_name)) = (primary_key, &primary_index) {
             let definition = columns.get_mut(key).ok_or_else(|| StorageError::Invalid("no such key column".into()))?;
             if matches!(definition.data_type, DataType::Double | DataType::Boolean) {
                 return Err(StorageError::Invalid(format!(
@@ -344,7 +392,7 @@ impl Table {
             definition.nullable = false;
             indexes.push(Arc::new(
                 Index::build(
-                    &format!("{name}_pkey"),
+                    index_name,
                     key,
                     &definition.name,
                     options.primary_key_index,
@@ -360,6 +408,7 @@ impl Table {
             name: name.to_string(),
             columns,
             primary_key,
+            primary_index,
             partition_rows: options.partition_rows,
             state: RwLock::new(TableState {
                 partitions: Vec::new(),
@@ -369,7 +418,23 @@ impl Table {
                 column_placement: BTreeMap::new(),
             }),
             writer: Mutex::new(()),
+            retired: AtomicBool::new(false),
         })
+    }
+
+    /// The writers' lock, for a write to this table: [`StorageError::Retired`] once an altered copy has
+    /// taken the table's place.
+    fn writer(&self) -> Result<MutexGuard<'_, ()>, StorageError> {
+        let writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if self.retired.load(Ordering::Relaxed) {
+            return Err(StorageError::Retired(self.name.clone()));
+        }
+        Ok(writer)
+    }
+
+    /// Whether an altered copy has taken the table's place ([`Table::alter`]).
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Relaxed)
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, TableState> {
@@ -398,6 +463,11 @@ impl Table {
     /// The primary-key column.
     pub fn primary_key(&self) -> Option<usize> {
         self.primary_key
+    }
+
+    /// The name of the primary key's index (`t_pkey`, kept when the table is renamed, as PostgreSQL keeps it).
+    pub fn primary_index(&self) -> Option<&str> {
+        self.primary_index.as_deref()
     }
 
     /// Rows per partition.
@@ -438,7 +508,7 @@ impl Table {
     /// Checks and inserts rows (each with one value per column, already of the column's type). Returns the
     /// number inserted. All rows are checked before any is inserted: a failing statement inserts nothing.
     pub fn insert(&self, mut rows: Vec<Vec<Value>>) -> Result<u64, StorageError> {
-        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let _writer = self.writer()?;
         for row in &mut rows {
             if row.len() != self.columns.len() {
                 return Err(StorageError::Invalid(format!(
@@ -508,7 +578,7 @@ impl Table {
         // the indexes that point at them.
         let chunks = (self.columns.iter().zip(&state.delta.columns).zip(&policies))
             .map(|((definition, values), policy)| {
-                ColumnChunk::from_values(definition.data_type, &values[..take], policy)
+                ColumnChunk::from_values(definition.data_type, &values[..take], policy).map(Arc::new)
             })
             .collect::<Result<Vec<_>, _>>()?;
         let partition = Partition { index, first_row, rows: take, columns: chunks };
@@ -521,7 +591,12 @@ impl Table {
 
     /// Encodes all delta rows into a partition (after a load, so that everything is compressed and placed).
     pub fn seal(&self) -> Result<(), StorageError> {
-        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let _writer = match self.writer() {
+            Ok(writer) => writer,
+            // Nobody writes to the table any more; its altered copy has the rows and seals them itself.
+            Err(StorageError::Retired(_)) => return Ok(()),
+            Err(error) => return Err(error),
+        };
         let mut state = self.write();
         let rows = state.delta.rows();
         self.seal_locked(&mut state, rows)
@@ -538,7 +613,7 @@ impl Table {
     /// unique indexes. When the table was empty, indexes are rebuilt from the data in one pass. Text lengths are
     /// the builder's to fit ([`ColumnDef::fit`]: COPY fits each value as it parses it).
     pub fn append_partitions(&self, partitions: Vec<Partition>) -> Result<u64, StorageError> {
-        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let _writer = self.writer()?;
         self.append_locked(partitions)
     }
 
@@ -547,7 +622,7 @@ impl Table {
     /// as [`Table::append_partitions`]. The partitions were placed for the slots expected when they were built;
     /// if other writers took those meanwhile, round-robin placement is off by as many partitions.
     pub fn append_staged(&self, mut partitions: Vec<Partition>) -> Result<u64, StorageError> {
-        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let _writer = self.writer()?;
         let (mut next_index, mut next_row) = {
             let mut state = self.write();
             let rows = state.delta.rows();
@@ -648,7 +723,7 @@ impl Table {
     /// TRUNCATE: removes every row at once (the indexes are emptied, the placement stays). Readers keep the
     /// snapshot they took; writers wait. Returns how many rows there were.
     pub fn truncate(&self) -> Result<u64, StorageError> {
-        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let _writer = self.writer()?;
         let snapshot = self.snapshot();
         let mut indexes = Vec::with_capacity(snapshot.indexes.len());
         for index in &snapshot.indexes {
@@ -683,7 +758,7 @@ impl Table {
         key: Option<(usize, &Value)>,
         mut decide: impl FnMut(&[Value]) -> Result<RowChange, E>,
     ) -> Result<u64, E> {
-        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let _writer = self.writer()?;
         let snapshot = self.snapshot();
         let width = self.columns.len();
         // The rows `decide` sees: all, or those the index finds.
@@ -849,7 +924,7 @@ impl Table {
 
     /// Adds an index over the current rows.
     pub fn create_index(&self, name: &str, column: usize, kind: IndexKind, unique: bool) -> Result<(), StorageError> {
-        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let _writer = self.writer()?;
         let snapshot = self.snapshot();
         let definition = &self.columns[column];
         let rows = snapshot.rows();
@@ -868,12 +943,173 @@ impl Table {
     }
 
     /// Drops an index by name; returns whether it existed. The primary key's index cannot be dropped.
-    pub fn drop_index(&self, name: &str) -> bool {
+    pub fn drop_index(&self, name: &str) -> Result<bool, StorageError> {
+        let _writer = self.writer()?;
         let mut state = self.write();
         let before = state.indexes.len();
-        let primary = format!("{}_pkey", self.name);
-        state.indexes.retain(|i| i.name() != name || i.name() == primary);
-        state.indexes.len() != before
+        let primary = self.primary_index.as_deref();
+        state.indexes.retain(|i| i.name() != name || Some(i.name()) == primary);
+        Ok(state.indexes.len() != before)
+    }
+
+    /// ALTER TABLE: a table named `name` whose columns are this one's with `changes` made, holding this table's
+    /// rows, handed to `install` (which puts it in this table's place in the catalog). Once `install` succeeds,
+    /// this table is retired.
+    ///
+    /// Writers wait while the copy is made (this holds the writers' lock) and then find the table retired: a
+    /// write made before the copy is in it, one that comes after fails with [`StorageError::Retired`] having
+    /// written nothing, and can run again against the copy. So no write is lost, and none is made to columns
+    /// bound before they changed. Readers go on with their snapshots of this table, whose columns and rows stay
+    /// as they were. The copy shares the chunks of the columns that stay and the indexes' keys (row ids do not
+    /// move); an added column is encoded per partition as a constant and placed by the table's placement for
+    /// that partition, and every delta row takes its value. Placements set per column follow their columns.
+    /// All or nothing: an error from `changes` or from `install` leaves this table as it was.
+    pub fn alter<R, E: From<StorageError>>(
+        &self,
+        name: &str,
+        changes: &[ColumnChange],
+        install: impl FnOnce(Table) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let _writer = self.writer()?;
+        let altered = self.altered(name, changes)?;
+        let installed = install(altered)?;
+        self.retired.store(true, Ordering::Relaxed);
+        Ok(installed)
+    }
+
+    /// The copy [`Table::alter`] makes (under the writers' lock).
+    fn altered(&self, name: &str, changes: &[ColumnChange]) -> Result<Table, StorageError> {
+        let (partitions, delta, indexes, placement, mut column_placement) = {
+            let state = self.read();
+            (
+                state.partitions.clone(),
+                Arc::clone(&state.delta),
+                state.indexes.clone(),
+                state.placement.clone(),
+                state.column_placement.clone(),
+            )
+        };
+        let mut columns = self.columns.clone();
+        let mut primary_key = self.primary_key;
+        let mut chunks: Vec<Vec<Arc<ColumnChunk>>> = partitions.iter().map(|p| p.columns.clone()).collect();
+        let mut delta_columns = delta.columns.clone();
+        // Each index, with where its column is now.
+        let mut indexed: Vec<(Arc<Index>, usize)> = indexes.iter().map(|i| (Arc::clone(i), i.column())).collect();
+        let rows = delta.first_row + delta.rows() as u64;
+        let no_column = |position: usize| {
+            StorageError::Invalid(format!("table \"{}\" has no column at position {position}", self.name))
+        };
+        for change in changes {
+            match change {
+                ColumnChange::Add { definition, value } => {
+                    if columns.iter().any(|c| c.name == definition.name) {
+                        return Err(StorageError::Invalid(format!(
+                            "column \"{}\" of relation \"{}\" already exists",
+                            definition.name, self.name
+                        )));
+                    }
+                    let fits = matches!(
+                        (definition.data_type, value),
+                        (_, Value::Null)
+                            | (DataType::Integer | DataType::BigInt, Value::Int(_))
+                            | (DataType::Double, Value::Double(_))
+                            | (DataType::Boolean, Value::Bool(_))
+                            | (DataType::Text, Value::Text(_))
+                    );
+                    if definition.data_type == DataType::Numeric || !fits {
+                        return Err(StorageError::Invalid(format!(
+                            "column \"{}\" cannot be a {} holding {value:?}",
+                            definition.name, definition.data_type
+                        )));
+                    }
+                    let mut value = value.clone();
+                    definition.fit(&mut value)?;
+                    if value.is_null() && !definition.nullable && rows > 0 {
+                        return Err(StorageError::ContainsNulls {
+                            table: self.name.clone(),
+                            column: definition.name.clone(),
+                        });
+                    }
+                    for (partition, chunks) in partitions.iter().zip(&mut chunks) {
+                        let policy = placement.policy_for_partition(partition.index);
+                        let chunk = ColumnChunk::constant(definition.data_type, &value, partition.rows, &policy)?;
+                        chunks.push(Arc::new(chunk));
+                    }
+                    delta_columns.push(vec![value; delta.rows()]);
+                    columns.push(definition.clone());
+                }
+                &ColumnChange::Drop(position) => {
+                    if position >= columns.len() {
+                        return Err(no_column(position));
+                    }
+                    columns.remove(position);
+                    for chunks in &mut chunks {
+                        chunks.remove(position);
+                    }
+                    delta_columns.remove(position);
+                    indexed.retain(|&(_, column)| column != position);
+                    let after = |column: usize| if column > position { column - 1 } else { column };
+                    for (_, column) in &mut indexed {
+                        *column = after(*column);
+                    }
+                    primary_key = primary_key.filter(|&key| key != position).map(after);
+                    column_placement = std::mem::take(&mut column_placement)
+                        .into_iter()
+                        .filter(|&(column, _)| column != position)
+                        .map(|(column, placement)| (after(column), placement))
+                        .collect();
+                }
+                ColumnChange::Rename(position, name) => {
+                    if *position >= columns.len() {
+                        return Err(no_column(*position));
+                    }
+                    if columns.iter().enumerate().any(|(c, column)| c != *position && column.name == *name) {
+                        return Err(StorageError::Invalid(format!(
+                            "column \"{name}\" of relation \"{}\" already exists",
+                            self.name
+                        )));
+                    }
+                    columns[*position].name = name.clone();
+                }
+            }
+        }
+        if columns.is_empty() {
+            return Err(StorageError::Invalid(format!("table \"{}\" needs at least one column", self.name)));
+        }
+        let indexes = indexed
+            .into_iter()
+            .map(|(index, column)| {
+                let column_name = &columns[column].name;
+                if column == index.column() && column_name == index.column_name() {
+                    index
+                } else {
+                    Arc::new(index.moved(column, column_name))
+                }
+            })
+            .collect();
+        // New partitions even where the chunks are the same: what is kept per partition elsewhere (a text
+        // column's numbering over partitions) names columns by position.
+        let partitions = partitions
+            .iter()
+            .zip(chunks)
+            .map(|(p, columns)| Arc::new(Partition { index: p.index, first_row: p.first_row, rows: p.rows, columns }))
+            .collect();
+        Ok(Table {
+            name: name.to_string(),
+            columns,
+            primary_key,
+            primary_index: primary_key.and(self.primary_index.clone()),
+            partition_rows: self.partition_rows,
+            state: RwLock::new(TableState {
+                partitions,
+                delta: Arc::new(Delta { first_row: delta.first_row, columns: delta_columns }),
+                indexes,
+                placement,
+                column_placement,
+            }),
+            writer: Mutex::new(()),
+            retired: AtomicBool::new(false),
+        })
     }
 
     /// Changes the placement of the table (or of one column) and moves the existing partitions' pages while
@@ -884,7 +1120,7 @@ impl Table {
         column: Option<usize>,
     ) -> Result<Vec<ChunkPlacement>, StorageError> {
         check_placement(&placement)?;
-        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let _writer = self.writer()?;
         let partitions = {
             let mut state = self.write();
             match column {
@@ -1213,6 +1449,104 @@ mod tests {
     }
 
     #[test]
+    fn an_altered_copy_shares_what_stays_moves_keys_and_placements_and_retires_the_table() {
+        let columns = vec![
+            ColumnDef::new("a", DataType::Integer, true),
+            ColumnDef::new("id", DataType::Integer, false),
+            ColumnDef::new("name", DataType::Text, true),
+        ];
+        let table = Table::new("t", columns, Some(1), small()).unwrap();
+        table
+            .insert((0..2500).map(|i| vec![Value::Int(-i), Value::Int(i), Value::text(&format!("n{i}"))]).collect())
+            .unwrap();
+        table.create_index("by_name", 2, IndexKind::Hash, false).unwrap();
+        let node = numadb_placement::system_topology().unwrap().nodes_with_cpus().first().unwrap();
+        table.set_placement(TablePlacement::Node(node), Some(2)).unwrap();
+        let before = table.snapshot();
+        assert_eq!((before.partitions.len(), before.delta.rows()), (2, 2500 - 2048));
+
+        let changes = [
+            ColumnChange::Drop(0),
+            ColumnChange::Add { definition: ColumnDef::new("c", DataType::BigInt, false), value: Value::Int(7) },
+            ColumnChange::Rename(1, "label".into()),
+        ];
+        // Installed nowhere: handed back.
+        let altered = table.alter("u", &changes, Ok::<Table, StorageError>).unwrap();
+        assert!(table.is_retired());
+        let names: Vec<&str> = altered.columns().iter().map(|c| c.name.as_str()).collect();
+        assert_eq!((altered.name(), names, altered.primary_key()), ("u", vec!["id", "label", "c"], Some(0)));
+
+        let after = altered.snapshot();
+        assert_eq!(after.rows(), 2500);
+        for (old, new) in before.partitions.iter().zip(&after.partitions) {
+            assert!(!Arc::ptr_eq(old, new), "a new partition, numbered by its new columns");
+            assert!(Arc::ptr_eq(&old.columns[1], &new.columns[0]) && Arc::ptr_eq(&old.columns[2], &new.columns[1]));
+            assert!(new.column(2).bytes() < 1024, "a constant column is a few bytes a block");
+        }
+        for row in [0u64, 1023, 1024, 2047, 2048, 2499] {
+            let id = row as i64;
+            assert_eq!(after.value(row, 0), Some(Value::Int(id)));
+            assert_eq!(after.value(row, 1), Some(Value::text(&format!("n{id}"))));
+            assert_eq!(after.value(row, 2), Some(Value::Int(7)), "row {row}");
+            assert_eq!(before.value(row, 0), Some(Value::Int(-id)), "the old snapshot reads the old columns");
+        }
+        // The indexes follow their columns and keep their keys; the placement of `name` follows it.
+        let pk = after.index_on(0).unwrap();
+        assert_eq!((pk.name(), pk.lookup_one(&Value::Int(2222))), ("t_pkey", Some(2222)));
+        assert_eq!(after.index_on(1).unwrap().column_name(), "label");
+        assert_eq!(after.index_on(1).unwrap().lookup_one(&Value::text("n5")), Some(5));
+        assert!(after.index_on(2).is_none());
+        assert_eq!(altered.placement(Some(1)), TablePlacement::Node(node));
+        assert_eq!(altered.placement(Some(2)), TablePlacement::OsDefault);
+        assert_eq!(after.partitions[0].column(1).policy(), Policy::Node(node));
+
+        // The old table takes no more writes; the copy takes them, under its constraints.
+        let retired = table.insert(vec![vec![Value::Int(0), Value::Int(9999), Value::Null]]).unwrap_err();
+        assert!(matches!(retired, StorageError::Retired(ref name) if name == "t"), "{retired:?}");
+        assert!(matches!(table.rewrite(|_| Ok::<_, StorageError>(RowChange::Delete)), Err(StorageError::Retired(_))));
+        assert!(matches!(table.truncate(), Err(StorageError::Retired(_))));
+        assert!(table.seal().is_ok(), "a seal is only an optimisation");
+        assert!(matches!(
+            altered.insert(vec![vec![Value::Int(5), Value::Null, Value::Int(1)]]),
+            Err(StorageError::Duplicate(_))
+        ));
+        assert!(matches!(
+            altered.insert(vec![vec![Value::Int(5000), Value::Null, Value::Null]]),
+            Err(StorageError::NotNull { .. })
+        ));
+        altered.insert(vec![vec![Value::Int(5000), Value::text("new"), Value::Int(8)]]).unwrap();
+        assert_eq!(altered.snapshot().index_on(0).unwrap().lookup_one(&Value::Int(5000)), Some(2500));
+        assert_eq!(before.rows(), 2500);
+
+        // Dropping the key's column drops the key and its index.
+        let keyless = altered.alter("u", &[ColumnChange::Drop(0)], Ok::<Table, StorageError>).unwrap();
+        assert_eq!((keyless.primary_key(), keyless.snapshot().indexes.len()), (None, 1));
+        keyless.insert(vec![vec![Value::text("dup"), Value::Int(1)], vec![Value::text("dup"), Value::Int(1)]]).unwrap();
+    }
+
+    #[test]
+    fn an_alter_that_fails_leaves_the_table_as_it_was() {
+        let table = Table::new("t", schema(), Some(0), small()).unwrap();
+        table.insert((0..1500).map(|i| vec![Value::Int(i), Value::Null]).collect()).unwrap();
+        let not_null = ColumnDef::new("c", DataType::Integer, false);
+        let add = |value: Value| [ColumnChange::Add { definition: not_null.clone(), value }];
+        let install = |_: Table| -> Result<(), StorageError> { panic!("nothing to install") };
+        let error = table.alter("t", &add(Value::Null), install).unwrap_err();
+        assert_eq!(error.to_string(), "column \"c\" of relation \"t\" contains null values");
+        assert!(table.alter("t", &add(Value::text("x")), install).is_err(), "a value of another type");
+        assert!(table.alter("t", &[ColumnChange::Drop(2)], install).is_err());
+        assert!(table.alter("t", &[ColumnChange::Drop(0), ColumnChange::Drop(0)], install).is_err(), "no column left");
+        assert!(table.alter("t", &[ColumnChange::Rename(1, "id".into())], install).is_err());
+        // An install that fails (the catalog's name taken) retires nothing.
+        let refused: Result<(), StorageError> =
+            table.alter("t", &add(Value::Int(1)), |_| Err(StorageError::Invalid("taken".into())));
+        assert!(refused.is_err());
+        assert!(!table.is_retired());
+        table.insert(vec![vec![Value::Int(1500), Value::Null]]).unwrap();
+        assert_eq!(contents(&table).len(), 1501);
+    }
+
+    #[test]
     fn indexes_can_be_added_and_dropped() {
         let table = Table::new("t", schema(), None, small()).unwrap();
         table.insert((0..100).map(|i| vec![Value::Int(i % 10), Value::Null]).collect()).unwrap();
@@ -1221,7 +1555,7 @@ mod tests {
         table.snapshot().index_on(0).unwrap().lookup(&Value::Int(3), |_| rows += 1);
         assert_eq!(rows, 10);
         assert!(table.create_index("u", 0, IndexKind::Sorted, true).is_err());
-        assert!(table.drop_index("by_id"));
-        assert!(!table.drop_index("by_id"));
+        assert!(table.drop_index("by_id").unwrap());
+        assert!(!table.drop_index("by_id").unwrap());
     }
 }

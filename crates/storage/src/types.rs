@@ -308,12 +308,21 @@ pub struct ColumnDef {
     /// Declared `smallint`: stored as an integer, but its values must fit in 16 bits.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub smallint: bool,
+    /// The value a row that names no value for the column takes (`DEFAULT`, a constant: evaluated once when the
+    /// column is defined); `None` is NULL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<Value>,
 }
 
 impl ColumnDef {
     /// A column of any length.
     pub fn new(name: impl Into<String>, data_type: DataType, nullable: bool) -> Self {
-        ColumnDef { name: name.into(), data_type, nullable, max_chars: None, smallint: false }
+        ColumnDef { name: name.into(), data_type, nullable, max_chars: None, smallint: false, default: None }
+    }
+
+    /// The value of a row that names none for the column.
+    pub fn default_value(&self) -> Value {
+        self.default.clone().unwrap_or(Value::Null)
     }
 
     /// `value` as this column stores it: a text longer than [`ColumnDef::max_chars`] loses the excess if it is all

@@ -304,7 +304,7 @@ fn index_method(kind: IndexKind) -> &'static str {
 
 /// Whether `index` is `table`'s primary key.
 fn is_primary(table: &Table, index: &Index) -> bool {
-    index.is_unique() && table.primary_key() == Some(index.column()) && index.name() == format!("{}_pkey", table.name())
+    table.primary_index() == Some(index.name())
 }
 
 /// A name as SQL writes it: quoted unless it is a plain lower-case identifier.
