@@ -321,7 +321,7 @@ pub fn compile(expr: &Expr, params: &[Value]) -> Result<Filter, ExecError> {
                     other => parts.push(other),
                 }
             }
-            Filter::And(parts)
+            Filter::And(by_class(parts))
         }
         Expr::Binary { op: BinaryOp::Or, left, right, .. } => {
             let mut parts = Vec::new();
@@ -331,7 +331,7 @@ pub fn compile(expr: &Expr, params: &[Value]) -> Result<Filter, ExecError> {
                     other => parts.push(other),
                 }
             }
-            Filter::Or(parts)
+            Filter::Or(by_class(parts))
         }
         Expr::Binary { op, left, right, .. } if op.is_comparison() => {
             compile_comparison(*op, left, right, params)?.unwrap_or_else(|| rows_filter(expr))
@@ -618,7 +618,7 @@ impl Filter {
         }
     }
 
-    /// Where an AND's part goes ([`cheap_first`]): kernels' leaves (0), then what reads rows but cannot fail (1),
+    /// Where an AND's part goes ([`by_class`]): kernels' leaves (0), then what reads rows but cannot fail (1),
     /// then what may fail (2).
     fn class(&self) -> u8 {
         if self.may_fail() { 2 } else { u8::from(self.reads_rows()) }
@@ -630,7 +630,7 @@ impl Filter {
     /// nothing). Inside an expression an AND goes on after a NULL, as it must to tell FALSE from NULL.
     pub fn passes_row(&self, row: &[Value], params: &[Value]) -> Result<bool, ExecError> {
         if let Filter::And(parts) = self {
-            for part in cheap_first(parts) {
+            for part in parts {
                 if part.row_verdict(row, params)? != Some(true) {
                     return Ok(false);
                 }
@@ -690,7 +690,7 @@ impl Filter {
                 // FALSE decides an AND, TRUE an OR; else UNKNOWN if a part was, the other verdict if none was.
                 let deciding = matches!(self, Filter::Or(_));
                 let mut result = Some(!deciding);
-                for part in cheap_first(parts) {
+                for part in parts {
                     match part.row_verdict(row, params)? {
                         Some(verdict) if verdict == deciding => return Ok(Some(deciding)),
                         None => result = None,
@@ -908,7 +908,7 @@ impl Filter {
                 // decided; a part that may fail does not evaluate them, however deep its leaves that may fail
                 // are (`NOT (n::int < 46)`, an OR of them).
                 let drops_unknown = is_and && wanted == Wanted::True;
-                let ordered: Vec<&Filter> = cheap_first(parts).collect();
+                let ordered: Vec<&Filter> = parts.iter().collect();
                 let (first, wanted_of_parts) = (ordered[0], Wanted::TrueAndFalse);
                 first.eval_blocks_wanting(
                     partition,
@@ -981,17 +981,16 @@ impl Filter {
     }
 }
 
-/// An AND's or OR's parts in the order they are evaluated: those that cannot fail (the kernels' leaves, and
-/// NOTs, ANDs and ORs of them) first, then those that may ([`Filter::may_fail`]: expressions evaluated on rows,
-/// or per string, which may fall back to rows, and what holds them), the cheapest first ([`Filter::cost`]) and
-/// otherwise in the order written; a row one of them decides is not evaluated by the rest. PostgreSQL likewise
-/// evaluates a qual's cheaper clauses first and stops at the first that decides: `b + 1 > 0 AND s LIKE 'x%'`
-/// tests the LIKE first, and raises no overflow where it is false.
-///
-/// [`compile`] puts the parts that may fail in order of cost ([`by_cost`]); this takes those that cannot before
-/// them (such as join keys added after compiling) and keeps the rest in their order.
-pub(crate) fn cheap_first(parts: &[Filter]) -> impl Iterator<Item = &Filter> {
-    (0..3).flat_map(move |class| parts.iter().filter(move |part| part.class() == class))
+/// An AND's or OR's parts in the order they are evaluated, which [`compile`] gives them: those that cannot fail
+/// (the kernels' leaves, and NOTs, ANDs and ORs of them), then those that read rows but cannot fail, then those
+/// that may ([`Filter::class`]), each in the order written; a row one of them decides is not evaluated by the
+/// rest. [`compile_where`] also puts a WHERE clause's parts that may fail in order of cost ([`by_cost`]), as
+/// PostgreSQL evaluates a qual's cheaper clauses first and stops at the first that decides: `b + 1 > 0 AND s LIKE
+/// 'x%'` tests the LIKE first, and raises no overflow where it is false. Evaluation takes the parts as they are:
+/// a row's verdict would otherwise walk the expressions for each row.
+fn by_class(mut parts: Vec<Filter>) -> Vec<Filter> {
+    parts.sort_by_cached_key(Filter::class);
+    parts
 }
 
 /// A WHERE clause's parts, as PostgreSQL orders its list of quals: those that may fail sorted by cost (stably: of

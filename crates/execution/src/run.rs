@@ -866,7 +866,8 @@ fn add_scan(
         filter = Some(match filter {
             None => keys,
             Some(Filter::And(mut parts)) if parts.iter().any(Filter::reads_rows) => {
-                parts.push(keys);
+                let first_on_rows = parts.iter().position(Filter::reads_rows).unwrap_or(parts.len());
+                parts.insert(first_on_rows, keys);
                 Filter::And(parts)
             }
             Some(filter) => Filter::And(vec![filter, keys]),
