@@ -1047,23 +1047,19 @@ pub(crate) fn expr_may_fail(expr: &Expr) -> bool {
 /// anything runs (`100 / z = 5 AND NULL::int = 1` divides nothing); and the clause's list of quals ordered by cost.
 pub fn compile_where(expr: &Expr, params: &[Value]) -> Result<Filter, ExecError> {
     fn null_is_false(filter: Filter) -> Filter {
+        let is_and = matches!(filter, Filter::And(_));
         match filter {
             Filter::Unknown => Filter::False,
-            Filter::And(parts) => {
-                let parts: Vec<Filter> =
-                    parts.into_iter().map(null_is_false).filter(|part| *part != Filter::True).collect();
+            Filter::And(parts) | Filter::Or(parts) => {
+                // FALSE decides an AND, TRUE an OR; the other constant is left out, and is all that is left of
+                // none.
+                let (deciding, neutral) =
+                    if is_and { (Filter::False, Filter::True) } else { (Filter::True, Filter::False) };
+                let parts: Vec<Filter> = parts.into_iter().map(null_is_false).filter(|part| *part != neutral).collect();
                 match parts.len() {
-                    _ if parts.contains(&Filter::False) => Filter::False,
-                    0 => Filter::True,
-                    _ => Filter::And(parts),
-                }
-            }
-            Filter::Or(parts) => {
-                let parts: Vec<Filter> =
-                    parts.into_iter().map(null_is_false).filter(|part| *part != Filter::False).collect();
-                match parts.len() {
-                    _ if parts.contains(&Filter::True) => Filter::True,
-                    0 => Filter::False,
+                    _ if parts.contains(&deciding) => deciding,
+                    0 => neutral,
+                    _ if is_and => Filter::And(parts),
                     _ => Filter::Or(parts),
                 }
             }
