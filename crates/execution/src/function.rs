@@ -148,7 +148,15 @@ pub enum ScalarFunction {
     /// `int2(x)`, and what `x::smallint` binds to: `x` as an integer (a double rounded half to even) that must fit
     /// in 16 bits. numadb has no 16-bit type, so the result is an integer, checked.
     Int2,
+    /// [`SINGLE_ROW`]`(value, rows)`: what a correlated scalar subquery that does not aggregate becomes once it is
+    /// a join with its rows grouped by key (`value` one group's least value, `rows` its count, both NULL where no
+    /// group matched): `value`, or 21000 where `rows` is more than one, as PostgreSQL raises it for that outer row.
+    SingleRow,
 }
+
+/// The name [`ScalarFunction::SingleRow`] is called by in the SQL that the binder's rewrite of correlated
+/// subqueries writes.
+pub const SINGLE_ROW: &str = "__numadb_single_row";
 
 /// What one argument of a function takes, and what an argument of another type becomes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -341,6 +349,7 @@ impl ScalarFunction {
             "int4shl" | "int8shl" => F::ShiftLeft,
             "int4shr" | "int8shr" => F::ShiftRight,
             "int2" => F::Int2,
+            SINGLE_ROW => F::SingleRow,
             _ => return None,
         })
     }
@@ -378,6 +387,7 @@ impl ScalarFunction {
             F::ShiftLeft | F::ShiftRight => exactly(&[P::Integer, P::Integer], Returns::FirstArgument),
             F::BitNot => exactly(&[P::Integer], Returns::FirstArgument),
             F::Int2 => exactly(&[P::Numeric], Returns::Type(Integer)),
+            F::SingleRow => exactly(&[P::Any, P::Integer], Returns::FirstArgument),
             F::WidthBucket => exactly(&[P::Double, P::Double, P::Double, P::Integer], Returns::Type(Integer)),
             F::Round | F::Trunc => at_least(1, &[P::Double, P::Integer], Returns::Type(Double)),
             F::Floor | F::Ceil | F::Sign | F::Sqrt | F::Cbrt | F::Exp | F::Ln | F::Log10 => {
@@ -474,6 +484,7 @@ impl ScalarFunction {
             F::BitXor => "int8xor",
             F::BitNot => "int8not",
             F::Int2 => "int2",
+            F::SingleRow => SINGLE_ROW,
             F::ShiftLeft => "int8shl",
             F::ShiftRight => "int8shr",
         }
@@ -482,7 +493,7 @@ impl ScalarFunction {
     /// Whether a NULL argument makes the call NULL: every function but those that pass NULLs over.
     pub fn is_strict(self) -> bool {
         use ScalarFunction as F;
-        !matches!(self, F::Coalesce | F::Greatest | F::Least | F::Concat | F::ConcatWs)
+        !matches!(self, F::Coalesce | F::Greatest | F::Least | F::Concat | F::ConcatWs | F::SingleRow)
     }
 
     /// Evaluates the call on a row.
@@ -536,6 +547,16 @@ impl ScalarFunction {
                     text_fits(out.len())?;
                 }
                 Ok(Value::Text(Arc::from(out)))
+            }
+            F::SingleRow => {
+                let value = args[0].eval(row, params)?;
+                match args[1].eval(row, params)? {
+                    Value::Int(rows) if rows > 1 => Err(ExecError::new(
+                        sqlstate::CARDINALITY_VIOLATION,
+                        "more than one row returned by a subquery used as an expression",
+                    )),
+                    _ => Ok(value),
+                }
             }
             _ => {
                 // Strict functions: NULL in, NULL out, and at most four arguments. Every argument is evaluated
@@ -832,7 +853,7 @@ impl ScalarFunction {
                     (false, false) => value.wrapping_shr(count),
                 })
             }
-            F::Coalesce | F::Greatest | F::Least | F::Concat | F::ConcatWs => {
+            F::Coalesce | F::Greatest | F::Least | F::Concat | F::ConcatWs | F::SingleRow => {
                 return Err(ExecError::internal(format!("{} is not strict", self.name())));
             }
         })

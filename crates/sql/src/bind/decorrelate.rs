@@ -24,10 +24,13 @@
 //! becomes a left join with those rows grouped by their keys; the subquery's place takes the group's value or,
 //! where no group matches, the expression's value over no rows (each aggregate replaced by 0 for a count, NULL
 //! otherwise), computed only for those rows, as PostgreSQL computes it only then. EXISTS and IN over an aggregating
-//! subquery are not rewritten: it has one row whatever the keys.
+//! subquery are not rewritten: it has one row whatever the keys. One that does not aggregate
+//! (`(SELECT b.name FROM b WHERE b.k = a.k)`) is the same join, its groups counting their rows: the subquery's
+//! place takes the value of a group of one row, NULL where none matches, and error 21000 for an outer row that
+//! meets several, as PostgreSQL raises it for that row only.
 //!
 //! Anything else correlated (other comparisons with outer columns, in scalar subqueries, IN or twice, IN other than
-//! as a condition of WHERE, scalar subqueries that do not aggregate, subqueries over joins) is left as it is, and binding refuses it with 0A000 as before. The joined relations are named `__numadb_sq<n>`, and `*` does
+//! as a condition of WHERE, scalar subqueries with ORDER BY or LIMIT, subqueries over joins) is left as it is, and binding refuses it with 0A000 as before. The joined relations are named `__numadb_sq<n>`, and `*` does
 //! not list their columns.
 
 use sqlparser::ast::{self, BinaryOperator, Expr as E, Select, SetExpr, TableFactor};
@@ -35,6 +38,8 @@ use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::Parser;
 
 use numadb_storage::DataType;
+
+use numadb_execution::function::SINGLE_ROW;
 
 use super::{Binder, fold, is_comparison, object_name};
 
@@ -201,7 +206,7 @@ impl Binder<'_> {
     }
 
     /// Replaces the correlated scalar subqueries in `expr` (under comparisons, arithmetic, BETWEEN, IS [NOT]
-    /// NULL, casts) that [`Binder::scalar_as_join`] can rewrite, adding their joins to `joins`.
+    /// NULL, casts, CASE, function arguments) that [`Binder::scalar_as_join`] can rewrite, adding their joins to `joins`.
     fn rewrite_scalars(&self, expr: &mut E, outer: &Names, joins: &mut Vec<ast::Join>) {
         match expr {
             E::Subquery(query) => {
@@ -245,6 +250,15 @@ impl Binder<'_> {
                     self.rewrite_scalars(part, outer, joins);
                 }
             }
+            E::Function(function) => {
+                if let ast::FunctionArguments::List(list) = &mut function.args {
+                    for argument in &mut list.args {
+                        if let ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) = argument {
+                            self.rewrite_scalars(e, outer, joins);
+                        }
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -265,11 +279,13 @@ impl Binder<'_> {
         Some((join, E::Nested(Box::new(test?))))
     }
 
-    /// A correlated scalar subquery that aggregates one table's rows meeting the outer row through equalities
+    /// A correlated scalar subquery over one table's rows meeting the outer row through equalities
     /// (`(SELECT avg(b.x) FROM b WHERE b.k = a.k AND b.y > 0)`), as a left join with those rows grouped by their
-    /// keys, and the expression that replaces it: the group's value, or where no group matches, the value the
-    /// aggregate has over no rows (`(SELECT avg(b.x) FROM b WHERE FALSE)`: NULL, or 0 for a count). The keys are
-    /// grouped, so an outer row meets one group at most and no row is repeated.
+    /// keys, and the expression that replaces it: for an aggregate, the group's value, or where no group matches,
+    /// the value the aggregate has over no rows (`(SELECT avg(b.x) FROM b WHERE FALSE)`: NULL, or 0 for a count);
+    /// for a value of the rows (`(SELECT b.name FROM b WHERE b.k = a.k)`), the one row's value, NULL for none and
+    /// 21000 for several ([`SINGLE_ROW`]). The keys are grouped, so an outer row meets one group at most and no row
+    /// is repeated.
     fn scalar_as_join(&self, subquery: &ast::Query, outer: &Names, hidden: &str) -> Option<(ast::Join, E)> {
         let Correlated { inner, keys, local, residual: None } = self.correlated_select(subquery, outer)? else {
             return None;
@@ -280,15 +296,26 @@ impl Binder<'_> {
         else {
             return None;
         };
-        // Only an aggregate has exactly one value per outer row (anything else may have none or several).
-        if !has_aggregate(value) || references(value, &inner_names, outer).outer || contains_subquery(value) {
+        if references(value, &inner_names, outer).outer || contains_subquery(value) {
             return None;
         }
-        // Its value over no rows, evaluated only for outer rows that match none (`1/count(*)` fails there only).
-        let empty = over_no_rows(value)?;
         let from = &inner.from[0];
         let mut items = key_items(&keys);
-        items.push(format!("{value} AS __numadb_v"));
+        let replacement = if has_aggregate(value) {
+            // An aggregate has exactly one value per outer row. Its value over no rows is evaluated only for outer
+            // rows that match none (`1/count(*)` fails there only).
+            let empty = over_no_rows(value)?;
+            items.push(format!("{value} AS __numadb_v"));
+            format!("CASE WHEN {hidden}.__numadb_m IS NULL THEN {empty} ELSE {hidden}.__numadb_v END")
+        } else {
+            // Rows, which may be none (NULL) or several (21000, raised only for an outer row that meets several,
+            // as PostgreSQL raises it only when it evaluates the subquery for that row): the group's count says
+            // which, and with one row its least value is its value.
+            let least = if inner_names.is_boolean(value) { "bool_and" } else { "min" };
+            items.push(format!("{least}({value}) AS __numadb_v"));
+            items.push("count(*) AS __numadb_n".to_string());
+            format!("{SINGLE_ROW}({hidden}.__numadb_v, {hidden}.__numadb_n)")
+        };
         items.push("TRUE AS __numadb_m".to_string());
         let group_by: Vec<String> = keys.iter().map(|(inner, _)| format!("{inner}")).collect();
         let on = key_conditions(&keys, hidden);
@@ -299,7 +326,6 @@ impl Binder<'_> {
             on.join(" AND ")
         );
         let join = parse_join(&text)?;
-        let replacement = format!("CASE WHEN {hidden}.__numadb_m IS NULL THEN {empty} ELSE {hidden}.__numadb_v END");
         let replacement = Parser::new(&PostgreSqlDialect {}).try_with_sql(&replacement).ok()?.parse_expr().ok()?;
         Some((join, replacement))
     }
