@@ -115,6 +115,10 @@ impl AggregateCall {
     }
 }
 
+/// The name of `min` that also takes booleans (as `bool_and`), for SQL that the binder writes itself where it does
+/// not know the argument's type (the rewrite of correlated scalar subqueries).
+pub const LEAST_OF_ANY_TYPE: &str = "__numadb_least";
+
 impl AggregateFunction {
     /// The aggregate a (lower-case) function name calls, if it is one (`count` is `COUNT(x)`; the binder turns
     /// `count(*)` into [`AggregateFunction::CountStar`]).
@@ -122,7 +126,7 @@ impl AggregateFunction {
         Some(match name {
             "count" => AggregateFunction::Count,
             "sum" => AggregateFunction::Sum,
-            "min" => AggregateFunction::Min,
+            "min" | LEAST_OF_ANY_TYPE => AggregateFunction::Min,
             "max" => AggregateFunction::Max,
             "avg" => AggregateFunction::Avg,
             "bool_and" | "every" => AggregateFunction::BoolAnd,

@@ -1601,6 +1601,9 @@ impl<'a> Binder<'a> {
                 if self.is_untyped(&bound) && aggregate == AggregateFunction::StringAgg {
                     bound = self.coerce_to(bound, DataType::Text)?;
                 }
+                if name == numadb_execution::aggregate::LEAST_OF_ANY_TYPE && bound.data_type() == DataType::Boolean {
+                    aggregate = AggregateFunction::BoolAnd;
+                }
                 if !aggregate.accepts(bound.data_type()) {
                     return Err(ExecError::new(
                         sqlstate::UNDEFINED_FUNCTION,

@@ -39,6 +39,7 @@ use sqlparser::parser::Parser;
 
 use numadb_storage::DataType;
 
+use numadb_execution::aggregate::LEAST_OF_ANY_TYPE;
 use numadb_execution::function::SINGLE_ROW;
 
 use super::{Binder, fold, is_comparison, object_name};
@@ -311,8 +312,7 @@ impl Binder<'_> {
             // Rows, which may be none (NULL) or several (21000, raised only for an outer row that meets several,
             // as PostgreSQL raises it only when it evaluates the subquery for that row): the group's count says
             // which, and with one row its least value is its value.
-            let least = if inner_names.is_boolean(value) { "bool_and" } else { "min" };
-            items.push(format!("{least}({value}) AS __numadb_v"));
+            items.push(format!("{LEAST_OF_ANY_TYPE}({value}) AS __numadb_v"));
             items.push("count(*) AS __numadb_n".to_string());
             format!("{SINGLE_ROW}({hidden}.__numadb_v, {hidden}.__numadb_n)")
         };
