@@ -27,10 +27,12 @@
 //! subquery are not rewritten: it has one row whatever the keys. One that does not aggregate
 //! (`(SELECT b.name FROM b WHERE b.k = a.k)`) is the same join, its groups counting their rows: the subquery's
 //! place takes the value of a group of one row, NULL where none matches, and error 21000 for an outer row that
-//! meets several, as PostgreSQL raises it for that row only.
+//! meets several, as PostgreSQL raises it for that row only. One that keeps its first row in an order
+//! (`ORDER BY … LIMIT 1`, `FETCH FIRST ROW ONLY`) numbers each key's rows in that order (`row_number() OVER
+//! (PARTITION BY keys ORDER BY …)`) and joins the first.
 //!
 //! Anything else correlated (other comparisons with outer columns, in scalar subqueries, IN or twice, IN other than
-//! as a condition of WHERE, scalar subqueries with ORDER BY or LIMIT, subqueries over joins) is left as it is, and binding refuses it with 0A000 as before. The joined relations are named `__numadb_sq<n>`, and `*` does
+//! as a condition of WHERE, scalar subqueries with OFFSET or a LIMIT other than 1, subqueries over joins) is left as it is, and binding refuses it with 0A000 as before. The joined relations are named `__numadb_sq<n>`, and `*` does
 //! not list their columns.
 
 use sqlparser::ast::{self, BinaryOperator, Expr as E, Select, SetExpr, TableFactor};
@@ -288,7 +290,8 @@ impl Binder<'_> {
     /// 21000 for several ([`SINGLE_ROW`]). The keys are grouped, so an outer row meets one group at most and no row
     /// is repeated.
     fn scalar_as_join(&self, subquery: &ast::Query, outer: &Names, hidden: &str) -> Option<(ast::Join, E)> {
-        let Correlated { inner, keys, local, residual: None } = self.correlated_select(subquery, outer)? else {
+        let (first_in_order, unlimited) = first_row_order(subquery)?;
+        let Correlated { inner, keys, local, residual: None } = self.correlated_select(&unlimited, outer)? else {
             return None;
         };
         let inner_names = self.names_in(&inner.from)?;
@@ -302,6 +305,36 @@ impl Binder<'_> {
         }
         let from = &inner.from[0];
         let mut items = key_items(&keys);
+        let group_by: Vec<String> = keys.iter().map(|(inner, _)| format!("{inner}")).collect();
+        let on = key_conditions(&keys, hidden);
+        if let Some(order) = first_in_order.filter(|_| !has_aggregate(value)) {
+            // The first row of each key's rows in the subquery's order (`ORDER BY b.t DESC LIMIT 1`): numbered in
+            // that order per key. The value is computed for every row first, as PostgreSQL's plan does below its
+            // sort (`(SELECT 1 / b.x … ORDER BY b.x DESC LIMIT 1)` fails where a later row's `b.x` is 0).
+            for key in &order {
+                let refs = references(&key.expr, &inner_names, outer);
+                // A position or an output column's name would mean something else inside OVER (…).
+                if refs.outer || !refs.inner || contains_subquery(&key.expr) {
+                    return None;
+                }
+            }
+            let order: Vec<String> = order.iter().map(ToString::to_string).collect();
+            let order = if order.is_empty() { String::new() } else { format!(" ORDER BY {}", order.join(", ")) };
+            let keys_out: Vec<String> = (0..keys.len()).map(|i| format!("__numadb_k{i}")).collect();
+            items.push(format!("{value} AS __numadb_v"));
+            let text = format!(
+                "SELECT 1 FROM x LEFT JOIN (SELECT {}, __numadb_v, TRUE AS __numadb_m FROM (SELECT {}, row_number() \
+                 OVER (PARTITION BY {}{order}) AS __numadb_rn FROM {from}{local}) AS __numadb_first WHERE \
+                 __numadb_rn = 1) AS {hidden} ON {}",
+                keys_out.join(", "),
+                items.join(", "),
+                group_by.join(", "),
+                on.join(" AND ")
+            );
+            let replacement = format!("{hidden}.__numadb_v");
+            let replacement = Parser::new(&PostgreSqlDialect {}).try_with_sql(&replacement).ok()?.parse_expr().ok()?;
+            return Some((parse_join(&text)?, replacement));
+        }
         let replacement = if has_aggregate(value) {
             // An aggregate has exactly one value per outer row. Its value over no rows is evaluated only for outer
             // rows that match none (`1/count(*)` fails there only).
@@ -317,8 +350,6 @@ impl Binder<'_> {
             format!("{SINGLE_ROW}({hidden}.__numadb_v, {hidden}.__numadb_n)")
         };
         items.push("TRUE AS __numadb_m".to_string());
-        let group_by: Vec<String> = keys.iter().map(|(inner, _)| format!("{inner}")).collect();
-        let on = key_conditions(&keys, hidden);
         let text = format!(
             "SELECT 1 FROM x LEFT JOIN (SELECT {} FROM {from}{local} GROUP BY {}) AS {hidden} ON {}",
             items.join(", "),
@@ -521,6 +552,31 @@ fn exists_with_residual(
 /// The select-list items of a rewrite's grouped or distinct inner rows: each key's inner side, named `__numadb_k<i>`.
 fn key_items(keys: &[(E, E)]) -> Vec<String> {
     keys.iter().enumerate().map(|(i, (inner, _))| format!("{inner} AS __numadb_k{i}")).collect()
+}
+
+/// How many rows a scalar subquery keeps: `(Some(order), query without it)` for its first row in `order`
+/// (`ORDER BY … LIMIT 1`, `FETCH FIRST ROW ONLY`; an empty order for any row), `(None, query)` for all of them;
+/// `None` for any other limit (a count other than one, an offset, WITH TIES).
+fn first_row_order(subquery: &ast::Query) -> Option<(Option<Vec<ast::OrderByExpr>>, ast::Query)> {
+    let is_one = |e: &E| matches!(e, E::Value(v) if matches!(&v.value, ast::Value::Number(n, _) if n == "1"));
+    let first = match (&subquery.limit_clause, &subquery.fetch) {
+        (None, None) if subquery.order_by.is_none() => return Some((None, subquery.clone())),
+        // ORDER BY alone keeps every row.
+        (None, None) => false,
+        (Some(ast::LimitClause::LimitOffset { limit: Some(limit), offset: None, limit_by }), None) => {
+            is_one(limit) && limit_by.is_empty()
+        }
+        (None, Some(ast::Fetch { with_ties: false, percent: false, quantity })) => quantity.as_ref().is_none_or(is_one),
+        _ => return None,
+    };
+    let order = match &subquery.order_by {
+        None => Vec::new(),
+        Some(ast::OrderBy { kind: ast::OrderByKind::Expressions(order), interpolate: None }) => order.clone(),
+        Some(_) => return None,
+    };
+    let mut unlimited = subquery.clone();
+    (unlimited.order_by, unlimited.limit_clause, unlimited.fetch) = (None, None, None);
+    Some((first.then_some(order), unlimited))
 }
 
 /// The join conditions that meet those keys (relation `hidden`) with their outer sides.
