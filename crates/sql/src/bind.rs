@@ -1801,9 +1801,10 @@ impl<'a> Binder<'a> {
             return unsupported(&format!("a correlated subquery (\"{name}\" is the enclosing query's) of this form"))
                 .with_hint(
                     "numadb plans correlated EXISTS and NOT EXISTS (anywhere in WHERE or the select list), IN \
-                     (a condition of WHERE) and scalar subqueries (with no LIMIT but 1, no OFFSET), when the subquery meets \
-                     the outer row only through equalities (inner.x = outer.y), and EXISTS / NOT EXISTS also with one other \
-                     comparison (inner.x < outer.y); rewrite others as a join or a subquery in FROM.",
+                     (a condition of WHERE) and scalar subqueries (with no LIMIT but 1, no OFFSET), when the \
+                     subquery meets the outer row only through equalities (inner.x = outer.y), and EXISTS / NOT \
+                     EXISTS also with one other comparison (inner.x < outer.y); rewrite others as a join or a \
+                     subquery in FROM.",
                 );
         }
         error
