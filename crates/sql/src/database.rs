@@ -1648,7 +1648,10 @@ fn unsupported(what: &str) -> ExecError {
 }
 
 fn multiple_primary_keys(table: &str) -> ExecError {
-    ExecError::new(sqlstate::SYNTAX_ERROR, format!("multiple primary keys for table \"{table}\" are not allowed"))
+    ExecError::new(
+        sqlstate::INVALID_TABLE_DEFINITION,
+        format!("multiple primary keys for table \"{table}\" are not allowed"),
+    )
 }
 
 /// The text of an option value (`'x'`, `x`, `8`).
