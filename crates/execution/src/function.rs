@@ -149,8 +149,9 @@ pub enum ScalarFunction {
     /// in 16 bits. numadb has no 16-bit type, so the result is an integer, checked.
     Int2,
     /// [`SINGLE_ROW`]`(value, rows)`: what a correlated scalar subquery that does not aggregate becomes once it is
-    /// a join with its rows grouped by key (`value` one group's least value, `rows` its count, both NULL where no
-    /// group matched): `value`, or 21000 where `rows` is more than one, as PostgreSQL raises it for that outer row.
+    /// a join with its rows grouped by key (`rows` a group's count, NULL where no group matched; `value` computed
+    /// from the group's one row): NULL for no row, 21000 for several (as PostgreSQL raises it for that outer row),
+    /// and `value`, evaluated only then, for one.
     SingleRow,
 }
 
@@ -548,16 +549,14 @@ impl ScalarFunction {
                 }
                 Ok(Value::Text(Arc::from(out)))
             }
-            F::SingleRow => {
-                let value = args[0].eval(row, params)?;
-                match args[1].eval(row, params)? {
-                    Value::Int(rows) if rows > 1 => Err(ExecError::new(
-                        sqlstate::CARDINALITY_VIOLATION,
-                        "more than one row returned by a subquery used as an expression",
-                    )),
-                    _ => Ok(value),
-                }
-            }
+            F::SingleRow => match args[1].eval(row, params)? {
+                Value::Int(rows) if rows > 1 => Err(ExecError::new(
+                    sqlstate::CARDINALITY_VIOLATION,
+                    "more than one row returned by a subquery used as an expression",
+                )),
+                Value::Null => Ok(Value::Null),
+                _ => args[0].eval(row, params),
+            },
             _ => {
                 // Strict functions: NULL in, NULL out, and at most four arguments. Every argument is evaluated
                 // first, as in PostgreSQL: a NULL one does not hide another's error (`substr(s, 1, 1 / 0)` with

@@ -309,8 +309,9 @@ impl Binder<'_> {
         let on = key_conditions(&keys, hidden);
         if let Some(order) = first_in_order.filter(|_| !has_aggregate(value)) {
             // The first row of each key's rows in the subquery's order (`ORDER BY b.t DESC LIMIT 1`): numbered in
-            // that order per key. The value is computed for every row first, as PostgreSQL's plan does below its
-            // sort (`(SELECT 1 / b.x … ORDER BY b.x DESC LIMIT 1)` fails where a later row's `b.x` is 0).
+            // that order per key, its columns joined, and the value computed from them for the outer rows that
+            // ask for it. (PostgreSQL computes it below its sort, for every row of the key, so where a later row
+            // fails it fails and numadb does not.)
             for key in &order {
                 let refs = references(&key.expr, &inner_names, outer);
                 // A position or an output column's name would mean something else inside OVER (…).
@@ -320,18 +321,24 @@ impl Binder<'_> {
             }
             let order: Vec<String> = order.iter().map(ToString::to_string).collect();
             let order = if order.is_empty() { String::new() } else { format!(" ORDER BY {}", order.join(", ")) };
-            let keys_out: Vec<String> = (0..keys.len()).map(|i| format!("__numadb_k{i}")).collect();
-            items.push(format!("{value} AS __numadb_v"));
+            let mut value = value.clone();
+            let columns = carry_columns(&mut value, &inner_names, hidden);
+            let mut outputs: Vec<String> = (0..keys.len()).map(|i| format!("__numadb_k{i}")).collect();
+            for (i, column) in columns.iter().enumerate() {
+                items.push(format!("{column} AS __numadb_c{i}"));
+                outputs.push(format!("__numadb_c{i}"));
+            }
             let text = format!(
-                "SELECT 1 FROM x LEFT JOIN (SELECT {}, __numadb_v, TRUE AS __numadb_m FROM (SELECT {}, row_number() \
-                 OVER (PARTITION BY {}{order}) AS __numadb_rn FROM {from}{local}) AS __numadb_first WHERE \
-                 __numadb_rn = 1) AS {hidden} ON {}",
-                keys_out.join(", "),
+                "SELECT 1 FROM x LEFT JOIN (SELECT {}, 1 AS __numadb_n FROM (SELECT {}, row_number() OVER \
+                 (PARTITION BY {}{order}) AS __numadb_rn FROM {from}{local}) AS __numadb_first WHERE __numadb_rn = 1) \
+                 AS {hidden} ON {}",
+                outputs.join(", "),
                 items.join(", "),
                 group_by.join(", "),
                 on.join(" AND ")
             );
-            let replacement = format!("{hidden}.__numadb_v");
+            // NULL where no row matched, whatever the value (`(SELECT 1 … LIMIT 1)`).
+            let replacement = format!("{SINGLE_ROW}({value}, {hidden}.__numadb_n)");
             let replacement = Parser::new(&PostgreSqlDialect {}).try_with_sql(&replacement).ok()?.parse_expr().ok()?;
             return Some((parse_join(&text)?, replacement));
         }
@@ -344,10 +351,16 @@ impl Binder<'_> {
         } else {
             // Rows, which may be none (NULL) or several (21000, raised only for an outer row that meets several,
             // as PostgreSQL raises it only when it evaluates the subquery for that row): the group's count says
-            // which, and with one row its least value is its value.
-            items.push(format!("{LEAST_OF_ANY_TYPE}({value}) AS __numadb_v"));
+            // which. With one row, the least of each column it reads is that row's, and the value is computed
+            // from them after the join, for the outer rows that ask for it only (`100 / b.x` fails only where
+            // PostgreSQL evaluates it).
+            let mut value = value.clone();
+            let columns = carry_columns(&mut value, &inner_names, hidden);
+            for (i, column) in columns.iter().enumerate() {
+                items.push(format!("{LEAST_OF_ANY_TYPE}({column}) AS __numadb_c{i}"));
+            }
             items.push("count(*) AS __numadb_n".to_string());
-            format!("{SINGLE_ROW}({hidden}.__numadb_v, {hidden}.__numadb_n)")
+            format!("{SINGLE_ROW}({value}, {hidden}.__numadb_n)")
         };
         items.push("TRUE AS __numadb_m".to_string());
         let text = format!(
@@ -563,10 +576,16 @@ fn first_row_order(subquery: &ast::Query) -> Option<(Option<Vec<ast::OrderByExpr
         (None, None) if subquery.order_by.is_none() => return Some((None, subquery.clone())),
         // ORDER BY alone keeps every row.
         (None, None) => false,
-        (Some(ast::LimitClause::LimitOffset { limit: Some(limit), offset: None, limit_by }), None) => {
-            is_one(limit) && limit_by.is_empty()
+        (Some(ast::LimitClause::LimitOffset { limit: Some(limit), offset: None, limit_by }), None)
+            if is_one(limit) && limit_by.is_empty() =>
+        {
+            true
         }
-        (None, Some(ast::Fetch { with_ties: false, percent: false, quantity })) => quantity.as_ref().is_none_or(is_one),
+        (None, Some(ast::Fetch { with_ties: false, percent: false, quantity }))
+            if quantity.as_ref().is_none_or(is_one) =>
+        {
+            true
+        }
         _ => return None,
     };
     let order = match &subquery.order_by {
@@ -577,6 +596,29 @@ fn first_row_order(subquery: &ast::Query) -> Option<(Option<Vec<ast::OrderByExpr
     let mut unlimited = subquery.clone();
     (unlimited.order_by, unlimited.limit_clause, unlimited.fetch) = (None, None, None);
     Some((first.then_some(order), unlimited))
+}
+
+/// Replaces the inner relation's columns in `value` (a non-aggregating subquery's select item) by the columns
+/// `__numadb_c<i>` of relation `hidden`, returning the replaced columns in that order (each once).
+fn carry_columns(value: &mut E, inner: &Names, hidden: &str) -> Vec<E> {
+    let mut columns: Vec<E> = Vec::new();
+    let _ = ast::visit_expressions_mut(value, |expr: &mut E| {
+        let is_inner = match &*expr {
+            E::Identifier(name) => inner.has_column(&fold(name)),
+            E::CompoundIdentifier(parts) => parts.len() >= 2 && inner.has_qualifier(&fold(&parts[parts.len() - 2])),
+            _ => false,
+        };
+        if is_inner {
+            let text = expr.to_string();
+            let i = columns.iter().position(|c| c.to_string() == text).unwrap_or_else(|| {
+                columns.push(expr.clone());
+                columns.len() - 1
+            });
+            *expr = E::CompoundIdentifier(vec![ast::Ident::new(hidden), ast::Ident::new(format!("__numadb_c{i}"))]);
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    columns
 }
 
 /// The join conditions that meet those keys (relation `hidden`) with their outer sides.
