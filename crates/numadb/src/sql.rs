@@ -245,7 +245,12 @@ impl Shell {
         for result in results {
             match (result, &mut self.json) {
                 (Ok(output), Some(json)) => json.push(output_json(&output)),
-                (Ok(output), None) => out!("{}", render(&output)),
+                (Ok(output), None) => {
+                    for notice in &output.notices {
+                        eprintln!("NOTICE:  {notice}");
+                    }
+                    out!("{}", render(&output))
+                }
                 (Err(error), json) => {
                     ok = false;
                     let error = locate(error);
@@ -318,6 +323,7 @@ impl Shell {
                                     })
                                     .collect(),
                                 tag: String::new(),
+                                notices: Vec::new(),
                             };
                             outln!("Table \"{}\" (placement {})", table.name(), table.placement(None));
                             out!("{}", render(&output));
@@ -443,6 +449,9 @@ pub fn render(output: &QueryOutput) -> String {
 
 fn output_json(output: &QueryOutput) -> serde_json::Value {
     if !output.has_rows() {
+        if !output.notices.is_empty() {
+            return serde_json::json!({ "command": output.tag, "notices": output.notices });
+        }
         return serde_json::json!({ "command": output.tag });
     }
     // Rows are arrays, not objects keyed by column name: names repeat (`SELECT a, a`, two `?column?`s) and

@@ -67,13 +67,15 @@ pub struct ResultSet {
     pub rows: Vec<Vec<Value>>,
     /// The command tag.
     pub tag: String,
+    /// The statement's notices, sent before its rows.
+    pub notices: Vec<String>,
 }
 
 impl ResultSet {
     fn from_output(output: QueryOutput) -> Self {
         let columns: Arc<[Column]> =
             output.columns.iter().map(|c| Column::new(c.name.clone(), PgType::of(c.data_type))).collect();
-        ResultSet { columns, rows: output.rows, tag: output.tag }
+        ResultSet { columns, rows: output.rows, tag: output.tag, notices: output.notices }
     }
 }
 
@@ -607,6 +609,7 @@ impl Handler {
         let result = result.and_then(|result| self.check_settings(&result.tag).map(|()| result));
         match result {
             Ok(result) => {
+                send_notices(&result.notices, out);
                 if !result.columns.is_empty() {
                     out.row_description(&result.columns, &[]);
                 }
@@ -987,6 +990,7 @@ impl Handler {
                             columns: Arc::clone(&statement.columns),
                             rows: if described { output.rows } else { Vec::new() },
                             tag: output.tag,
+                            notices: output.notices,
                         }
                     })
                 }
@@ -1000,7 +1004,12 @@ impl Handler {
                     if self.transaction == Transaction::Failed {
                         self.session.end_block(false);
                         self.transaction = Transaction::Idle;
-                        Ok(ResultSet { columns: Arc::from([]), rows: Vec::new(), tag: "ROLLBACK".into() })
+                        Ok(ResultSet {
+                            columns: Arc::from([]),
+                            rows: Vec::new(),
+                            tag: "ROLLBACK".into(),
+                            notices: Vec::new(),
+                        })
                     } else {
                         self.run_engine(|session| session.execute_one(sql)).map(ResultSet::from_output)
                     }
@@ -1015,7 +1024,10 @@ impl Handler {
             };
             let result = result.and_then(|result| self.check_settings(&result.tag).map(|()| result));
             match result {
-                Ok(result) => portal.state = PortalState::Running { result, next: 0 },
+                Ok(result) => {
+                    send_notices(&result.notices, out);
+                    portal.state = PortalState::Running { result, next: 0 };
+                }
                 Err(e) => {
                     portal.state = PortalState::Done;
                     return Ok(Err(e));
@@ -1054,6 +1066,13 @@ impl Handler {
             PortalState::Ready => unreachable!("the portal ran above"),
         }
         Ok(Ok(()))
+    }
+}
+
+/// A statement's notices as `NoticeResponse`s (SQLSTATE 00000, successful completion).
+fn send_notices(notices: &[String], out: &mut Output) {
+    for notice in notices {
+        out.notice(&ExecError::new("00000", notice.clone()));
     }
 }
 

@@ -441,7 +441,7 @@ pub fn copy_statement(
                 progress.advance(read as u64);
             }
             let rows = loader.finish()?;
-            Ok(QueryOutput { columns: Vec::new(), rows: Vec::new(), tag: format!("COPY {rows}") })
+            Ok(QueryOutput { columns: Vec::new(), rows: Vec::new(), tag: format!("COPY {rows}"), notices: Vec::new() })
         }
         CopyTarget::Stdin => Err(ExecError::new(
             sqlstate::FEATURE_NOT_SUPPORTED,

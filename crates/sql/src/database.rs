@@ -90,11 +90,14 @@ pub struct QueryOutput {
     pub rows: Vec<Vec<Value>>,
     /// The command tag (`SELECT 3`, `INSERT 0 1`, `CREATE TABLE`).
     pub tag: String,
+    /// The notices the statement raised, in order (PostgreSQL's `NOTICE`, SQLSTATE 00000: `table "t" does not
+    /// exist, skipping`).
+    pub notices: Vec<String>,
 }
 
 impl QueryOutput {
     fn command(tag: &str) -> Self {
-        QueryOutput { columns: Vec::new(), rows: Vec::new(), tag: tag.to_string() }
+        QueryOutput { columns: Vec::new(), rows: Vec::new(), tag: tag.to_string(), notices: Vec::new() }
     }
 
     fn text(column: &str, lines: Vec<String>) -> Self {
@@ -102,6 +105,7 @@ impl QueryOutput {
             columns: vec![OutputColumn { name: column.to_string(), data_type: DataType::Text }],
             tag: format!("SELECT {}", lines.len()),
             rows: lines.into_iter().map(|l| vec![Value::text(&l)]).collect(),
+            notices: Vec::new(),
         }
     }
 
@@ -144,6 +148,7 @@ impl Database {
             cancel: Arc::new(AtomicBool::new(false)),
             progress: Arc::default(),
             last_result: None,
+            notices: Vec::new(),
         }
     }
 
@@ -280,6 +285,8 @@ pub struct Session {
     cancel: Arc<AtomicBool>,
     progress: Arc<Progress>,
     last_result: Option<ExecutionResult>,
+    /// The running statement's notices, moved into its [`QueryOutput`] when it succeeds.
+    notices: Vec<String>,
 }
 
 impl TableSource for Database {
@@ -596,7 +603,12 @@ impl Session {
         // The rows move to the caller; the session keeps the counters (a large result is not held twice).
         let rows = std::mem::take(&mut result.rows);
         self.last_result = Some(result);
-        Ok(QueryOutput { columns: bound.columns.clone(), tag: format!("SELECT {}", rows.len()), rows })
+        Ok(QueryOutput {
+            columns: bound.columns.clone(),
+            tag: format!("SELECT {}", rows.len()),
+            rows,
+            notices: Vec::new(),
+        })
     }
 
     fn run_parsed(
@@ -614,6 +626,7 @@ impl Session {
         // table themselves.) Each try after the first follows another ALTER's success.
         let mut tries = 1;
         loop {
+            self.notices.clear();
             let result = match parsed {
                 Parsed::AlterPlacement { table, column, spec } => self.alter_placement(table, column.as_ref(), spec),
                 Parsed::Sql(statement) => self.run_statement(statement, sql, params, declared.as_deref()),
@@ -622,7 +635,12 @@ impl Session {
                 Err(error) if error.sqlstate == sqlstate::SERIALIZATION_FAILURE && tries < ALTERED_TRIES_MAX => {
                     tries += 1;
                 }
-                result => return result,
+                result => {
+                    return result.map(|mut output| {
+                        output.notices.append(&mut self.notices);
+                        output
+                    });
+                }
             }
         }
     }
@@ -751,6 +769,8 @@ impl Session {
                             };
                             if !exists {
                                 if *if_exists {
+                                    let what = if *object_type == ObjectType::View { "view" } else { "table" };
+                                    self.notices.push(format!("{what} \"{name}\" does not exist, skipping"));
                                     continue;
                                 }
                                 return Err(match object_type {
@@ -793,7 +813,9 @@ impl Session {
                                     dropped => break dropped?,
                                 }
                             };
-                            if !dropped && !if_exists {
+                            if !dropped && *if_exists {
+                                self.notices.push(format!("index \"{name}\" does not exist, skipping"));
+                            } else if !dropped {
                                 return Err(ExecError::new(
                                     sqlstate::UNDEFINED_OBJECT,
                                     format!("index \"{name}\" does not exist"),
@@ -826,6 +848,7 @@ impl Session {
                             .into_iter()
                             .map(|(n, v, d)| vec![Value::text(&n), Value::text(&v), Value::text(&d)])
                             .collect(),
+                        notices: Vec::new(),
                     });
                 }
                 let value = self.settings.get(&name)?;
@@ -833,6 +856,7 @@ impl Session {
                     columns: vec![OutputColumn { name: name.clone(), data_type: DataType::Text }],
                     rows: vec![vec![Value::text(&value)]],
                     tag: "SHOW".into(),
+                    notices: Vec::new(),
                 })
             }
             Statement::Reset(reset) => {
@@ -1211,6 +1235,7 @@ impl Session {
         }
         if self.db.catalog.table(&name).is_some() {
             if create.if_not_exists {
+                self.notices.push(format!("relation \"{name}\" already exists, skipping"));
                 return Ok(QueryOutput::command(if create.query.is_some() {
                     "CREATE TABLE AS"
                 } else {
@@ -1408,6 +1433,7 @@ impl Session {
         };
         if self.db.catalog.tables().iter().any(|t| t.snapshot().indexes.iter().any(|i| i.name() == name)) {
             if create.if_not_exists {
+                self.notices.push(format!("relation \"{name}\" already exists, skipping"));
                 return Ok(QueryOutput::command("CREATE INDEX"));
             }
             return Err(ExecError::new(sqlstate::DUPLICATE_TABLE, format!("relation \"{name}\" already exists")));

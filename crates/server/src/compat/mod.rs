@@ -83,7 +83,12 @@ impl CompatQuery {
             Kind::Function(select) => vec![select.evaluate(context)?],
             Kind::Catalog(query) => query.rows(context)?,
         };
-        Ok(ResultSet { columns: self.columns.clone().into(), tag: format!("SELECT {}", rows.len()), rows })
+        Ok(ResultSet {
+            columns: self.columns.clone().into(),
+            tag: format!("SELECT {}", rows.len()),
+            rows,
+            notices: Vec::new(),
+        })
     }
 }
 

@@ -42,4 +42,7 @@ SELECT table_name, rows FROM numadb.tables ORDER BY 1;
 \dv numadb.*
 SELECT count(*) > 0 AS has_nodes FROM numadb.nodes;
 SELECT current_database(), current_user, current_setting('server_version');
+DROP TABLE IF EXISTS nosuch;
+CREATE TABLE IF NOT EXISTS items (id INTEGER);
+ALTER TABLE items ADD COLUMN IF NOT EXISTS name TEXT;
 \q

@@ -123,6 +123,18 @@ with psycopg.connect(url) as conn:
         cur.execute(sql.SQL("SELECT table_name, rows FROM numadb.tables WHERE table_name = {}").format("people"))
         assert cur.fetchone() == ("people", 1005)
 
+    # Notices (NoticeResponse, SQLSTATE 00000), by the simple and the extended protocol.
+    notices = []
+    conn.add_notice_handler(lambda d: notices.append((d.severity, d.sqlstate, d.message_primary)))
+    with conn.cursor() as cur:
+        cur.execute("DROP TABLE IF EXISTS nosuch")
+        cur.execute("DROP INDEX IF EXISTS nosuch_idx", prepare=True)
+        cur.execute("SELECT 1")
+    assert notices == [
+        ("NOTICE", "00000", 'table "nosuch" does not exist, skipping'),
+        ("NOTICE", "00000", 'index "nosuch_idx" does not exist, skipping'),
+    ], notices
+
 # Cancel: a long aggregation over a join is cancelled from another thread.
 with psycopg.connect(url, autocommit=True) as conn:
     with conn.cursor() as cur:

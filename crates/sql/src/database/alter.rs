@@ -55,7 +55,7 @@ impl Session {
         let name = table_name(&alter.name)?;
         let Some(table) = self.db.catalog.table(&name) else {
             if alter.if_exists && !self.db.views.contains(&name) {
-                // PostgreSQL's notice: relation "t" does not exist, skipping.
+                self.notices.push(format!("relation \"{name}\" does not exist, skipping"));
                 return Ok(QueryOutput::command("ALTER TABLE"));
             }
             return Err(self.db.missing_table(&name));
@@ -118,7 +118,8 @@ impl Session {
         for (column, if_exists, cascade) in drops {
             let Some(position) = columns.iter().position(|c| c.name == column) else {
                 if if_exists {
-                    // PostgreSQL's notice: column "c" of relation "t" does not exist, skipping.
+                    self.notices
+                        .push(format!("column \"{column}\" of relation \"{}\" does not exist, skipping", table.name()));
                     continue;
                 }
                 return Err(ExecError::new(
@@ -145,7 +146,11 @@ impl Session {
             }
             if columns.iter().any(|c| c.name == definition.name) {
                 if if_not_exists {
-                    // PostgreSQL's notice: column "c" of relation "t" already exists, skipping.
+                    self.notices.push(format!(
+                        "column \"{}\" of relation \"{}\" already exists, skipping",
+                        definition.name,
+                        table.name()
+                    ));
                     continue;
                 }
                 return Err(ExecError::new(
