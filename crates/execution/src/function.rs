@@ -110,6 +110,12 @@ pub enum ScalarFunction {
     RegexpReplace,
     /// `regexp_count(s, pattern [, start [, flags]])`: how many times the pattern matches (without overlaps).
     RegexpCount,
+    /// `regexp_substr(s, pattern [, start [, n [, flags [, subexpr]]]])`: the `n`th match from character `start`
+    /// (or its `subexpr`th group), NULL for none.
+    RegexpSubstr,
+    /// `regexp_instr(s, pattern [, start [, n [, endoption [, flags [, subexpr]]]]])`: the character position of
+    /// the `n`th match (or its group), or just past it with `endoption` 1; 0 for none.
+    RegexpInstr,
     /// `octet_length(s)`: bytes (UTF-8).
     OctetLength,
     /// `bit_length(s)`: bits.
@@ -263,6 +269,8 @@ pub const FUNCTION_NAMES: &[&str] = &[
     "regexp_like",
     "regexp_replace",
     "regexp_count",
+    "regexp_substr",
+    "regexp_instr",
     "octet_length",
     "bit_length",
     "initcap",
@@ -333,6 +341,8 @@ impl ScalarFunction {
             "regexp_like" => F::RegexpLike,
             "regexp_replace" => F::RegexpReplace,
             "regexp_count" => F::RegexpCount,
+            "regexp_substr" => F::RegexpSubstr,
+            "regexp_instr" => F::RegexpInstr,
             "octet_length" => F::OctetLength,
             "bit_length" => F::BitLength,
             "initcap" => F::Initcap,
@@ -422,6 +432,18 @@ impl ScalarFunction {
                 variadic: false,
                 returns: Returns::Type(Integer),
             },
+            F::RegexpSubstr => Signature {
+                parameters: &[P::Text, P::Text, P::Integer, P::Integer, P::Text, P::Integer],
+                required: 2,
+                variadic: false,
+                returns: Returns::Type(Text),
+            },
+            F::RegexpInstr => Signature {
+                parameters: &[P::Text, P::Text, P::Integer, P::Integer, P::Integer, P::Text, P::Integer],
+                required: 2,
+                variadic: false,
+                returns: Returns::Type(Integer),
+            },
         }
     }
 
@@ -470,6 +492,8 @@ impl ScalarFunction {
             F::RegexpLike => "regexp_like",
             F::RegexpReplace => "regexp_replace",
             F::RegexpCount => "regexp_count",
+            F::RegexpSubstr => "regexp_substr",
+            F::RegexpInstr => "regexp_instr",
             F::OctetLength => "octet_length",
             F::BitLength => "bit_length",
             F::Initcap => "initcap",
@@ -558,14 +582,14 @@ impl ScalarFunction {
                 _ => args[0].eval(row, params),
             },
             _ => {
-                // Strict functions: NULL in, NULL out, and at most four arguments. Every argument is evaluated
+                // Strict functions: NULL in, NULL out, and at most seven arguments. Every argument is evaluated
                 // first, as in PostgreSQL: a NULL one does not hide another's error (`substr(s, 1, 1 / 0)` with
                 // `s` NULL fails), unless it is a NULL constant, which PostgreSQL folds when planning
                 // (`substr(NULL, 1, 1 / 0)` is NULL).
                 if args.iter().any(Expr::is_null_constant) {
                     return Ok(Value::Null);
                 }
-                let mut values = [Value::Null, Value::Null, Value::Null, Value::Null];
+                let mut values = [const { Value::Null }; 7];
                 for (slot, arg) in values.iter_mut().zip(args) {
                     *slot = arg.eval(row, params)?;
                 }
@@ -749,6 +773,55 @@ impl ScalarFunction {
                 text_fits(replaced.len())?;
                 text_value(replaced)
             }
+            F::RegexpSubstr | F::RegexpInstr => {
+                let instr = self == F::RegexpInstr;
+                let optional = |position: usize, default: i64, least: i64, name: &str| -> Result<i64, ExecError> {
+                    let value = if values.len() > position { int(position)? } else { default };
+                    if value < least || (name == "endoption" && value > 1) {
+                        return Err(ExecError::new(
+                            sqlstate::INVALID_PARAMETER_VALUE,
+                            format!("invalid value for parameter \"{name}\": {value}"),
+                        ));
+                    }
+                    Ok(value)
+                };
+                let (start, nth) = (optional(2, 1, 1, "start")?, optional(3, 1, 1, "n")?);
+                let end_option = if instr { optional(4, 0, 0, "endoption")? } else { 0 };
+                let (flags_at, subexpr_at) = if instr { (5, 6) } else { (4, 5) };
+                let flags = if values.len() > flags_at { text(flags_at)? } else { Arc::from("") };
+                let subexpr = optional(subexpr_at, 0, 0, "subexpr")?;
+                let options = RegexOptions::parse(&flags, false).map_err(|error| match flags.contains('g') {
+                    true => ExecError::new(
+                        sqlstate::INVALID_PARAMETER_VALUE,
+                        format!("{}() does not support the \"global\" option", self.name()),
+                    ),
+                    false => error,
+                })?;
+                let source = text(0)?;
+                let skipped = char_offset(&source, start);
+                // The `nth` match's span (of its group `subexpr`, if that group took part), in bytes of `source`.
+                let span = with_regex(&text(1)?, options.case_insensitive, |regex| {
+                    let mut seen = 0;
+                    let mut span = None;
+                    for_each_match(regex, &source[skipped..], |captures| {
+                        seen += 1;
+                        if seen == nth {
+                            span = captures.get(subexpr as usize).map(|m| (skipped + m.start(), skipped + m.end()));
+                        }
+                        seen < nth
+                    });
+                    span
+                })?;
+                match (span, instr) {
+                    (Some((from, to)), false) => text_value(source[from..to].to_string()),
+                    (None, false) => Value::Null,
+                    (Some((from, to)), true) => {
+                        let at = if end_option == 1 { to } else { from };
+                        Value::Int(source[..at].chars().count() as i64 + 1)
+                    }
+                    (None, true) => Value::Int(0),
+                }
+            }
             F::RegexpCount => {
                 let source = text(0)?;
                 let start = if values.len() >= 3 { int(2)? } else { 1 };
@@ -760,8 +833,7 @@ impl ScalarFunction {
                 }
                 let flags = if values.len() == 4 { text(3)? } else { Arc::from("") };
                 let options = RegexOptions::parse(&flags, false)?;
-                // From character `start` (1-based) on.
-                let skipped = source.char_indices().nth((start - 1) as usize).map_or(source.len(), |(byte, _)| byte);
+                let skipped = char_offset(&source, start);
                 let count = with_regex(&text(1)?, options.case_insensitive, |regex| {
                     let mut count = 0;
                     for_each_match(regex, &source[skipped..], |_| {
@@ -1068,6 +1140,11 @@ fn with_regex<T>(pattern: &str, case_insensitive: bool, f: impl FnOnce(&regex::R
         }
         Ok(f(&cache[&key]))
     })
+}
+
+/// The byte offset of character `start` (1-based) of `text`; its length past the end.
+fn char_offset(text: &str, start: i64) -> usize {
+    text.char_indices().nth((start - 1) as usize).map_or(text.len(), |(byte, _)| byte)
 }
 
 /// `f` of each match of `regex` in `text`, left to right, while `f` returns true. As in PostgreSQL, an empty match
@@ -1577,6 +1654,34 @@ mod tests {
         assert_eq!(count(&[text("ñabab"), text("ab"), Value::Int(3)]), Value::Int(1), "from the third character");
         assert_eq!(count(&[text("ab"), text("ab"), Value::Int(9)]), Value::Int(0));
         assert_eq!(code(RegexpCount, &[text("ab"), text("ab"), Value::Int(0)]), "22023");
+    }
+
+    /// PostgreSQL 15's answers.
+    #[test]
+    fn regexp_substr_and_instr_find_the_nth_match() {
+        use ScalarFunction::{RegexpInstr, RegexpSubstr};
+        let int = Value::Int;
+        let substr = |args: &[Value]| call(RegexpSubstr, args).unwrap();
+        let instr = |args: &[Value]| call(RegexpInstr, args).unwrap();
+        let address = text("number of your street, town zip, FR");
+        assert_eq!(substr(&[address.clone(), text("[^,]+"), int(1), int(2)]), text(" town zip"));
+        assert_eq!(instr(&[address, text("[^,]+"), int(1), int(2)]), int(23));
+        let letters = || text("ABCDEFGHI");
+        assert_eq!(substr(&[letters(), text("(c..)(...)"), int(1), int(1), text("i"), int(2)]), text("FGH"));
+        assert_eq!(instr(&[letters(), text("(c..)(...)"), int(1), int(1), int(0), text("i"), int(2)]), int(6));
+        assert_eq!(instr(&[letters(), text("(c..)(...)"), int(1), int(1), int(1), text("i")]), int(9), "past it");
+        assert_eq!(substr(&[text("abcabc"), text("b"), int(3)]), text("b"));
+        assert_eq!(substr(&[text("abc"), text("x")]), Value::Null);
+        assert_eq!(substr(&[text("abc"), text("(x)?b"), int(1), int(1), text(""), int(1)]), Value::Null);
+        assert_eq!(substr(&[text("abc"), text("b"), int(1), int(1), text(""), int(5)]), Value::Null);
+        assert_eq!(instr(&[text("abc"), text("x")]), int(0));
+        assert_eq!(instr(&[text("héllo wörld"), text("w.r"), int(1), int(1), int(1)]), int(10), "characters");
+        assert_eq!(instr(&[text("aaa"), text("a*"), int(1), int(2)]), int(4), "the empty match after a match");
+        assert_eq!(code(RegexpSubstr, &[text("abc"), text("b"), int(0)]), "22023");
+        assert_eq!(code(RegexpSubstr, &[text("abc"), text("b"), int(1), int(0)]), "22023");
+        assert_eq!(code(RegexpInstr, &[text("abc"), text("b"), int(1), int(1), int(2)]), "22023");
+        assert_eq!(code(RegexpSubstr, &[text("abc"), text("b"), int(1), int(1), text("g")]), "22023");
+        assert_eq!(code(RegexpSubstr, &[text("abc"), text("b"), int(1), int(1), text(""), int(-1)]), "22023");
     }
 
     #[test]
