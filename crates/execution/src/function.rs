@@ -751,13 +751,13 @@ impl ScalarFunction {
                 let flags = if values.len() == 3 { text(2)? } else { Arc::from("") };
                 let options = RegexOptions::parse(&flags, false)?;
                 let source = text(0)?;
-                Value::Bool(with_regex(&text(1)?, options.case_insensitive, |regex| regex.is_match(&source))?)
+                Value::Bool(with_regex(&text(1)?, options, |regex| regex.is_match(&source))?)
             }
             F::RegexpReplace => {
                 let flags = if values.len() == 4 { text(3)? } else { Arc::from("") };
                 let options = RegexOptions::parse(&flags, true)?;
                 let (source, replacement) = (text(0)?, postgres_replacement(&text(2)?));
-                let replaced = with_regex(&text(1)?, options.case_insensitive, |regex| {
+                let replaced = with_regex(&text(1)?, options, |regex| {
                     let mut out = String::with_capacity(source.len());
                     let mut copied = 0;
                     for_each_match(regex, &source, |captures| {
@@ -800,7 +800,7 @@ impl ScalarFunction {
                 let source = text(0)?;
                 let skipped = char_offset(&source, start);
                 // The `nth` match's span (of its group `subexpr`, if that group took part), in bytes of `source`.
-                let span = with_regex(&text(1)?, options.case_insensitive, |regex| {
+                let span = with_regex(&text(1)?, options, |regex| {
                     let mut seen = 0;
                     let mut span = None;
                     for_each_match(regex, &source[skipped..], |captures| {
@@ -834,7 +834,7 @@ impl ScalarFunction {
                 let flags = if values.len() == 4 { text(3)? } else { Arc::from("") };
                 let options = RegexOptions::parse(&flags, false)?;
                 let skipped = char_offset(&source, start);
-                let count = with_regex(&text(1)?, options.case_insensitive, |regex| {
+                let count = with_regex(&text(1)?, options, |regex| {
                     let mut count = 0;
                     for_each_match(regex, &source[skipped..], |_| {
                         count += 1;
@@ -1073,12 +1073,23 @@ fn round_decimal(x: f64, places: i64, rounding: Rounding) -> f64 {
     if x < 0.0 { -rounded + 0.0 } else { rounded }
 }
 
-/// The flags of a regular-expression function that numadb honours: `i` (case-insensitive), `c` (case-sensitive,
-/// the default) and, for `regexp_replace`, `g` (every match).
-#[derive(Debug, Clone, Copy, Default)]
+/// The flags of a regular-expression function, PostgreSQL's (a later flag overrides an earlier one): `i`
+/// (case-insensitive) and `c` (case-sensitive, the default); `n` or `m` (newline-sensitive), `p` (partial),
+/// `w` (inverse partial) and `s` (not newline-sensitive, the default); `x` (expanded syntax) and `t` (tight, the
+/// default); `q` (the pattern is a literal string); and, for `regexp_replace`, `g` (every match). `b` and `e`
+/// (basic and extended REs, not advanced ones) are refused with 0A000.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 struct RegexOptions {
     case_insensitive: bool,
     global: bool,
+    /// `.` and negated bracket expressions do not match a newline (`n`, `m`, `p`).
+    dot_stops_at_newline: bool,
+    /// `^` and `$` match at the start and end of each line (`n`, `m`, `w`).
+    anchors_at_lines: bool,
+    /// White space and `#` comments outside bracket expressions are not part of the pattern (`x`).
+    expanded: bool,
+    /// The pattern is a literal string (`q`).
+    literal: bool,
 }
 
 impl RegexOptions {
@@ -1089,12 +1100,26 @@ impl RegexOptions {
                 'i' => options.case_insensitive = true,
                 'c' => options.case_insensitive = false,
                 'g' if replacing => options.global = true,
+                'n' | 'm' => (options.dot_stops_at_newline, options.anchors_at_lines) = (true, true),
+                'p' => (options.dot_stops_at_newline, options.anchors_at_lines) = (true, false),
+                'w' => (options.dot_stops_at_newline, options.anchors_at_lines) = (false, true),
+                's' => (options.dot_stops_at_newline, options.anchors_at_lines) = (false, false),
+                'x' => options.expanded = true,
+                't' => options.expanded = false,
+                'q' => options.literal = true,
+                'b' | 'e' => {
+                    return Err(ExecError::new(
+                        sqlstate::FEATURE_NOT_SUPPORTED,
+                        format!("regular expression option \"{flag}\" (basic or extended syntax) is not supported"),
+                    )
+                    .with_hint("numadb's regular expressions are PostgreSQL's advanced ones (AREs)."));
+                }
                 other => {
                     return Err(ExecError::new(
                         sqlstate::INVALID_PARAMETER_VALUE,
                         format!("invalid regular expression option: \"{other}\""),
                     )
-                    .with_hint("numadb takes the flags i, c and (in regexp_replace) g."));
+                    .with_hint("numadb takes the flags i, c, n, m, p, w, s, x, t, q and (in regexp_replace) g."));
                 }
             }
         }
@@ -1110,20 +1135,26 @@ const REGEX_CACHE_MAX: usize = 64;
 const REGEX_SIZE_MAX_BYTES: usize = 1 << 22;
 
 thread_local! {
-    static REGEXES: std::cell::RefCell<std::collections::HashMap<(String, bool), regex::Regex>> =
+    static REGEXES: std::cell::RefCell<std::collections::HashMap<(String, RegexOptions), regex::Regex>> =
         std::cell::RefCell::new(std::collections::HashMap::new());
 }
 
 /// `f` of the compiled `pattern`: PostgreSQL's syntax for everyday patterns (classes, `[[:alpha:]]`, `\d \w \s`,
 /// quantifiers, groups, alternation, anchors) brought to a Rust `regex` by [`postgres_pattern`]; back-references
 /// and look-around are refused with 2201B.
-fn with_regex<T>(pattern: &str, case_insensitive: bool, f: impl FnOnce(&regex::Regex) -> T) -> Result<T, ExecError> {
+fn with_regex<T>(pattern: &str, options: RegexOptions, f: impl FnOnce(&regex::Regex) -> T) -> Result<T, ExecError> {
     REGEXES.with(|cache| {
         let mut cache = cache.borrow_mut();
-        let key = (pattern.to_string(), case_insensitive);
+        let key = (pattern.to_string(), RegexOptions { global: false, ..options });
         if !cache.contains_key(&key) {
-            let regex = regex::RegexBuilder::new(&postgres_pattern(pattern)?)
-                .case_insensitive(case_insensitive)
+            let translated = if options.literal {
+                regex::escape(pattern)
+            } else {
+                postgres_pattern(&if options.expanded { unexpanded(pattern) } else { pattern.to_string() }, options)?
+            };
+            let regex = regex::RegexBuilder::new(&translated)
+                .case_insensitive(options.case_insensitive)
+                .multi_line(options.anchors_at_lines)
                 .size_limit(REGEX_SIZE_MAX_BYTES)
                 .build()
                 .map_err(|error| {
@@ -1168,7 +1199,8 @@ fn for_each_match<'t>(regex: &regex::Regex, text: &'t str, mut f: impl FnMut(reg
 /// A PostgreSQL regular expression (an ARE) in the `regex` crate's syntax, where the two differ on what a pattern
 /// matches. PostgreSQL's classes are its locale's (here a UTF-8 one: Unicode letters, ASCII digits):
 ///
-/// - `.` and a negated class match a newline (`(?s)`);
+/// - `.` and a negated bracket expression match a newline (`(?s)`), unless the flags make the pattern newline-sensitive
+///   (`n`, `m`, `p`: then neither does, the bracket taking `\n` among its excluded characters);
 /// - `\d` and `\D` are ASCII digits (the crate's are Unicode's); `\w` and `\s` are Unicode's in both;
 /// - `[:alpha:]`, `[:upper:]`, `[:lower:]`, `[:alnum:]` and `[:space:]` are Unicode's (the crate's are ASCII);
 /// - `\y \Y \m \M \Z` are word boundaries and the end of the text (`\b`, `\B`, `\b{start}`, `\b{end}`, `\z`),
@@ -1177,9 +1209,11 @@ fn for_each_match<'t>(regex: &regex::Regex, text: &'t str, mut f: impl FnMut(reg
 ///   nests classes and takes `&&` and `~~` as set operations.
 ///
 /// Anything else is passed on as written.
-fn postgres_pattern(pattern: &str) -> Result<String, ExecError> {
+fn postgres_pattern(pattern: &str, options: RegexOptions) -> Result<String, ExecError> {
     let mut out = String::with_capacity(pattern.len() + 8);
-    out.push_str("(?s)");
+    if !options.dot_stops_at_newline {
+        out.push_str("(?s)");
+    }
     // PostgreSQL's word-boundary brackets, which look like a class.
     let pattern = pattern.replace("[[:<:]]", "\\m").replace("[[:>:]]", "\\M");
     let mut chars = pattern.chars().peekable();
@@ -1192,6 +1226,9 @@ fn postgres_pattern(pattern: &str) -> Result<String, ExecError> {
             match c {
                 '^' if first && out.ends_with('[') => {
                     out.push('^');
+                    if options.dot_stops_at_newline {
+                        out.push_str("\\n");
+                    }
                     class_start = true;
                 }
                 ']' if first => out.push_str("\\]"),
@@ -1268,6 +1305,65 @@ fn postgres_pattern(pattern: &str) -> Result<String, ExecError> {
         }
     }
     Ok(out)
+}
+
+/// An expanded-syntax pattern (flag `x`) without its white space and `#` comments, which PostgreSQL ignores
+/// outside bracket expressions; an escaped space or `#` is kept, as the character itself.
+fn unexpanded(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len());
+    let mut chars = pattern.chars().peekable();
+    // Inside a bracket expression, and whether a `]` there would be its first character (so literal).
+    let (mut in_class, mut class_start) = (false, false);
+    while let Some(c) = chars.next() {
+        if in_class {
+            let first = std::mem::replace(&mut class_start, false);
+            match c {
+                '^' if first && out.ends_with('[') => class_start = true,
+                ']' if !first => in_class = false,
+                '[' if matches!(chars.peek(), Some(':' | '=' | '.')) => {
+                    // `[:alpha:]`: copied whole, so that its `]` does not end the bracket.
+                    let close = chars.next().expect("peeked");
+                    out.push(c);
+                    out.push(close);
+                    while let Some(inner) = chars.next() {
+                        out.push(inner);
+                        if inner == close && chars.peek() == Some(&']') {
+                            out.push(chars.next().expect("peeked"));
+                            break;
+                        }
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            out.push(c);
+            continue;
+        }
+        match c {
+            '\\' => match chars.next() {
+                Some(kept @ (' ' | '\t' | '\n' | '\r' | '#')) => out.push(kept),
+                Some(other) => {
+                    out.push('\\');
+                    out.push(other);
+                }
+                None => out.push('\\'),
+            },
+            '#' => {
+                for skipped in chars.by_ref() {
+                    if skipped == '\n' {
+                        break;
+                    }
+                }
+            }
+            c if c.is_whitespace() => {}
+            '[' => {
+                out.push(c);
+                (in_class, class_start) = (true, true);
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// A PostgreSQL replacement string (`\1`…`\9` a group, `\&` the match, `\\` a backslash) in the `regex`
@@ -1635,7 +1731,7 @@ mod tests {
         }
         assert_eq!(code(RegexpLike, &[text("x"), text("(")]), "2201B");
         assert_eq!(code(RegexpLike, &[text("x"), text("(a)\\1")]), "2201B", "no back-references");
-        assert_eq!(code(RegexpLike, &[text("x"), text("x"), text("q")]), "22023");
+        assert_eq!(code(RegexpLike, &[text("x"), text("x"), text("z")]), "22023");
         let replace = |args: &[&str]| ok_text(RegexpReplace, &args.iter().map(|a| text(a)).collect::<Vec<_>>());
         assert_eq!(replace(&["foobarbaz", "b..", "X"]), "fooXbaz");
         assert_eq!(replace(&["foobarbaz", "b..", "X", "g"]), "fooXX");
@@ -1654,6 +1750,37 @@ mod tests {
         assert_eq!(count(&[text("ñabab"), text("ab"), Value::Int(3)]), Value::Int(1), "from the third character");
         assert_eq!(count(&[text("ab"), text("ab"), Value::Int(9)]), Value::Int(0));
         assert_eq!(code(RegexpCount, &[text("ab"), text("ab"), Value::Int(0)]), "22023");
+    }
+
+    /// PostgreSQL 15's answers.
+    #[test]
+    fn regular_expression_flags_follow_postgresql() {
+        use ScalarFunction::{RegexpCount, RegexpLike, RegexpReplace};
+        let replace = |args: [&str; 4]| call(RegexpReplace, &args.map(text)).unwrap();
+        let two_lines = "ab\ncd";
+        assert_eq!(replace([two_lines, "^c", "X", "n"]), text("ab\nXd"), "anchors at lines");
+        assert_eq!(replace([two_lines, "^c", "X", ""]), text(two_lines));
+        assert_eq!(replace([two_lines, "b.c", "X", ""]), text("aXd"));
+        assert_eq!(replace([two_lines, "b.c", "X", "n"]), text(two_lines), "the dot stops at a newline");
+        assert_eq!(replace([two_lines, "b[^x]c", "X", "p"]), text(two_lines), "so does a negated bracket");
+        assert_eq!(replace([two_lines, "b$", "X", "p"]), text(two_lines), "partial: anchors at the ends only");
+        assert_eq!(replace([two_lines, "b$", "X", "w"]), text("aX\ncd"));
+        assert_eq!(replace([two_lines, "b.c", "X", "w"]), text("aXd"));
+        assert_eq!(replace([two_lines, "b\\Dc", "X", "n"]), text("aXd"), "\\D still matches a newline");
+        assert_eq!(replace(["a.b.c", ".", "-", "gq"]), text("a-b-c"), "a literal pattern");
+        assert_eq!(replace(["A.b", "a.", "-", "qi"]), text("-b"));
+        assert_eq!(replace(["abc def", "c d  # comment", "X", "x"]), text("abc def"), "expanded: no spaces");
+        assert_eq!(replace(["abc def", "c\\ d", "X", "x"]), text("abXef"), "an escaped space is one");
+        assert_eq!(replace(["abc def", "c[ ]d", "X", "x"]), text("abXef"), "spaces in brackets count");
+        assert_eq!(replace(["a#b", "a\\#b", "X", "x"]), text("X"));
+        assert_eq!(replace(["ab", "a b", "X", "xt"]), text("ab"), "tight again");
+        assert_eq!(replace(["x[:a]y", "[[:alpha:] ]", "-", "gx"]), text("-[:-]-"));
+        assert_eq!(call(RegexpLike, &[text("x\ny"), text("^y$"), text("m")]).unwrap(), Value::Bool(true));
+        assert_eq!(call(RegexpLike, &[text("ab"), text("A"), text("ic")]).unwrap(), Value::Bool(false));
+        let count = call(RegexpCount, &[text("a\nb\nc"), text("^."), Value::Int(1), text("n")]).unwrap();
+        assert_eq!(count, Value::Int(3));
+        assert_eq!(code(RegexpReplace, &["ab", "a", "X", "z"].map(text)), "22023");
+        assert_eq!(code(RegexpReplace, &["ab", "a", "X", "b"].map(text)), "0A000");
     }
 
     /// PostgreSQL 15's answers.
