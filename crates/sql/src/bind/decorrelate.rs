@@ -21,9 +21,9 @@
 //!
 //! A scalar subquery in a WHERE condition (under comparisons, arithmetic, BETWEEN, IS NULL, NOT), or in the select
 //! list of a query that is not grouped, that aggregates such rows (`x > (SELECT avg(b.y) FROM b WHERE b.k = a.k)`)
-//! becomes a left join with those rows grouped by their keys; the subquery's place takes the group's value or,
-//! where no group matches, the expression's value over no rows (each aggregate replaced by 0 for a count, NULL
-//! otherwise), computed only for those rows, as PostgreSQL computes it only then. EXISTS and IN over an aggregating
+//! becomes a left join with those rows grouped by their keys, each aggregate call a column of the group; the
+//! subquery's place takes its expression over those columns, which where no group matches are NULL (0 for a
+//! count), computed after the join for the outer rows that ask for it, as PostgreSQL computes it only then. EXISTS and IN over an aggregating
 //! subquery are not rewritten: it has one row whatever the keys. One that does not aggregate
 //! (`(SELECT b.name FROM b WHERE b.k = a.k)`) is the same join, its groups counting their rows: the subquery's
 //! place takes the value of a group of one row, NULL where none matches, and error 21000 for an outer row that
@@ -284,8 +284,9 @@ impl Binder<'_> {
 
     /// A correlated scalar subquery over one table's rows meeting the outer row through equalities
     /// (`(SELECT avg(b.x) FROM b WHERE b.k = a.k AND b.y > 0)`), as a left join with those rows grouped by their
-    /// keys, and the expression that replaces it: for an aggregate, the group's value, or where no group matches,
-    /// the value the aggregate has over no rows (`(SELECT avg(b.x) FROM b WHERE FALSE)`: NULL, or 0 for a count);
+    /// keys, and the expression that replaces it: for an aggregate, its expression over the group's aggregates,
+    /// which where no group matches have their value over no rows (`(SELECT avg(b.x) FROM b WHERE FALSE)`: NULL,
+    /// or 0 for a count);
     /// for a value of the rows (`(SELECT b.name FROM b WHERE b.k = a.k)`), the one row's value, NULL for none and
     /// 21000 for several ([`SINGLE_ROW`]). The keys are grouped, so an outer row meets one group at most and no row
     /// is repeated.
@@ -343,12 +344,19 @@ impl Binder<'_> {
             return Some((parse_join(&text)?, replacement));
         }
         let replacement = if has_aggregate(value) {
-            // An aggregate has exactly one value per outer row. Its value over no rows is evaluated only for outer
-            // rows that match none (`1/count(*)` fails there only).
-            let empty = over_no_rows(value)?;
-            items.push(format!("{value} AS __numadb_v"));
-            format!("CASE WHEN {hidden}.__numadb_m IS NULL THEN {empty} ELSE {hidden}.__numadb_v END")
+            // An aggregate has exactly one value per outer row. Each aggregate call is a column of the group (of
+            // its type: NULL where no group matched, or 0 for a count), and the expression around them is computed
+            // after the join, for the outer rows that ask for it (`1/count(*)` fails only where none matched).
+            let mut value = value.clone();
+            for (i, aggregate) in carry_aggregates(&mut value, hidden).iter().enumerate() {
+                items.push(format!("{aggregate} AS __numadb_a{i}"));
+            }
+            value.to_string()
         } else {
+            if inner.distinct.is_some() {
+                // Distinct rows are not counted by the group's count(*).
+                return None;
+            }
             // Rows, which may be none (NULL) or several (21000, raised only for an outer row that meets several,
             // as PostgreSQL raises it only when it evaluates the subquery for that row): the group's count says
             // which. With one row, the least of each column it reads is that row's, and the value is computed
@@ -649,58 +657,28 @@ fn is_aggregate(name: &str) -> bool {
     numadb_execution::AggregateFunction::from_name(&name.to_lowercase()).is_some()
 }
 
-/// An aggregating expression's value over no rows: each aggregate call replaced by its value then (0 for count,
-/// NULL for the others), the rest kept; `None` for an expression this does not take apart.
-fn over_no_rows(expr: &E) -> Option<E> {
-    let recurse = |e: &E| over_no_rows(e).map(Box::new);
-    Some(match expr {
-        E::Function(function) => {
-            let name = function.name.to_string();
-            if is_aggregate(&name) {
-                let value = if name.eq_ignore_ascii_case("count") {
-                    ast::Value::Number("0".into(), false)
-                } else {
-                    ast::Value::Null
-                };
-                return Some(E::Value(value.into()));
-            }
-            let mut function = function.clone();
-            let ast::FunctionArguments::List(list) = &mut function.args else { return None };
-            for argument in &mut list.args {
-                let ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) = argument else { return None };
-                *e = over_no_rows(e)?;
-            }
-            E::Function(function)
+/// Replaces each aggregate call in `value` (an aggregating subquery's select item) by the column
+/// `__numadb_a<i>` of relation `hidden` (`coalesce(…, 0)` for a count, whose value over no rows is 0), returning
+/// the calls replaced, in that order.
+fn carry_aggregates(value: &mut E, hidden: &str) -> Vec<String> {
+    let mut aggregates: Vec<String> = Vec::new();
+    let _ = ast::visit_expressions_mut(value, |expr: &mut E| {
+        if let E::Function(function) = &*expr
+            && function.over.is_none()
+            && is_aggregate(&function.name.to_string())
+        {
+            let column = format!("{hidden}.__numadb_a{}", aggregates.len());
+            let replacement = match function.name.to_string().eq_ignore_ascii_case("count") {
+                true => format!("coalesce({column}, 0)"),
+                false => column,
+            };
+            aggregates.push(expr.to_string());
+            let parsed = Parser::new(&PostgreSqlDialect {}).try_with_sql(&replacement).and_then(|mut p| p.parse_expr());
+            *expr = parsed.expect("a column or coalesce of one parses");
         }
-        E::Value(_) => expr.clone(),
-        E::BinaryOp { left, op, right } => E::BinaryOp { left: recurse(left)?, op: op.clone(), right: recurse(right)? },
-        E::UnaryOp { op, expr } => E::UnaryOp { op: *op, expr: recurse(expr)? },
-        E::Nested(inner) => E::Nested(recurse(inner)?),
-        E::IsNull(inner) => E::IsNull(recurse(inner)?),
-        E::IsNotNull(inner) => E::IsNotNull(recurse(inner)?),
-        E::Cast { kind, expr: inner, data_type, format } => {
-            E::Cast { kind: kind.clone(), expr: recurse(inner)?, data_type: data_type.clone(), format: format.clone() }
-        }
-        E::Case { case_token, end_token, operand, conditions, else_result } => E::Case {
-            case_token: case_token.clone(),
-            end_token: end_token.clone(),
-            operand: match operand {
-                Some(operand) => Some(recurse(operand)?),
-                None => None,
-            },
-            conditions: conditions
-                .iter()
-                .map(|w| {
-                    Some(ast::CaseWhen { condition: over_no_rows(&w.condition)?, result: over_no_rows(&w.result)? })
-                })
-                .collect::<Option<_>>()?,
-            else_result: match else_result {
-                Some(result) => Some(recurse(result)?),
-                None => None,
-            },
-        },
-        _ => return None,
-    })
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    aggregates
 }
 
 /// The join of `SELECT 1 FROM x <join>`.
