@@ -20,7 +20,8 @@
 //! residual's COALESCE test) takes the subquery's place, TRUE or FALSE as EXISTS is.
 //!
 //! A scalar subquery in a WHERE condition (under comparisons, arithmetic, BETWEEN, IS NULL, NOT), or in the select
-//! list of a query that is not grouped, that aggregates such rows (`x > (SELECT avg(b.y) FROM b WHERE b.k = a.k)`)
+//! list of a query that is not grouped (or is, by a plain GROUP BY that has the subquery's outer keys: the join's
+//! columns, one value per key, are then grouped too), that aggregates such rows (`x > (SELECT avg(b.y) FROM b WHERE b.k = a.k)`)
 //! becomes a left join with those rows grouped by their keys, each aggregate call a column of the group; the
 //! subquery's place takes its expression over those columns, which where no group matches are NULL (0 for a
 //! count), computed after the join for the outer rows that ask for it, as PostgreSQL computes it only then. EXISTS and IN over an aggregating
@@ -119,11 +120,17 @@ impl Binder<'_> {
         if let Some(selection) = &select.selection {
             split_and(selection, &mut conjuncts);
         }
-        // Scalar subqueries in the select list too, unless the query is grouped: a grouped query may name only
-        // its grouped columns in a subquery, which a join's value is not (an aggregating query without GROUP BY
-        // then reports 42803 as PostgreSQL does).
-        let in_list = matches!(&select.group_by, ast::GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty())
-            && select.having.is_none()
+        // Scalar subqueries in the select list too. A grouped query may name only its grouped expressions in a
+        // subquery: under a plain GROUP BY, one whose outer keys are grouped expressions is rewritten, and the
+        // join's columns (one value per key, so per group) are grouped too. An aggregating query without GROUP BY
+        // names no column outside an aggregate: it is left to report 42803 as PostgreSQL does.
+        let grouped_by = match &select.group_by {
+            ast::GroupByExpr::Expressions(e, m) if m.is_empty() => Some(e.clone()),
+            _ => None,
+        }
+        .filter(|e| e.iter().all(|e| !matches!(e, E::Rollup(_) | E::Cube(_) | E::GroupingSets(_))));
+        let ungrouped = grouped_by.as_ref().is_some_and(Vec::is_empty) && select.having.is_none();
+        let in_list = (ungrouped || grouped_by.as_ref().is_some_and(|e| !e.is_empty()))
             && select.projection.iter().any(|item| item.to_string().to_uppercase().contains("SELECT"));
         if !conjuncts.iter().any(|c| matches!(c, E::Exists { .. } | E::InSubquery { negated: false, .. }))
             && !select.selection.as_ref().is_some_and(contains_subquery)
@@ -160,9 +167,24 @@ impl Binder<'_> {
                 };
                 let before = joins.len();
                 self.rewrite_scalars(&mut expr, &outer, &mut joins);
-                if joins.len() > before {
-                    *item = ast::SelectItem::ExprWithAlias { expr, alias };
+                if joins.len() == before {
+                    continue;
                 }
+                if let Some(grouped) = grouped_by.as_ref().filter(|e| !e.is_empty()) {
+                    let is_grouped = |key: &E| grouped.iter().any(|g| same_expression(unnested(g), key));
+                    if !joins[before..].iter().all(|join| outer_keys(join).iter().all(is_grouped)) {
+                        joins.truncate(before);
+                        continue;
+                    }
+                    if let ast::GroupByExpr::Expressions(group_by, _) = &mut rewritten.group_by {
+                        for column in hidden_columns(&expr) {
+                            if !group_by.contains(&column) {
+                                group_by.push(column);
+                            }
+                        }
+                    }
+                }
+                *item = ast::SelectItem::ExprWithAlias { expr, alias };
             }
         }
         if joins.is_empty() {
@@ -655,6 +677,61 @@ fn has_aggregate(expr: &E) -> bool {
 
 fn is_aggregate(name: &str) -> bool {
     numadb_execution::AggregateFunction::from_name(&name.to_lowercase()).is_some()
+}
+
+/// `expr` without the parentheses around it.
+fn unnested(expr: &E) -> &E {
+    match expr {
+        E::Nested(inner) => unnested(inner),
+        _ => expr,
+    }
+}
+
+/// Whether two expressions of one query are the same: equal, or the same column named with and without its
+/// qualifier (`k` and `o.k`; the binder refuses a name that would be ambiguous).
+fn same_expression(a: &E, b: &E) -> bool {
+    let column = |e: &E| match e {
+        E::Identifier(name) => Some((None, fold(name))),
+        E::CompoundIdentifier(parts) if parts.len() >= 2 => {
+            Some((Some(fold(&parts[parts.len() - 2])), fold(&parts[parts.len() - 1])))
+        }
+        _ => None,
+    };
+    match (column(a), column(b)) {
+        (Some((qa, na)), Some((qb, nb))) => na == nb && (qa.is_none() || qb.is_none() || qa == qb),
+        _ => a == b,
+    }
+}
+
+/// The outer sides of the key conditions of a join this rewrite made (`__numadb_sq1.__numadb_k0 = (a.k)`).
+fn outer_keys(join: &ast::Join) -> Vec<E> {
+    let Some(ast::JoinConstraint::On(on)) = super::join::join_constraint(&join.join_operator) else {
+        return Vec::new();
+    };
+    let mut conditions = Vec::new();
+    split_and(on, &mut conditions);
+    conditions
+        .into_iter()
+        .filter_map(|condition| match condition {
+            E::BinaryOp { op: BinaryOperator::Eq, right, .. } => Some(unnested(right).clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The columns of the relations this rewrite adds that `expr` reads (each once).
+fn hidden_columns(expr: &E) -> Vec<E> {
+    let mut columns: Vec<E> = Vec::new();
+    let _ = ast::visit_expressions(expr, |e: &E| {
+        if let E::CompoundIdentifier(parts) = e
+            && parts.first().is_some_and(|q| q.value.starts_with(HIDDEN_RELATION))
+            && !columns.contains(e)
+        {
+            columns.push(e.clone());
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    columns
 }
 
 /// Replaces each aggregate call in `value` (an aggregating subquery's select item) by the column

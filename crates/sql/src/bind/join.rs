@@ -840,7 +840,7 @@ pub(super) fn name_chains(text: &str) -> Option<Vec<(Vec<String>, bool)>> {
     Some(chains)
 }
 
-fn join_constraint(operator: &JoinOperator) -> Option<&JoinConstraint> {
+pub(super) fn join_constraint(operator: &JoinOperator) -> Option<&JoinConstraint> {
     match operator {
         JoinOperator::Join(c)
         | JoinOperator::Inner(c)
