@@ -386,6 +386,23 @@ impl Binder<'_> {
             // PostgreSQL evaluates it).
             let mut value = value.clone();
             let columns = carry_columns(&mut value, &inner_names, hidden);
+            if self.is_primary_key(from, &keys) {
+                // The key is the table's primary key: at most one row per key, so no grouping (a lookup by key
+                // is a plain left join).
+                for (i, column) in columns.iter().enumerate() {
+                    items.push(format!("{column} AS __numadb_c{i}"));
+                }
+                items.push("1 AS __numadb_n".to_string());
+                let text = format!(
+                    "SELECT 1 FROM x LEFT JOIN (SELECT {} FROM {from}{local}) AS {hidden} ON {}",
+                    items.join(", "),
+                    on.join(" AND ")
+                );
+                let replacement = format!("{SINGLE_ROW}({value}, {hidden}.__numadb_n)");
+                let replacement =
+                    Parser::new(&PostgreSqlDialect {}).try_with_sql(&replacement).ok()?.parse_expr().ok()?;
+                return Some((parse_join(&text)?, replacement));
+            }
             for (i, column) in columns.iter().enumerate() {
                 items.push(format!("{LEAST_OF_ANY_TYPE}({column}) AS __numadb_c{i}"));
             }
@@ -402,6 +419,22 @@ impl Binder<'_> {
         let join = parse_join(&text)?;
         let replacement = Parser::new(&PostgreSqlDialect {}).try_with_sql(&replacement).ok()?.parse_expr().ok()?;
         Some((join, replacement))
+    }
+
+    /// Whether `keys` are one inner column that is the primary key of `from`, a table (not a view or `WITH` query).
+    fn is_primary_key(&self, from: &ast::TableWithJoins, keys: &[(E, E)]) -> bool {
+        let [(key, _)] = keys else { return false };
+        let TableFactor::Table { name, .. } = &from.relation else { return false };
+        let column = match key {
+            E::Identifier(column) => fold(column),
+            E::CompoundIdentifier(parts) => parts.last().map(fold).unwrap_or_default(),
+            _ => return false,
+        };
+        if !matches!(self.cte_or_view(name), Ok(None)) {
+            return false;
+        }
+        let Ok(table) = self.source.resolve(name) else { return false };
+        table.primary_key().is_some_and(|position| table.columns()[position].name == column)
     }
 
     /// A subquery over one table whose WHERE meets the outer query only through equalities: its SELECT, the
