@@ -171,8 +171,14 @@ impl Binder<'_> {
                     continue;
                 }
                 if let Some(grouped) = grouped_by.as_ref().filter(|e| !e.is_empty()) {
-                    let is_grouped = |key: &E| grouped.iter().any(|g| same_expression(unnested(g), key));
-                    if !joins[before..].iter().all(|join| outer_keys(join).iter().all(is_grouped)) {
+                    // As PostgreSQL asks, every column a key reads is itself grouped (`o.k + 1` under GROUP BY
+                    // o.k, not `o.k % 3` under GROUP BY o.k % 3).
+                    let is_grouped =
+                        |column: &E| grouped.iter().any(|g| same_column(by_position(g, &select.projection), column));
+                    let keys_grouped = |join: &ast::Join| {
+                        outer_keys(join).iter().all(|key| columns_of(key).iter().all(|c| is_grouped(c)))
+                    };
+                    if !joins[before..].iter().all(keys_grouped) {
                         joins.truncate(before);
                         continue;
                     }
@@ -712,6 +718,17 @@ fn is_aggregate(name: &str) -> bool {
     numadb_execution::AggregateFunction::from_name(&name.to_lowercase()).is_some()
 }
 
+/// A GROUP BY item, with a position (`GROUP BY 1`) taken as the select item it names, and without parentheses.
+fn by_position<'e>(item: &'e E, projection: &'e [ast::SelectItem]) -> &'e E {
+    let item = unnested(item);
+    let E::Value(value) = item else { return item };
+    let ast::Value::Number(position, _) = &value.value else { return item };
+    match position.parse::<usize>().ok().and_then(|p| projection.get(p.checked_sub(1)?)) {
+        Some(ast::SelectItem::UnnamedExpr(expr) | ast::SelectItem::ExprWithAlias { expr, .. }) => unnested(expr),
+        _ => item,
+    }
+}
+
 /// `expr` without the parentheses around it.
 fn unnested(expr: &E) -> &E {
     match expr {
@@ -720,9 +737,21 @@ fn unnested(expr: &E) -> &E {
     }
 }
 
-/// Whether two expressions of one query are the same: equal, or the same column named with and without its
-/// qualifier (`k` and `o.k`; the binder refuses a name that would be ambiguous).
-fn same_expression(a: &E, b: &E) -> bool {
+/// The column references in `expr`.
+fn columns_of(expr: &E) -> Vec<E> {
+    let mut columns = Vec::new();
+    let _ = ast::visit_expressions(expr, |e: &E| {
+        if matches!(e, E::Identifier(_) | E::CompoundIdentifier(_)) {
+            columns.push(e.clone());
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    columns
+}
+
+/// Whether two expressions of one query are the same column, named with or without its qualifier (`k` and
+/// `o.k`; the binder refuses a name that would be ambiguous).
+fn same_column(a: &E, b: &E) -> bool {
     let column = |e: &E| match e {
         E::Identifier(name) => Some((None, fold(name))),
         E::CompoundIdentifier(parts) if parts.len() >= 2 => {
@@ -732,7 +761,7 @@ fn same_expression(a: &E, b: &E) -> bool {
     };
     match (column(a), column(b)) {
         (Some((qa, na)), Some((qb, nb))) => na == nb && (qa.is_none() || qb.is_none() || qa == qb),
-        _ => a == b,
+        _ => false,
     }
 }
 
