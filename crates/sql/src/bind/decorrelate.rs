@@ -175,9 +175,8 @@ impl Binder<'_> {
                     // o.k, not `o.k % 3` under GROUP BY o.k % 3).
                     let is_grouped =
                         |column: &E| grouped.iter().any(|g| same_column(by_position(g, &select.projection), column));
-                    let keys_grouped = |join: &ast::Join| {
-                        outer_keys(join).iter().all(|key| columns_of(key).iter().all(|c| is_grouped(c)))
-                    };
+                    let keys_grouped =
+                        |join: &ast::Join| outer_keys(join).iter().all(|key| columns_of(key).iter().all(&is_grouped));
                     if !joins[before..].iter().all(keys_grouped) {
                         joins.truncate(before);
                         continue;
