@@ -334,8 +334,10 @@ impl Binder<'_> {
         let from = &inner.from[0];
         let mut items = key_items(&keys);
         let group_by: Vec<String> = keys.iter().map(|(inner, _)| format!("{inner}")).collect();
-        let on = key_conditions(&keys, hidden);
-        if let Some(order) = first_in_order.filter(|_| !has_aggregate(value)) {
+        let group_by = group_by.join(", ");
+        let mut value = value.clone();
+        // The joined relation's SELECT, and the expression over its columns that takes the subquery's place.
+        let (rows, replacement) = if let Some(order) = first_in_order.filter(|_| !has_aggregate(&value)) {
             // The first row of each key's rows in the subquery's order (`ORDER BY b.t DESC LIMIT 1`): numbered in
             // that order per key, its columns joined, and the value computed from them for the outer rows that
             // ask for it. (PostgreSQL computes it below its sort, for every row of the key, so where a later row
@@ -349,36 +351,28 @@ impl Binder<'_> {
             }
             let order: Vec<String> = order.iter().map(ToString::to_string).collect();
             let order = if order.is_empty() { String::new() } else { format!(" ORDER BY {}", order.join(", ")) };
-            let mut value = value.clone();
             let columns = carry_columns(&mut value, &inner_names, hidden);
             let mut outputs: Vec<String> = (0..keys.len()).map(|i| format!("__numadb_k{i}")).collect();
             for (i, column) in columns.iter().enumerate() {
                 items.push(format!("{column} AS __numadb_c{i}"));
                 outputs.push(format!("__numadb_c{i}"));
             }
-            let text = format!(
-                "SELECT 1 FROM x LEFT JOIN (SELECT {}, 1 AS __numadb_n FROM (SELECT {}, row_number() OVER \
-                 (PARTITION BY {}{order}) AS __numadb_rn FROM {from}{local}) AS __numadb_first WHERE __numadb_rn = 1) \
-                 AS {hidden} ON {}",
+            let rows = format!(
+                "SELECT {}, 1 AS __numadb_n FROM (SELECT {}, row_number() OVER (PARTITION BY {group_by}{order}) AS \
+                 __numadb_rn FROM {from}{local}) AS __numadb_first WHERE __numadb_rn = 1",
                 outputs.join(", "),
                 items.join(", "),
-                group_by.join(", "),
-                on.join(" AND ")
             );
             // NULL where no row matched, whatever the value (`(SELECT 1 … LIMIT 1)`).
-            let replacement = format!("{SINGLE_ROW}({value}, {hidden}.__numadb_n)");
-            let replacement = Parser::new(&PostgreSqlDialect {}).try_with_sql(&replacement).ok()?.parse_expr().ok()?;
-            return Some((parse_join(&text)?, replacement));
-        }
-        let replacement = if has_aggregate(value) {
+            (rows, format!("{SINGLE_ROW}({value}, {hidden}.__numadb_n)"))
+        } else if has_aggregate(&value) {
             // An aggregate has exactly one value per outer row. Each aggregate call is a column of the group (of
             // its type: NULL where no group matched, or 0 for a count), and the expression around them is computed
             // after the join, for the outer rows that ask for it (`1/count(*)` fails only where none matched).
-            let mut value = value.clone();
             for (i, aggregate) in carry_aggregates(&mut value, hidden).iter().enumerate() {
                 items.push(format!("{aggregate} AS __numadb_a{i}"));
             }
-            value.to_string()
+            (format!("SELECT {} FROM {from}{local} GROUP BY {group_by}", items.join(", ")), value.to_string())
         } else {
             if inner.distinct.is_some() {
                 // Distinct rows are not counted by the group's count(*).
@@ -389,39 +383,24 @@ impl Binder<'_> {
             // which. With one row, the least of each column it reads is that row's, and the value is computed
             // from them after the join, for the outer rows that ask for it only (`100 / b.x` fails only where
             // PostgreSQL evaluates it).
-            let mut value = value.clone();
             let columns = carry_columns(&mut value, &inner_names, hidden);
-            if self.is_primary_key(from, &keys) {
+            let rows = if self.is_primary_key(from, &keys) {
                 // The key is the table's primary key: at most one row per key, so no grouping (a lookup by key
                 // is a plain left join).
                 for (i, column) in columns.iter().enumerate() {
                     items.push(format!("{column} AS __numadb_c{i}"));
                 }
-                items.push("1 AS __numadb_n".to_string());
-                let text = format!(
-                    "SELECT 1 FROM x LEFT JOIN (SELECT {} FROM {from}{local}) AS {hidden} ON {}",
-                    items.join(", "),
-                    on.join(" AND ")
-                );
-                let replacement = format!("{SINGLE_ROW}({value}, {hidden}.__numadb_n)");
-                let replacement =
-                    Parser::new(&PostgreSqlDialect {}).try_with_sql(&replacement).ok()?.parse_expr().ok()?;
-                return Some((parse_join(&text)?, replacement));
-            }
-            for (i, column) in columns.iter().enumerate() {
-                items.push(format!("{LEAST_OF_ANY_TYPE}({column}) AS __numadb_c{i}"));
-            }
-            items.push("count(*) AS __numadb_n".to_string());
-            format!("{SINGLE_ROW}({value}, {hidden}.__numadb_n)")
+                format!("SELECT {}, 1 AS __numadb_n FROM {from}{local}", items.join(", "))
+            } else {
+                for (i, column) in columns.iter().enumerate() {
+                    items.push(format!("{LEAST_OF_ANY_TYPE}({column}) AS __numadb_c{i}"));
+                }
+                format!("SELECT {}, count(*) AS __numadb_n FROM {from}{local} GROUP BY {group_by}", items.join(", "))
+            };
+            (rows, format!("{SINGLE_ROW}({value}, {hidden}.__numadb_n)"))
         };
-        items.push("TRUE AS __numadb_m".to_string());
-        let text = format!(
-            "SELECT 1 FROM x LEFT JOIN (SELECT {} FROM {from}{local} GROUP BY {}) AS {hidden} ON {}",
-            items.join(", "),
-            group_by.join(", "),
-            on.join(" AND ")
-        );
-        let join = parse_join(&text)?;
+        let on = key_conditions(&keys, hidden).join(" AND ");
+        let join = parse_join(&format!("SELECT 1 FROM x LEFT JOIN ({rows}) AS {hidden} ON {on}"))?;
         let replacement = Parser::new(&PostgreSqlDialect {}).try_with_sql(&replacement).ok()?.parse_expr().ok()?;
         Some((join, replacement))
     }
