@@ -19,22 +19,25 @@
 //! that marks the outer rows it holds for (`exists_as_mark`): the test of the mark (IS [NOT] NULL, or the
 //! residual's COALESCE test) takes the subquery's place, TRUE or FALSE as EXISTS is.
 //!
-//! A scalar subquery in a WHERE condition (under comparisons, arithmetic, BETWEEN, IS NULL, NOT), or in the select
-//! list of a query that is not grouped (or is, by a plain GROUP BY that has the subquery's outer keys: the join's
-//! columns, one value per key, are then grouped too), that aggregates such rows (`x > (SELECT avg(b.y) FROM b WHERE b.k = a.k)`)
-//! becomes a left join with those rows grouped by their keys, each aggregate call a column of the group; the
-//! subquery's place takes its expression over those columns, which where no group matches are NULL (0 for a
-//! count), computed after the join for the outer rows that ask for it, as PostgreSQL computes it only then. EXISTS and IN over an aggregating
-//! subquery are not rewritten: it has one row whatever the keys. One that does not aggregate
-//! (`(SELECT b.name FROM b WHERE b.k = a.k)`) is the same join, its groups counting their rows: the subquery's
-//! place takes the value of a group of one row, NULL where none matches, and error 21000 for an outer row that
-//! meets several, as PostgreSQL raises it for that row only. One that keeps its first row in an order
-//! (`ORDER BY … LIMIT 1`, `FETCH FIRST ROW ONLY`) numbers each key's rows in that order (`row_number() OVER
-//! (PARTITION BY keys ORDER BY …)`) and joins the first.
+//! A scalar subquery in a WHERE condition (under comparisons, arithmetic, BETWEEN, IS NULL, NOT, CASE, function
+//! arguments), or in the select list of a query that is not grouped (or is, by a plain GROUP BY that has every
+//! column the subquery's outer keys read: the join's columns, one value per key, are then grouped too), becomes a
+//! left join that meets each outer row at most once, and its place takes an expression over the join's columns,
+//! computed after the join for the outer rows that ask for it, as PostgreSQL evaluates the subquery only then:
+//!
+//! - one that aggregates such rows (`x > (SELECT avg(b.y) FROM b WHERE b.k = a.k)`): the rows grouped by their keys,
+//!   each aggregate call a column of the group (NULL where no group matches, 0 for a count). EXISTS and IN over an
+//!   aggregating subquery are not rewritten: it has one row whatever the keys;
+//! - one that does not (`(SELECT b.name FROM b WHERE b.k = a.k)`): the same groups, counting their rows and
+//!   carrying the columns the value reads; the value of a group of one row, NULL where none matches, and 21000 for
+//!   an outer row that meets several. Keyed by the inner table's primary key, the rows are not grouped;
+//! - one that keeps its first row in an order (`ORDER BY … LIMIT 1`, `FETCH FIRST ROW ONLY`): each key's rows
+//!   numbered in that order (`row_number() OVER (PARTITION BY keys ORDER BY …)`) and the first one joined.
 //!
 //! Anything else correlated (other comparisons with outer columns, in scalar subqueries, IN or twice, IN other than
-//! as a condition of WHERE, scalar subqueries with OFFSET or a LIMIT other than 1, subqueries over joins) is left as it is, and binding refuses it with 0A000 as before. The joined relations are named `__numadb_sq<n>`, and `*` does
-//! not list their columns.
+//! as a condition of WHERE, scalar subqueries with OFFSET or a LIMIT other than 1, subqueries over joins) is left as
+//! it is, and binding refuses it with 0A000 as before. The joined relations are named `__numadb_sq<n>`, and `*`
+//! does not list their columns.
 
 use sqlparser::ast::{self, BinaryOperator, Expr as E, Select, SetExpr, TableFactor};
 use sqlparser::dialect::PostgreSqlDialect;
@@ -236,7 +239,8 @@ impl Binder<'_> {
     }
 
     /// Replaces the correlated scalar subqueries in `expr` (under comparisons, arithmetic, BETWEEN, IS [NOT]
-    /// NULL, casts, CASE, function arguments) that [`Binder::scalar_as_join`] can rewrite, adding their joins to `joins`.
+    /// NULL, casts, CASE, function arguments) that [`Binder::scalar_as_join`] can rewrite, adding their joins to
+    /// `joins`.
     fn rewrite_scalars(&self, expr: &mut E, outer: &Names, joins: &mut Vec<ast::Join>) {
         match expr {
             E::Subquery(query) => {
@@ -310,13 +314,11 @@ impl Binder<'_> {
     }
 
     /// A correlated scalar subquery over one table's rows meeting the outer row through equalities
-    /// (`(SELECT avg(b.x) FROM b WHERE b.k = a.k AND b.y > 0)`), as a left join with those rows grouped by their
-    /// keys, and the expression that replaces it: for an aggregate, its expression over the group's aggregates,
-    /// which where no group matches have their value over no rows (`(SELECT avg(b.x) FROM b WHERE FALSE)`: NULL,
-    /// or 0 for a count);
-    /// for a value of the rows (`(SELECT b.name FROM b WHERE b.k = a.k)`), the one row's value, NULL for none and
-    /// 21000 for several ([`SINGLE_ROW`]). The keys are grouped, so an outer row meets one group at most and no row
-    /// is repeated.
+    /// (`(SELECT avg(b.x) FROM b WHERE b.k = a.k AND b.y > 0)`), as a left join that meets each outer row at most
+    /// once (see the module's documentation for each form), and the expression that replaces it: for an aggregate,
+    /// its expression over the group's aggregates, which where no group matches have their value over no rows
+    /// (NULL, or 0 for a count); for a value of the rows (`(SELECT b.name FROM b WHERE b.k = a.k)`), the one row's
+    /// value, NULL for none and 21000 for several ([`SINGLE_ROW`]).
     fn scalar_as_join(&self, subquery: &ast::Query, outer: &Names, hidden: &str) -> Option<(ast::Join, E)> {
         let (first_in_order, unlimited) = first_row_order(subquery)?;
         let Correlated { inner, keys, local, residual: None } = self.correlated_select(&unlimited, outer)? else {
@@ -369,7 +371,7 @@ impl Binder<'_> {
             // An aggregate has exactly one value per outer row. Each aggregate call is a column of the group (of
             // its type: NULL where no group matched, or 0 for a count), and the expression around them is computed
             // after the join, for the outer rows that ask for it (`1/count(*)` fails only where none matched).
-            for (i, aggregate) in carry_aggregates(&mut value, hidden).iter().enumerate() {
+            for (i, aggregate) in carry_aggregates(&mut value, hidden)?.iter().enumerate() {
                 items.push(format!("{aggregate} AS __numadb_a{i}"));
             }
             (format!("SELECT {} FROM {from}{local} GROUP BY {group_by}", items.join(", ")), value.to_string())
@@ -777,9 +779,9 @@ fn hidden_columns(expr: &E) -> Vec<E> {
 /// Replaces each aggregate call in `value` (an aggregating subquery's select item) by the column
 /// `__numadb_a<i>` of relation `hidden` (`coalesce(…, 0)` for a count, whose value over no rows is 0), returning
 /// the calls replaced, in that order.
-fn carry_aggregates(value: &mut E, hidden: &str) -> Vec<String> {
+fn carry_aggregates(value: &mut E, hidden: &str) -> Option<Vec<String>> {
     let mut aggregates: Vec<String> = Vec::new();
-    let _ = ast::visit_expressions_mut(value, |expr: &mut E| {
+    let visited = ast::visit_expressions_mut(value, |expr: &mut E| {
         if let E::Function(function) = &*expr
             && function.over.is_none()
             && is_aggregate(&function.name.to_string())
@@ -790,12 +792,14 @@ fn carry_aggregates(value: &mut E, hidden: &str) -> Vec<String> {
                 false => column,
             };
             aggregates.push(expr.to_string());
-            let parsed = Parser::new(&PostgreSqlDialect {}).try_with_sql(&replacement).and_then(|mut p| p.parse_expr());
-            *expr = parsed.expect("a column or coalesce of one parses");
+            match Parser::new(&PostgreSqlDialect {}).try_with_sql(&replacement).and_then(|mut p| p.parse_expr()) {
+                Ok(parsed) => *expr = parsed,
+                Err(_) => return std::ops::ControlFlow::Break(()),
+            }
         }
-        std::ops::ControlFlow::<()>::Continue(())
+        std::ops::ControlFlow::Continue(())
     });
-    aggregates
+    visited.is_continue().then_some(aggregates)
 }
 
 /// The join of `SELECT 1 FROM x <join>`.
