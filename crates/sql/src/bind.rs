@@ -1800,11 +1800,10 @@ impl<'a> Binder<'a> {
         if found {
             return unsupported(&format!("a correlated subquery (\"{name}\" is the enclosing query's) of this form"))
                 .with_hint(
-                    "numadb plans correlated EXISTS and NOT EXISTS (anywhere in WHERE or the select list), IN \
-                     (a condition of WHERE) and scalar subqueries (with no LIMIT but 1, no OFFSET), when the \
-                     subquery meets the outer row only through equalities (inner.x = outer.y), and EXISTS / NOT \
-                     EXISTS also with one other comparison (inner.x < outer.y); rewrite others as a join or a \
-                     subquery in FROM.",
+                    "numadb plans correlated scalar subqueries, EXISTS, IN, ANY and ALL in WHERE and in the \
+                     select list (of a query not grouped, or grouped by the outer columns they read) when the \
+                     subquery is one SELECT over tables and joins, without GROUP BY, HAVING, OFFSET, a LIMIT but 1, \
+                     or a subquery inside; rewrite others as a join or a subquery in FROM.",
                 );
         }
         error

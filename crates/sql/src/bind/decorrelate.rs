@@ -1,5 +1,5 @@
-//! Correlated `EXISTS`, `NOT EXISTS`, `IN (SELECT …)` and aggregating scalar subqueries in WHERE, rewritten as
-//! joins before binding.
+//! Correlated subqueries (`EXISTS`, `IN`, `ANY`, `ALL`, scalar) in WHERE and the select list, rewritten as joins
+//! before binding.
 //!
 //! A subquery that refers to the enclosing query's columns only through equalities in its WHERE
 //! (`EXISTS (SELECT … FROM b WHERE b.k = a.k AND b.x > 5)`) asks, for each outer row, whether some inner row has
@@ -34,10 +34,21 @@
 //! - one that keeps its first row in an order (`ORDER BY … LIMIT 1`, `FETCH FIRST ROW ONLY`): each key's rows
 //!   numbered in that order (`row_number() OVER (PARTITION BY keys ORDER BY …)`) and the first one joined.
 //!
-//! Anything else correlated (other comparisons with outer columns, in scalar subqueries, IN or twice, IN other than
-//! as a condition of WHERE, scalar subqueries with OFFSET or a LIMIT other than 1, subqueries over joins) is left as
-//! it is, and binding refuses it with 0A000 as before. The joined relations are named `__numadb_sq<n>`, and `*`
-//! does not list their columns.
+//! A correlated subquery none of those take (other comparisons with the outer row, as in running totals
+//! `(SELECT sum(b.v) FROM b WHERE b.t <= a.t)`; outer columns in its select list or ORDER BY; joins in its FROM)
+//! is computed over the distinct values of the outer columns it reads (`over_outer_values`): those values are a
+//! relation of their own, `(SELECT DISTINCT a.t AS __numadb_d0 FROM <the outer FROM>) AS __numadb_dd`, joined
+//! into the subquery's FROM in place of the outer row, and the subquery's rows are grouped (or numbered) by them
+//! as above and joined back to the outer rows by them. It is the subquery computed once per distinct outer value,
+//! as PostgreSQL computes it once per outer row. An outer value that is NULL meets the rows computed for NULL (the
+//! join compares `coalesce(v, '0')` and `v IS NULL`). `[NOT] EXISTS`, `[NOT] IN`, `ANY` and `ALL` over such a
+//! subquery become the aggregating scalar subquery that answers the same, with SQL's NULLs
+//! (`quantified_as_scalar`: `x IN (…)` is TRUE if some value equals `x`, else NULL if some comparison was NULL,
+//! else FALSE).
+//!
+//! Anything else correlated (GROUP BY or HAVING inside, OFFSET or a LIMIT other than 1, a subquery inside, an
+//! aggregate of outer columns only, a FROM of subqueries) is left as it is, and binding refuses it with 0A000. The
+//! joined relations are named `__numadb_sq<n>`, and `*` does not list their columns.
 
 use sqlparser::ast::{self, BinaryOperator, Expr as E, Select, SetExpr, TableFactor};
 use sqlparser::dialect::PostgreSqlDialect;
@@ -58,6 +69,8 @@ struct Names {
     relations: Vec<(String, Vec<String>)>,
     /// The boolean columns, as (qualifier, name): their least and greatest are bool_and and bool_or.
     booleans: Vec<(String, String)>,
+    /// The FROM items as text (`a, b JOIN c ON …`).
+    from: String,
 }
 
 impl Names {
@@ -105,6 +118,59 @@ struct Correlated<'q> {
     local: String,
     /// One comparison other than `=` with the outer row, inner side first (`b.x < a.y`), for EXISTS only.
     residual: Option<(E, BinaryOperator, E)>,
+}
+
+/// The inner rows a scalar subquery's join is made of (see [`Binder::rows_as_join`]).
+struct Rows<'q> {
+    /// The subquery's SELECT (its one select item, DISTINCT).
+    inner: &'q Select,
+    /// The (inner, outer) sides of the equalities that meet the outer row.
+    keys: Vec<(E, E)>,
+    /// The rest of its WHERE as text (` WHERE (c1) AND (c2)`, or empty).
+    local: String,
+    /// Its FROM as text.
+    from: String,
+    /// Whether the keys are the inner table's primary key (a row per key at most).
+    primary_key: bool,
+    /// The names its FROM has.
+    names: Names,
+}
+
+/// A correlated subquery made uncorrelated over the distinct values of the outer expressions it reads (see
+/// [`Binder::over_outer_values`]).
+struct OverOuterValues {
+    /// The subquery's SELECT, each outer reference replaced by a column of [`OUTER_VALUES`], which its FROM joins
+    /// first.
+    inner: Select,
+    /// The outer references, in the order of their columns (`__numadb_d<i>`).
+    references: Vec<E>,
+    /// The names the SELECT's FROM has, [`OUTER_VALUES`] included.
+    names: Names,
+}
+
+/// The relation of the distinct outer values in [`OverOuterValues`].
+const OUTER_VALUES: &str = "__numadb_dd";
+
+impl OverOuterValues {
+    /// The rows for [`Binder::rows_as_join`]: each outer reference is met through two keys, its value (with NULL
+    /// as `'0'`) and whether it is NULL, so that an outer row whose reference is NULL meets the inner rows
+    /// computed for NULL (a join's `=` never meets NULL).
+    fn rows(&self) -> Option<Rows<'_>> {
+        let parse = |text: String| Parser::new(&PostgreSqlDialect {}).try_with_sql(&text).ok()?.parse_expr().ok();
+        let mut keys = Vec::new();
+        for (i, reference) in self.references.iter().enumerate() {
+            let column = format!("{OUTER_VALUES}.__numadb_d{i}");
+            keys.push((parse(format!("coalesce({column}, '0')"))?, parse(format!("coalesce({reference}, '0')"))?));
+            keys.push((parse(format!("{column} IS NULL"))?, parse(format!("{reference} IS NULL"))?));
+        }
+        let local = match &self.inner.selection {
+            Some(selection) => format!(" WHERE {selection}"),
+            None => String::new(),
+        };
+        let from = self.inner.from.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+        let names = Names { relations: self.names.relations.clone(), booleans: self.names.booleans.clone(), from };
+        Some(Rows { inner: &self.inner, keys, local, from: names.from.clone(), primary_key: false, names })
+    }
 }
 
 /// Which scope an expression's names come from.
@@ -235,7 +301,8 @@ impl Binder<'_> {
                 relations.push((qualifier, columns.into_iter().map(|(c, _)| c).collect()));
             }
         }
-        Some(Names { relations, booleans })
+        let from = from.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+        Some(Names { relations, booleans, from })
     }
 
     /// Replaces the correlated scalar subqueries in `expr` (under comparisons, arithmetic, BETWEEN, IS [NOT]
@@ -254,6 +321,13 @@ impl Binder<'_> {
                 let hidden = format!("{HIDDEN_RELATION}{}", joins.len() + 1);
                 if let Some((join, replacement)) = self.exists_as_mark(subquery, *negated, outer, &hidden) {
                     joins.push(join);
+                    *expr = replacement;
+                } else if let Some(replacement) = self.quantified_as_scalar(expr, outer, joins) {
+                    *expr = replacement;
+                }
+            }
+            E::InSubquery { .. } | E::AnyOp { .. } | E::AllOp { .. } => {
+                if let Some(replacement) = self.quantified_as_scalar(expr, outer, joins) {
                     *expr = replacement;
                 }
             }
@@ -321,19 +395,39 @@ impl Binder<'_> {
     /// value, NULL for none and 21000 for several ([`SINGLE_ROW`]).
     fn scalar_as_join(&self, subquery: &ast::Query, outer: &Names, hidden: &str) -> Option<(ast::Join, E)> {
         let (first_in_order, unlimited) = first_row_order(subquery)?;
-        let Correlated { inner, keys, local, residual: None } = self.correlated_select(&unlimited, outer)? else {
-            return None;
+        let keyed = match self.correlated_select(&unlimited, outer) {
+            Some(Correlated { inner, keys, local, residual: None }) => self.names_in(&inner.from).and_then(|names| {
+                let primary_key = self.is_primary_key(&inner.from[0], &keys);
+                let rows = Rows { inner, keys, local, from: inner.from[0].to_string(), primary_key, names };
+                self.rows_as_join(first_in_order.clone(), &rows, outer, hidden)
+            }),
+            _ => None,
         };
-        let inner_names = self.names_in(&inner.from)?;
+        keyed.or_else(|| {
+            let mut order = first_in_order;
+            let general = self.over_outer_values(&unlimited, order.as_mut(), outer)?;
+            self.rows_as_join(order, &general.rows()?, outer, hidden)
+        })
+    }
+
+    /// The left join of [`Binder::scalar_as_join`] over the inner rows `rows` meeting the outer row through its
+    /// keys, and the expression that takes the subquery's place; `first_in_order` as [`first_row_order`] says.
+    fn rows_as_join(
+        &self,
+        first_in_order: Option<Vec<ast::OrderByExpr>>,
+        rows: &Rows<'_>,
+        outer: &Names,
+        hidden: &str,
+    ) -> Option<(ast::Join, E)> {
+        let Rows { inner, keys, local, from, primary_key, names: inner_names } = rows;
         let [ast::SelectItem::UnnamedExpr(value) | ast::SelectItem::ExprWithAlias { expr: value, .. }] =
             inner.projection.as_slice()
         else {
             return None;
         };
-        if references(value, &inner_names, outer).outer || contains_subquery(value) {
+        if references(value, inner_names, outer).outer || contains_subquery(value) {
             return None;
         }
-        let from = &inner.from[0];
         let mut items = key_items(&keys);
         let group_by: Vec<String> = keys.iter().map(|(inner, _)| format!("{inner}")).collect();
         let group_by = group_by.join(", ");
@@ -345,7 +439,7 @@ impl Binder<'_> {
             // ask for it. (PostgreSQL computes it below its sort, for every row of the key, so where a later row
             // fails it fails and numadb does not.)
             for key in &order {
-                let refs = references(&key.expr, &inner_names, outer);
+                let refs = references(&key.expr, inner_names, outer);
                 // A position or an output column's name would mean something else inside OVER (…).
                 if refs.outer || !refs.inner || contains_subquery(&key.expr) {
                     return None;
@@ -353,7 +447,7 @@ impl Binder<'_> {
             }
             let order: Vec<String> = order.iter().map(ToString::to_string).collect();
             let order = if order.is_empty() { String::new() } else { format!(" ORDER BY {}", order.join(", ")) };
-            let columns = carry_columns(&mut value, &inner_names, hidden);
+            let columns = carry_columns(&mut value, inner_names, hidden);
             let mut outputs: Vec<String> = (0..keys.len()).map(|i| format!("__numadb_k{i}")).collect();
             for (i, column) in columns.iter().enumerate() {
                 items.push(format!("{column} AS __numadb_c{i}"));
@@ -385,8 +479,8 @@ impl Binder<'_> {
             // which. With one row, the least of each column it reads is that row's, and the value is computed
             // from them after the join, for the outer rows that ask for it only (`100 / b.x` fails only where
             // PostgreSQL evaluates it).
-            let columns = carry_columns(&mut value, &inner_names, hidden);
-            let rows = if self.is_primary_key(from, &keys) {
+            let columns = carry_columns(&mut value, inner_names, hidden);
+            let rows = if *primary_key {
                 // The key is the table's primary key: at most one row per key, so no grouping (a lookup by key
                 // is a plain left join).
                 for (i, column) in columns.iter().enumerate() {
@@ -405,6 +499,199 @@ impl Binder<'_> {
         let join = parse_join(&format!("SELECT 1 FROM x LEFT JOIN ({rows}) AS {hidden} ON {on}"))?;
         let replacement = Parser::new(&PostgreSqlDialect {}).try_with_sql(&replacement).ok()?.parse_expr().ok()?;
         Some((join, replacement))
+    }
+
+    /// A correlated subquery of a form the keyed rewrites do not take (other comparisons with the outer row, outer
+    /// columns in its select list or ORDER BY, joins in its FROM), made uncorrelated over the distinct values of
+    /// the outer references it reads: `(SELECT sum(b.y) FROM b WHERE b.t <= a.t)` becomes the rows of
+    /// `(SELECT DISTINCT a.t AS __numadb_d0 FROM <the outer FROM>) AS __numadb_dd CROSS JOIN b WHERE b.t <=
+    /// __numadb_dd.__numadb_d0`, which [`Binder::rows_as_join`] groups (or numbers) by those values and joins back
+    /// to the outer rows by them. That is the subquery computed once per distinct outer value rather than once per
+    /// outer row, the same answer. `order` (a first-row subquery's ORDER BY) has its outer references replaced
+    /// too. `None` for a subquery that reads no outer column, or that this does not take: GROUP BY, HAVING,
+    /// LIMIT, WITH, a FROM of several items or of subqueries, a subquery inside, an aggregate over outer columns
+    /// only (PostgreSQL's aggregate of the outer query).
+    fn over_outer_values(
+        &self,
+        subquery: &ast::Query,
+        order: Option<&mut Vec<ast::OrderByExpr>>,
+        outer: &Names,
+    ) -> Option<OverOuterValues> {
+        if subquery.with.is_some()
+            || subquery.order_by.is_some()
+            || subquery.limit_clause.is_some()
+            || subquery.fetch.is_some()
+            || !subquery.locks.is_empty()
+        {
+            return None;
+        }
+        let SetExpr::Select(inner) = subquery.body.as_ref() else { return None };
+        if inner.from.len() != 1
+            || inner.having.is_some()
+            || !matches!(&inner.group_by, ast::GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty())
+            || inner.into.is_some()
+            || subquery.to_string().to_uppercase().matches("SELECT").count() != 1
+            || order.as_ref().is_some_and(|order| order.iter().any(|key| contains_subquery(&key.expr)))
+        {
+            return None;
+        }
+        let inner_names = self.names_in(&inner.from)?;
+        let outer_only = |expr: &E| {
+            let refs = references(expr, &inner_names, outer);
+            refs.outer && !refs.inner
+        };
+        let mut outer_aggregate = false;
+        for item in &inner.projection {
+            let (ast::SelectItem::UnnamedExpr(expr) | ast::SelectItem::ExprWithAlias { expr, .. }) = item else {
+                continue;
+            };
+            let _ = ast::visit_expressions(expr, |e: &E| {
+                outer_aggregate |= matches!(e, E::Function(f) if is_aggregate(&f.name.to_string())) && outer_only(e);
+                std::ops::ControlFlow::<()>::Continue(())
+            });
+        }
+        if outer_aggregate {
+            return None;
+        }
+        // An output column's name in ORDER BY is the subquery's.
+        let aliases: Vec<String> = inner
+            .projection
+            .iter()
+            .filter_map(|item| match item {
+                ast::SelectItem::ExprWithAlias { alias, .. } => Some(fold(alias)),
+                _ => None,
+            })
+            .collect();
+        let mut select = inner.as_ref().clone();
+        let mut references: Vec<E> = Vec::new();
+        let mut unsupported = false;
+        let mut replace = |expr: &mut E, in_order: bool| {
+            let is_outer = match &*expr {
+                E::Identifier(name) => {
+                    let name = fold(name);
+                    !inner_names.has_column(&name) && !(in_order && aliases.contains(&name)) && outer.has_column(&name)
+                }
+                E::CompoundIdentifier(parts) if parts.len() == 2 => {
+                    let qualifier = fold(&parts[0]);
+                    !inner_names.has_qualifier(&qualifier) && outer.has_qualifier(&qualifier)
+                }
+                E::CompoundIdentifier(_) => {
+                    unsupported = true;
+                    false
+                }
+                _ => false,
+            };
+            if is_outer {
+                let text = expr.to_string();
+                let i = references.iter().position(|r| r.to_string() == text).unwrap_or_else(|| {
+                    references.push(expr.clone());
+                    references.len() - 1
+                });
+                *expr = E::CompoundIdentifier(vec![
+                    ast::Ident::new(OUTER_VALUES),
+                    ast::Ident::new(format!("__numadb_d{i}")),
+                ]);
+            }
+        };
+        let _ = ast::visit_expressions_mut(&mut select, |e: &mut E| {
+            replace(e, false);
+            std::ops::ControlFlow::<()>::Continue(())
+        });
+        if let Some(order) = order {
+            for key in order {
+                let _ = ast::visit_expressions_mut(&mut key.expr, |e: &mut E| {
+                    replace(e, true);
+                    std::ops::ControlFlow::<()>::Continue(())
+                });
+            }
+        }
+        if unsupported || references.is_empty() {
+            return None;
+        }
+        let values: Vec<String> = references.iter().enumerate().map(|(i, r)| format!("{r} AS __numadb_d{i}")).collect();
+        let text = format!(
+            "SELECT 1 FROM (SELECT DISTINCT {} FROM {}) AS {OUTER_VALUES} CROSS JOIN {}",
+            values.join(", "),
+            outer.from,
+            select.from[0]
+        );
+        let parsed = Parser::parse_sql(&PostgreSqlDialect {}, &text).ok()?;
+        let [ast::Statement::Query(query)] = parsed.as_slice() else { return None };
+        let SetExpr::Select(parsed) = query.body.as_ref() else { return None };
+        select.from = parsed.from.clone();
+        let mut names = inner_names;
+        let columns = (0..references.len()).map(|i| format!("__numadb_d{i}")).collect();
+        names.relations.insert(0, (OUTER_VALUES.to_string(), columns));
+        Some(OverOuterValues { inner: select, references, names })
+    }
+
+    /// `[NOT] EXISTS (q)`, `x [NOT] IN (q)` and `x op ANY|ALL (q)` over a correlated `q` that the keyed rewrites
+    /// do not take, as the aggregating scalar subquery that answers the same (with SQL's NULLs: `x IN (…)` is NULL
+    /// when no value equals `x` but some comparison was NULL), rewritten by [`Binder::scalar_as_join`]'s
+    /// [`Binder::over_outer_values`]; `None` leaves it as it is.
+    fn quantified_as_scalar(&self, expr: &E, outer: &Names, joins: &mut Vec<ast::Join>) -> Option<E> {
+        let (subquery, tested, negated, all) = match expr {
+            E::Exists { subquery, negated } => (subquery.as_ref(), None, *negated, false),
+            E::InSubquery { expr, subquery, negated } => {
+                (subquery.as_ref(), Some((expr.as_ref(), BinaryOperator::Eq)), *negated, false)
+            }
+            E::AnyOp { left, compare_op, right, .. } | E::AllOp { left, compare_op, right } => {
+                let E::Subquery(subquery) = right.as_ref() else { return None };
+                let all = matches!(expr, E::AllOp { .. });
+                (subquery.as_ref(), Some((left.as_ref(), compare_op.clone())), false, all)
+            }
+            _ => return None,
+        };
+        if subquery.limit_clause.is_some() || subquery.fetch.is_some() {
+            return None;
+        }
+        let SetExpr::Select(inner) = subquery.body.as_ref() else { return None };
+        let mut unordered = subquery.clone();
+        unordered.order_by = None;
+        // Correlated, and of a form the rewrite takes; an aggregating subquery has one row whatever the outer row.
+        self.over_outer_values(&unordered, None, outer)?;
+        let projected = |item: &ast::SelectItem| match item {
+            ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => Some(e.clone()),
+            _ => None,
+        };
+        if inner.projection.iter().filter_map(projected).any(|e| has_aggregate(&e)) {
+            return None;
+        }
+        let value = match &tested {
+            None => "count(*)".to_string(),
+            Some((tested, op)) => {
+                let [item] = inner.projection.as_slice() else { return None };
+                let value = projected(item)?;
+                let tested = qualified(tested, outer, &self.names_in(&inner.from)?)?;
+                let compared = format!("(({tested}) {op} ({value}))");
+                let (decides, decided) =
+                    if all { (format!("NOT {compared}"), "FALSE") } else { (compared.clone(), "TRUE") };
+                let otherwise = if all { "TRUE" } else { "FALSE" };
+                format!(
+                    "CASE WHEN bool_or({decides}) THEN {decided} WHEN count(*) > count({compared}) THEN NULL ELSE \
+                     {otherwise} END"
+                )
+            }
+        };
+        let value = Parser::new(&PostgreSqlDialect {}).try_with_sql(&value).ok()?.parse_expr().ok()?;
+        if let SetExpr::Select(select) = unordered.body.as_mut() {
+            select.projection = vec![ast::SelectItem::UnnamedExpr(value)];
+            select.distinct = None;
+        }
+        let scalar = E::Subquery(Box::new(unordered));
+        let mut replacement = match (tested.is_some(), negated) {
+            (false, false) => E::BinaryOp { left: Box::new(scalar), op: BinaryOperator::Gt, right: Box::new(zero()) },
+            (false, true) => E::BinaryOp { left: Box::new(scalar), op: BinaryOperator::Eq, right: Box::new(zero()) },
+            (true, false) => scalar,
+            (true, true) => E::UnaryOp { op: ast::UnaryOperator::Not, expr: Box::new(scalar) },
+        };
+        let before = joins.len();
+        self.rewrite_scalars(&mut replacement, outer, joins);
+        if joins.len() != before + 1 {
+            joins.truncate(before);
+            return None;
+        }
+        Some(E::Nested(Box::new(replacement)))
     }
 
     /// Whether `keys` are one inner column that is the primary key of `from`, a table (not a view or `WITH` query).
@@ -800,6 +1087,46 @@ fn carry_aggregates(value: &mut E, hidden: &str) -> Option<Vec<String>> {
         std::ops::ControlFlow::Continue(())
     });
     visited.is_continue().then_some(aggregates)
+}
+
+/// The literal 0.
+fn zero() -> E {
+    E::Value(ast::Value::Number("0".to_string(), false).into())
+}
+
+/// `expr` (an outer query's expression, to be written inside a subquery) with each column qualified by its outer
+/// relation, so that no inner column of the same name takes its place; `None` where a name is not the outer
+/// query's alone, or a relation of the subquery has the same name, or `expr` aggregates or holds a subquery.
+fn qualified(expr: &E, outer: &Names, inner: &Names) -> Option<E> {
+    if has_aggregate(expr) || contains_subquery(expr) {
+        return None;
+    }
+    let mut expr = expr.clone();
+    let mut ok = true;
+    let _ = ast::visit_expressions_mut(&mut expr, |e: &mut E| {
+        match &*e {
+            E::Identifier(name) => {
+                let name = fold(name);
+                let mut owners = outer.relations.iter().filter(|(_, columns)| columns.contains(&name));
+                match (owners.next(), owners.next()) {
+                    (Some((qualifier, _)), None) if !inner.has_qualifier(qualifier) => {
+                        *e = E::CompoundIdentifier(vec![
+                            ast::Ident::with_quote('"', qualifier.clone()),
+                            ast::Ident::with_quote('"', name),
+                        ]);
+                    }
+                    _ => ok = false,
+                }
+            }
+            E::CompoundIdentifier(parts) => {
+                ok &=
+                    parts.len() == 2 && outer.has_qualifier(&fold(&parts[0])) && !inner.has_qualifier(&fold(&parts[0]))
+            }
+            _ => {}
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    ok.then_some(expr)
 }
 
 /// The join of `SELECT 1 FROM x <join>`.
