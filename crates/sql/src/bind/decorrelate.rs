@@ -132,6 +132,9 @@ struct Rows<'q> {
     from: String,
     /// Whether the keys are the inner table's primary key (a row per key at most).
     primary_key: bool,
+    /// What the rows are grouped (or numbered) by, when not the keys' inner sides: columns the keys are
+    /// computed from, cheaper to group by.
+    grouping: Option<Vec<String>>,
     /// The names its FROM has.
     names: Names,
 }
@@ -169,7 +172,9 @@ impl OverOuterValues {
         };
         let from = self.inner.from.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
         let names = Names { relations: self.names.relations.clone(), booleans: self.names.booleans.clone(), from };
-        Some(Rows { inner: &self.inner, keys, local, from: names.from.clone(), primary_key: false, names })
+        // Grouped by the outer values themselves: NULLs group together, and the keys are one value per group.
+        let grouping = Some((0..self.references.len()).map(|i| format!("{OUTER_VALUES}.__numadb_d{i}")).collect());
+        Some(Rows { inner: &self.inner, keys, local, from: names.from.clone(), primary_key: false, grouping, names })
     }
 }
 
@@ -398,7 +403,8 @@ impl Binder<'_> {
         let keyed = match self.correlated_select(&unlimited, outer) {
             Some(Correlated { inner, keys, local, residual: None }) => self.names_in(&inner.from).and_then(|names| {
                 let primary_key = self.is_primary_key(&inner.from[0], &keys);
-                let rows = Rows { inner, keys, local, from: inner.from[0].to_string(), primary_key, names };
+                let from = inner.from[0].to_string();
+                let rows = Rows { inner, keys, local, from, primary_key, grouping: None, names };
                 self.rows_as_join(first_in_order.clone(), &rows, outer, hidden)
             }),
             _ => None,
@@ -419,17 +425,20 @@ impl Binder<'_> {
         outer: &Names,
         hidden: &str,
     ) -> Option<(ast::Join, E)> {
-        let Rows { inner, keys, local, from, primary_key, names: inner_names } = rows;
+        let Rows { inner, keys, local, from, primary_key, grouping, names: inner_names } = rows;
         let [ast::SelectItem::UnnamedExpr(value) | ast::SelectItem::ExprWithAlias { expr: value, .. }] =
             inner.projection.as_slice()
         else {
             return None;
         };
-        if references(value, inner_names, outer).outer || contains_subquery(value) {
+        // Outer columns outside aggregates are read after the join, where they are in scope (`(SELECT b.y + a.x
+        // FROM b WHERE b.k = a.k)`); inside one, they are part of each inner row's value ([`over_outer_values`]).
+        if contains_subquery(value) || outer_in_aggregate(value, inner_names, outer) {
             return None;
         }
         let mut items = key_items(&keys);
-        let group_by: Vec<String> = keys.iter().map(|(inner, _)| format!("{inner}")).collect();
+        let group_by: Vec<String> =
+            grouping.clone().unwrap_or_else(|| keys.iter().map(|(inner, _)| format!("{inner}")).collect());
         let group_by = group_by.join(", ");
         let mut value = value.clone();
         // The joined relation's SELECT, and the expression over its columns that takes the subquery's place.
@@ -1087,6 +1096,16 @@ fn carry_aggregates(value: &mut E, hidden: &str) -> Option<Vec<String>> {
         std::ops::ControlFlow::Continue(())
     });
     visited.is_continue().then_some(aggregates)
+}
+
+/// Whether an aggregate call in `value` reads an outer column.
+fn outer_in_aggregate(value: &E, inner: &Names, outer: &Names) -> bool {
+    let mut found = false;
+    let _ = ast::visit_expressions(value, |e: &E| {
+        found |= matches!(e, E::Function(f) if is_aggregate(&f.name.to_string())) && references(e, inner, outer).outer;
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    found
 }
 
 /// The literal 0.
