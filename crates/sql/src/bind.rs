@@ -2529,6 +2529,10 @@ impl<'a> Binder<'a> {
         limit: Option<Expr>,
         offset: Option<Expr>,
     ) -> Result<BoundQuery, ExecError> {
+        // A LATERAL subquery in FROM becomes a plain one joined by the outer values it reads.
+        if let Some(rewritten) = self.lateral_as_join(select) {
+            return self.plan_select(&rewritten, order_by, limit, offset);
+        }
         // Correlated EXISTS / NOT EXISTS / IN in WHERE become joins.
         if let Some(rewritten) = self.decorrelate(select) {
             return self.plan_select_join(&rewritten, order_by, limit, offset);

@@ -64,6 +64,10 @@ use super::{Binder, fold, is_comparison, object_name};
 /// The prefix of the relations the rewrite adds (hidden from `*`).
 pub(super) const HIDDEN_RELATION: &str = "__numadb_sq";
 
+/// The prefix of the columns the rewrite adds to a relation of the user's (a LATERAL subquery's keys): `*` and
+/// `q.*` do not list them.
+pub(super) const HIDDEN_COLUMN: &str = "__numadb_";
+
 /// The names visible in one FROM: each relation's qualifier and column names.
 struct Names {
     relations: Vec<(String, Vec<String>)>,
@@ -149,6 +153,8 @@ struct OverOuterValues {
     references: Vec<E>,
     /// The names the SELECT's FROM has, [`OUTER_VALUES`] included.
     names: Names,
+    /// The relation of the distinct outer values: `(SELECT DISTINCT … FROM …)`.
+    values: String,
 }
 
 /// The relation of the distinct outer values in [`OverOuterValues`].
@@ -276,6 +282,243 @@ impl Binder<'_> {
             right: Box::new(right),
         });
         Some(rewritten)
+    }
+
+    /// The SELECT with its `LATERAL` subquery in FROM (one; `JOIN LATERAL … ON`, `LEFT JOIN LATERAL … ON`, `,
+    /// LATERAL`, `CROSS JOIN LATERAL`, after tables) made a plain subquery in FROM over the distinct values of the
+    /// columns it reads from the relations to its left ([`Binder::over_outer_values`]), joined to them by those
+    /// values; the FROM's items become one (commas are cross joins). A subquery that keeps `LIMIT n` rows (`OFFSET
+    /// m`) in an order keeps them per outer value, numbered in that order: the top rows per group. `None` where
+    /// there is no LATERAL, or one this does not take (an aggregating subquery, one without an alias, a second
+    /// LATERAL, the forms [`Binder::over_outer_values`] refuses); binding then refuses it with 0A000.
+    pub(super) fn lateral_as_join(&self, select: &Select) -> Option<Select> {
+        let lateral = |f: &TableFactor| matches!(f, TableFactor::Derived { lateral: true, .. });
+        if !select.from.iter().any(|t| lateral(&t.relation) || t.joins.iter().any(|j| lateral(&j.relation))) {
+            return None;
+        }
+        let mut items = select.from.clone().into_iter();
+        let mut flat = items.next()?;
+        for item in items {
+            let cross = ast::JoinOperator::CrossJoin(ast::JoinConstraint::None);
+            flat.joins.push(ast::Join { relation: item.relation, global: false, join_operator: cross });
+            flat.joins.extend(item.joins);
+        }
+        if lateral(&flat.relation) {
+            return None;
+        }
+        let mut out = ast::TableWithJoins { relation: flat.relation, joins: Vec::new() };
+        let mut rewritten = false;
+        for join in flat.joins {
+            let TableFactor::Derived { lateral: true, subquery, alias: Some(alias), .. } = &join.relation else {
+                out.joins.push(join);
+                continue;
+            };
+            if rewritten {
+                return None;
+            }
+            let (left, on) = match &join.join_operator {
+                ast::JoinOperator::CrossJoin(ast::JoinConstraint::None) => (false, None),
+                ast::JoinOperator::Join(ast::JoinConstraint::On(on))
+                | ast::JoinOperator::Inner(ast::JoinConstraint::On(on)) => (false, Some(on)),
+                ast::JoinOperator::Left(ast::JoinConstraint::On(on))
+                | ast::JoinOperator::LeftOuter(ast::JoinConstraint::On(on)) => (true, Some(on)),
+                _ => return None,
+            };
+            let outer = self.names_in(std::slice::from_ref(&out))?;
+            match self.lateral_join(subquery, alias, &outer, left, on) {
+                Some(join) => out.joins.push(join),
+                // A LATERAL subquery that reads nothing of the relations to its left is a plain one.
+                None if !self.reads_outer(subquery, &outer)? => {
+                    let mut join = join.clone();
+                    if let TableFactor::Derived { lateral, .. } = &mut join.relation {
+                        *lateral = false;
+                    }
+                    out.joins.push(join);
+                }
+                None => return None,
+            }
+            rewritten = true;
+        }
+        // Any LATERAL left (one without an alias) is refused by the binder.
+        if !rewritten {
+            return None;
+        }
+        let mut select = select.clone();
+        select.from = vec![out];
+        Some(select)
+    }
+
+    /// Whether a subquery (one SELECT over tables) names a column of `outer`'s that its own FROM does not have;
+    /// `None` when that cannot be told.
+    fn reads_outer(&self, subquery: &ast::Query, outer: &Names) -> Option<bool> {
+        let SetExpr::Select(inner) = subquery.body.as_ref() else { return None };
+        if subquery.to_string().to_uppercase().matches("SELECT").count() != 1 {
+            return None;
+        }
+        let inner = if inner.from.is_empty() {
+            Names { relations: Vec::new(), booleans: Vec::new(), from: String::new() }
+        } else {
+            self.names_in(&inner.from)?
+        };
+        Some(references(&E::Subquery(Box::new(subquery.clone())), &inner, outer).outer)
+    }
+
+    /// One `LATERAL` subquery (named `alias`) as the join of [`Binder::lateral_as_join`] with `outer`, the
+    /// relations to its left: a left join when `left`, with `on` besides the outer values' keys.
+    fn lateral_join(
+        &self,
+        subquery: &ast::Query,
+        alias: &ast::TableAlias,
+        outer: &Names,
+        left: bool,
+        on: Option<&E>,
+    ) -> Option<ast::Join> {
+        let number = |e: &E| match e {
+            E::Value(v) => match &v.value {
+                ast::Value::Number(n, _) => n.parse::<u64>().ok(),
+                _ => None,
+            },
+            _ => None,
+        };
+        let (limit, offset) = match &subquery.limit_clause {
+            None => (None, 0),
+            Some(ast::LimitClause::LimitOffset { limit, offset, limit_by }) if limit_by.is_empty() => {
+                let limit = match limit {
+                    Some(limit) => Some(number(limit)?),
+                    None => None,
+                };
+                let offset = match offset {
+                    Some(offset) => number(&offset.value)?,
+                    None => 0,
+                };
+                (limit, offset)
+            }
+            _ => return None,
+        };
+        if subquery.fetch.is_some() {
+            return None;
+        }
+        let mut order = match &subquery.order_by {
+            None => Vec::new(),
+            Some(ast::OrderBy { kind: ast::OrderByKind::Expressions(order), interpolate: None }) => order.clone(),
+            Some(_) => return None,
+        };
+        let mut unlimited = subquery.clone();
+        (unlimited.order_by, unlimited.limit_clause) = (None, None);
+        let SetExpr::Select(inner) = unlimited.body.as_ref() else { return None };
+        let aggregates = inner.projection.iter().any(|item| match item {
+            ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => has_aggregate(e),
+            _ => false,
+        });
+        let limited = limit.is_some() || offset > 0;
+        if (aggregates && (limited || inner.distinct.is_some())) || (limited && inner.distinct.is_some()) {
+            return None;
+        }
+        let general = self.over_outer_values(&unlimited, Some(&mut order), outer)?;
+        let rows = general.rows()?;
+        for key in &order {
+            // A position or an output column's name would mean something else inside OVER (…).
+            if !limited || references(&key.expr, &rows.names, outer).inner {
+                continue;
+            }
+            return None;
+        }
+        let keys: Vec<String> = rows.keys.iter().map(|(inner, _)| inner.to_string()).collect();
+        let select = &general.inner;
+        let text = if aggregates {
+            // One row per outer value, also where no inner row meets it: the values left-joined to the aggregates
+            // grouped by them, each aggregate a column there (0 for a count over no rows).
+            let mut items = E::Tuple(
+                select
+                    .projection
+                    .iter()
+                    .map(|item| match item {
+                        ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => {
+                            Some(e.clone())
+                        }
+                        _ => None,
+                    })
+                    .collect::<Option<Vec<_>>>()?,
+            );
+            let calls = carry_aggregates(&mut items, "__numadb_agg")?;
+            let E::Tuple(items) = items else { return None };
+            let mut columns = Vec::new();
+            for (item, original) in items.iter().zip(&select.projection) {
+                let name = match original {
+                    ast::SelectItem::ExprWithAlias { alias, .. } => fold(alias),
+                    ast::SelectItem::UnnamedExpr(e) => super::column_name(e),
+                    _ => return None,
+                };
+                columns.push(format!("{item} AS {}", ast::Ident::with_quote('"', name)));
+            }
+            columns.extend(keys.iter().enumerate().map(|(i, k)| format!("{k} AS __numadb_lk{i}")));
+            let grouping = rows.grouping.as_ref()?;
+            let mut grouped: Vec<String> =
+                grouping.iter().enumerate().map(|(i, g)| format!("{g} AS __numadb_g{i}")).collect();
+            grouped.extend(calls.iter().enumerate().map(|(i, call)| format!("{call} AS __numadb_a{i}")));
+            let on: Vec<String> = grouping
+                .iter()
+                .enumerate()
+                .map(|(i, g)| {
+                    format!(
+                        "coalesce(__numadb_agg.__numadb_g{i}, '0') = coalesce({g}, '0') AND \
+                         (__numadb_agg.__numadb_g{i} IS NULL) = ({g} IS NULL)"
+                    )
+                })
+                .collect();
+            format!(
+                "SELECT {} FROM {} AS {OUTER_VALUES} LEFT JOIN (SELECT {} FROM {}{} GROUP BY {}) AS __numadb_agg ON {}",
+                columns.join(", "),
+                general.values,
+                grouped.join(", "),
+                rows.from,
+                rows.local,
+                grouping.join(", "),
+                on.join(" AND ")
+            )
+        } else if limited {
+            // Each user column under a name of its own, then back under its name in the subquery's order.
+            let mut named = Vec::new();
+            let mut columns = Vec::new();
+            for (i, item) in select.projection.iter().enumerate() {
+                let (expr, name) = match item {
+                    ast::SelectItem::UnnamedExpr(e) => (e.clone(), super::column_name(e)),
+                    ast::SelectItem::ExprWithAlias { expr, alias } => (expr.clone(), fold(alias)),
+                    _ => return None,
+                };
+                named.push(format!("{expr} AS __numadb_o{i}"));
+                columns.push(format!("__numadb_o{i} AS {}", ast::Ident::with_quote('"', name)));
+            }
+            named.extend(keys.iter().enumerate().map(|(i, k)| format!("{k} AS __numadb_lk{i}")));
+            columns.extend((0..keys.len()).map(|i| format!("__numadb_lk{i}")));
+            let grouping = rows.grouping.as_ref()?.join(", ");
+            let order: Vec<String> = order.iter().map(ToString::to_string).collect();
+            let order = if order.is_empty() { String::new() } else { format!(" ORDER BY {}", order.join(", ")) };
+            let last = match limit {
+                Some(limit) => format!(" AND __numadb_rn <= {}", offset.checked_add(limit)?),
+                None => String::new(),
+            };
+            format!(
+                "SELECT {} FROM (SELECT {}, row_number() OVER (PARTITION BY {grouping}{order}) AS __numadb_rn FROM \
+                 {}{}) AS __numadb_top WHERE __numadb_rn > {offset}{last}",
+                columns.join(", "),
+                named.join(", "),
+                rows.from,
+                rows.local
+            )
+        } else {
+            let keyed = keys.iter().enumerate().map(|(i, k)| format!("{k} AS __numadb_lk{i}"));
+            let items: Vec<String> = select.projection.iter().map(ToString::to_string).chain(keyed).collect();
+            let distinct = if select.distinct.is_some() { "DISTINCT " } else { "" };
+            format!("SELECT {distinct}{} FROM {}{}", items.join(", "), rows.from, rows.local)
+        };
+        let name = fold(&alias.name);
+        let mut conditions: Vec<String> =
+            rows.keys.iter().enumerate().map(|(i, (_, o))| format!("\"{name}\".__numadb_lk{i} = ({o})")).collect();
+        conditions.extend(on.map(|on| format!("({on})")));
+        let kind = if left { "LEFT JOIN" } else { "JOIN" };
+        let alias = ast::TableAlias { explicit: false, ..alias.clone() };
+        parse_join(&format!("SELECT 1 FROM x {kind} ({text}) AS {alias} ON {}", conditions.join(" AND ")))
     }
 
     /// The qualifiers and column names of a FROM of tables and `WITH` queries (`None` for anything else).
@@ -618,12 +861,8 @@ impl Binder<'_> {
             return None;
         }
         let values: Vec<String> = references.iter().enumerate().map(|(i, r)| format!("{r} AS __numadb_d{i}")).collect();
-        let text = format!(
-            "SELECT 1 FROM (SELECT DISTINCT {} FROM {}) AS {OUTER_VALUES} CROSS JOIN {}",
-            values.join(", "),
-            outer.from,
-            select.from[0]
-        );
+        let values = format!("(SELECT DISTINCT {} FROM {})", values.join(", "), outer.from);
+        let text = format!("SELECT 1 FROM {values} AS {OUTER_VALUES} CROSS JOIN {}", select.from[0]);
         let parsed = Parser::parse_sql(&PostgreSqlDialect {}, &text).ok()?;
         let [ast::Statement::Query(query)] = parsed.as_slice() else { return None };
         let SetExpr::Select(parsed) = query.body.as_ref() else { return None };
@@ -631,7 +870,7 @@ impl Binder<'_> {
         let mut names = inner_names;
         let columns = (0..references.len()).map(|i| format!("__numadb_d{i}")).collect();
         names.relations.insert(0, (OUTER_VALUES.to_string(), columns));
-        Some(OverOuterValues { inner: select, references, names })
+        Some(OverOuterValues { inner: select, references, names, values })
     }
 
     /// `[NOT] EXISTS (q)`, `x [NOT] IN (q)` and `x op ANY|ALL (q)` over a correlated `q` that the keyed rewrites

@@ -119,6 +119,7 @@ impl JoinNames {
             .columns
             .iter()
             .filter(|c| c.qualifier.as_deref() == Some(qualifier))
+            .filter(|c| !c.name.starts_with(super::decorrelate::HIDDEN_COLUMN))
             .map(|c| (c.expr.clone(), c.name.clone()))
             .collect())
     }
@@ -477,7 +478,7 @@ impl Binder<'_> {
         // A relation the decorrelation added is not the user's: `*` does not list it.
         let hidden = qualifier.as_deref().is_some_and(|q| q.starts_with(super::decorrelate::HIDDEN_RELATION));
         for (offset, &c) in kept.iter().enumerate() {
-            if !hidden {
+            if !hidden && !columns[c].name.starts_with(super::decorrelate::HIDDEN_COLUMN) {
                 names.star.push(names.columns.len());
             }
             names.columns.push(JoinColumn {
