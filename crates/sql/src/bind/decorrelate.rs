@@ -679,7 +679,7 @@ impl Binder<'_> {
         if contains_subquery(value) || outer_in_aggregate(value, inner_names, outer) {
             return None;
         }
-        let mut items = key_items(&keys);
+        let mut items = key_items(keys);
         let group_by: Vec<String> =
             grouping.clone().unwrap_or_else(|| keys.iter().map(|(inner, _)| format!("{inner}")).collect());
         let group_by = group_by.join(", ");
@@ -747,7 +747,7 @@ impl Binder<'_> {
             };
             (rows, format!("{SINGLE_ROW}({value}, {hidden}.__numadb_n)"))
         };
-        let on = key_conditions(&keys, hidden).join(" AND ");
+        let on = key_conditions(keys, hidden).join(" AND ");
         let join = parse_join(&format!("SELECT 1 FROM x LEFT JOIN ({rows}) AS {hidden} ON {on}"))?;
         let replacement = Parser::new(&PostgreSqlDialect {}).try_with_sql(&replacement).ok()?.parse_expr().ok()?;
         Some((join, replacement))
@@ -821,7 +821,8 @@ impl Binder<'_> {
             let is_outer = match &*expr {
                 E::Identifier(name) => {
                     let name = fold(name);
-                    !inner_names.has_column(&name) && !(in_order && aliases.contains(&name)) && outer.has_column(&name)
+                    let inner = inner_names.has_column(&name) || (in_order && aliases.contains(&name));
+                    !inner && outer.has_column(&name)
                 }
                 E::CompoundIdentifier(parts) if parts.len() == 2 => {
                     let qualifier = fold(&parts[0]);
