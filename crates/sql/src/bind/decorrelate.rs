@@ -139,6 +139,8 @@ struct Rows<'q> {
     /// What the rows are grouped (or numbered) by, when not the keys' inner sides: columns the keys are
     /// computed from, cheaper to group by.
     grouping: Option<Vec<String>>,
+    /// The outer references [`OUTER_VALUES`]' columns stand for (none when the rows are keyed by equalities).
+    outer_values: &'q [E],
     /// The names its FROM has.
     names: Names,
 }
@@ -180,7 +182,16 @@ impl OverOuterValues {
         let names = Names { relations: self.names.relations.clone(), booleans: self.names.booleans.clone(), from };
         // Grouped by the outer values themselves: NULLs group together, and the keys are one value per group.
         let grouping = Some((0..self.references.len()).map(|i| format!("{OUTER_VALUES}.__numadb_d{i}")).collect());
-        Some(Rows { inner: &self.inner, keys, local, from: names.from.clone(), primary_key: false, grouping, names })
+        Some(Rows {
+            inner: &self.inner,
+            keys,
+            local,
+            from: names.from.clone(),
+            primary_key: false,
+            grouping,
+            outer_values: &self.references,
+            names,
+        })
     }
 }
 
@@ -296,13 +307,7 @@ impl Binder<'_> {
         if !select.from.iter().any(|t| lateral(&t.relation) || t.joins.iter().any(|j| lateral(&j.relation))) {
             return None;
         }
-        let mut items = select.from.clone().into_iter();
-        let mut flat = items.next()?;
-        for item in items {
-            let cross = ast::JoinOperator::CrossJoin(ast::JoinConstraint::None);
-            flat.joins.push(ast::Join { relation: item.relation, global: false, join_operator: cross });
-            flat.joins.extend(item.joins);
-        }
+        let flat = one_from_item(select).from.into_iter().next()?;
         if lateral(&flat.relation) {
             return None;
         }
@@ -414,7 +419,7 @@ impl Binder<'_> {
         if (aggregates && (limited || inner.distinct.is_some())) || (limited && inner.distinct.is_some()) {
             return None;
         }
-        let general = self.over_outer_values(&unlimited, Some(&mut order), outer)?;
+        let general = self.over_outer_values(&unlimited, Some(&mut order), outer, false)?;
         let rows = general.rows()?;
         for key in &order {
             // A position or an output column's name would mean something else inside OVER (…).
@@ -560,7 +565,7 @@ impl Binder<'_> {
         match expr {
             E::Subquery(query) => {
                 let hidden = format!("{HIDDEN_RELATION}{}", joins.len() + 1);
-                if let Some((join, replacement)) = self.scalar_as_join(query, outer, &hidden) {
+                if let Some((join, replacement)) = self.scalar_as_join(query, outer, &hidden, false) {
                     joins.push(join);
                     *expr = replacement;
                 }
@@ -591,7 +596,15 @@ impl Binder<'_> {
             | E::IsNotTrue(expr)
             | E::IsFalse(expr)
             | E::IsNotFalse(expr)
+            | E::IsUnknown(expr)
+            | E::IsNotUnknown(expr)
             | E::Cast { expr, .. } => self.rewrite_scalars(expr, outer, joins),
+            E::InList { expr, list, .. } => {
+                self.rewrite_scalars(expr, outer, joins);
+                for item in list {
+                    self.rewrite_scalars(item, outer, joins);
+                }
+            }
             E::Case { operand, conditions, else_result, .. } => {
                 for part in operand.iter_mut().chain(else_result.iter_mut()) {
                     self.rewrite_scalars(part, outer, joins);
@@ -641,20 +654,26 @@ impl Binder<'_> {
     /// its expression over the group's aggregates, which where no group matches have their value over no rows
     /// (NULL, or 0 for a count); for a value of the rows (`(SELECT b.name FROM b WHERE b.k = a.k)`), the one row's
     /// value, NULL for none and 21000 for several ([`SINGLE_ROW`]).
-    fn scalar_as_join(&self, subquery: &ast::Query, outer: &Names, hidden: &str) -> Option<(ast::Join, E)> {
+    fn scalar_as_join(
+        &self,
+        subquery: &ast::Query,
+        outer: &Names,
+        hidden: &str,
+        trusted: bool,
+    ) -> Option<(ast::Join, E)> {
         let (first_in_order, unlimited) = first_row_order(subquery)?;
         let keyed = match self.correlated_select(&unlimited, outer) {
             Some(Correlated { inner, keys, local, residual: None }) => self.names_in(&inner.from).and_then(|names| {
                 let primary_key = self.is_primary_key(&inner.from[0], &keys);
                 let from = inner.from[0].to_string();
-                let rows = Rows { inner, keys, local, from, primary_key, grouping: None, names };
+                let rows = Rows { inner, keys, local, from, primary_key, grouping: None, outer_values: &[], names };
                 self.rows_as_join(first_in_order.clone(), &rows, outer, hidden)
             }),
             _ => None,
         };
         keyed.or_else(|| {
             let mut order = first_in_order;
-            let general = self.over_outer_values(&unlimited, order.as_mut(), outer)?;
+            let general = self.over_outer_values(&unlimited, order.as_mut(), outer, trusted)?;
             self.rows_as_join(order, &general.rows()?, outer, hidden)
         })
     }
@@ -668,7 +687,7 @@ impl Binder<'_> {
         outer: &Names,
         hidden: &str,
     ) -> Option<(ast::Join, E)> {
-        let Rows { inner, keys, local, from, primary_key, grouping, names: inner_names } = rows;
+        let Rows { inner, keys, local, from, primary_key, grouping, outer_values, names: inner_names } = rows;
         let [ast::SelectItem::UnnamedExpr(value) | ast::SelectItem::ExprWithAlias { expr: value, .. }] =
             inner.projection.as_slice()
         else {
@@ -720,6 +739,12 @@ impl Binder<'_> {
             for (i, aggregate) in carry_aggregates(&mut value, hidden)?.iter().enumerate() {
                 items.push(format!("{aggregate} AS __numadb_a{i}"));
             }
+            // Outside its aggregates, the value is computed after the join, in the outer query: an outer value is
+            // the outer column again, and an inner column is an error (PostgreSQL's 42803, refused here).
+            restore_outer_values(&mut value, outer_values);
+            if references(&value, inner_names, outer).inner {
+                return None;
+            }
             (format!("SELECT {} FROM {from}{local} GROUP BY {group_by}", items.join(", ")), value.to_string())
         } else {
             if inner.distinct.is_some() {
@@ -768,6 +793,7 @@ impl Binder<'_> {
         subquery: &ast::Query,
         order: Option<&mut Vec<ast::OrderByExpr>>,
         outer: &Names,
+        outer_aggregates: bool,
     ) -> Option<OverOuterValues> {
         if subquery.with.is_some()
             || subquery.order_by.is_some()
@@ -778,6 +804,7 @@ impl Binder<'_> {
             return None;
         }
         let SetExpr::Select(inner) = subquery.body.as_ref() else { return None };
+        let inner = &one_from_item(inner);
         if inner.from.len() != 1
             || inner.having.is_some()
             || !matches!(&inner.group_by, ast::GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty())
@@ -802,7 +829,7 @@ impl Binder<'_> {
                 std::ops::ControlFlow::<()>::Continue(())
             });
         }
-        if outer_aggregate {
+        if outer_aggregate && !outer_aggregates {
             return None;
         }
         // An output column's name in ORDER BY is the subquery's.
@@ -814,7 +841,7 @@ impl Binder<'_> {
                 _ => None,
             })
             .collect();
-        let mut select = inner.as_ref().clone();
+        let mut select = inner.clone();
         let mut references: Vec<E> = Vec::new();
         let mut unsupported = false;
         let mut replace = |expr: &mut E, in_order: bool| {
@@ -863,7 +890,26 @@ impl Binder<'_> {
         }
         let values: Vec<String> = references.iter().enumerate().map(|(i, r)| format!("{r} AS __numadb_d{i}")).collect();
         let values = format!("(SELECT DISTINCT {} FROM {})", values.join(", "), outer.from);
-        let text = format!("SELECT 1 FROM {values} AS {OUTER_VALUES} CROSS JOIN {}", select.from[0]);
+        // Joined first, the values are in scope in every ON; but a RIGHT or FULL join's rows of its right side
+        // alone would have none (NULL), so there they are joined last, and no ON may read them.
+        let right_or_full = select.from[0].joins.iter().any(|j| {
+            matches!(
+                j.join_operator,
+                ast::JoinOperator::Right(_) | ast::JoinOperator::RightOuter(_) | ast::JoinOperator::FullOuter(_)
+            )
+        });
+        let text = if right_or_full {
+            let on_reads_values = select.from[0].joins.iter().any(|j| {
+                matches!(super::join::join_constraint(&j.join_operator), Some(ast::JoinConstraint::On(on))
+                    if on.to_string().contains(OUTER_VALUES))
+            });
+            if on_reads_values {
+                return None;
+            }
+            format!("SELECT 1 FROM {} CROSS JOIN {values} AS {OUTER_VALUES}", select.from[0])
+        } else {
+            format!("SELECT 1 FROM {values} AS {OUTER_VALUES} CROSS JOIN {}", select.from[0])
+        };
         let parsed = Parser::parse_sql(&PostgreSqlDialect {}, &text).ok()?;
         let [ast::Statement::Query(query)] = parsed.as_slice() else { return None };
         let SetExpr::Select(parsed) = query.body.as_ref() else { return None };
@@ -891,14 +937,23 @@ impl Binder<'_> {
             }
             _ => return None,
         };
-        if subquery.limit_clause.is_some() || subquery.fetch.is_some() {
+        // EXISTS does not depend on which rows, or how many beyond the first, a LIMIT keeps.
+        let at_least_one = |limit: &ast::LimitClause| match limit {
+            ast::LimitClause::LimitOffset { limit: Some(E::Value(v)), offset: None, limit_by } => {
+                limit_by.is_empty()
+                    && matches!(&v.value, ast::Value::Number(n, _) if n.parse::<u64>().is_ok_and(|n| n >= 1))
+            }
+            _ => false,
+        };
+        let exists_limit = tested.is_none() && subquery.limit_clause.as_ref().is_some_and(at_least_one);
+        if (subquery.limit_clause.is_some() && !exists_limit) || subquery.fetch.is_some() {
             return None;
         }
         let SetExpr::Select(inner) = subquery.body.as_ref() else { return None };
         let mut unordered = subquery.clone();
-        unordered.order_by = None;
+        (unordered.order_by, unordered.limit_clause) = (None, None);
         // Correlated, and of a form the rewrite takes; an aggregating subquery has one row whatever the outer row.
-        self.over_outer_values(&unordered, None, outer)?;
+        self.over_outer_values(&unordered, None, outer, false)?;
         let projected = |item: &ast::SelectItem| match item {
             ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => Some(e.clone()),
             _ => None,
@@ -927,19 +982,18 @@ impl Binder<'_> {
             select.projection = vec![ast::SelectItem::UnnamedExpr(value)];
             select.distinct = None;
         }
-        let scalar = E::Subquery(Box::new(unordered));
-        let mut replacement = match (tested.is_some(), negated) {
+        let hidden = format!("{HIDDEN_RELATION}{}", joins.len() + 1);
+        // Its aggregates may read only outer columns (`bool_or(o.k = 1)`): they are the rewrite's, not the outer
+        // query's aggregates PostgreSQL would take them for.
+        let (join, scalar) = self.scalar_as_join(&unordered, outer, &hidden, true)?;
+        joins.push(join);
+        let scalar = E::Nested(Box::new(scalar));
+        let replacement = match (tested.is_some(), negated) {
             (false, false) => E::BinaryOp { left: Box::new(scalar), op: BinaryOperator::Gt, right: Box::new(zero()) },
             (false, true) => E::BinaryOp { left: Box::new(scalar), op: BinaryOperator::Eq, right: Box::new(zero()) },
             (true, false) => scalar,
             (true, true) => E::UnaryOp { op: ast::UnaryOperator::Not, expr: Box::new(scalar) },
         };
-        let before = joins.len();
-        self.rewrite_scalars(&mut replacement, outer, joins);
-        if joins.len() != before + 1 {
-            joins.truncate(before);
-            return None;
-        }
         Some(E::Nested(Box::new(replacement)))
     }
 
@@ -1336,6 +1390,44 @@ fn carry_aggregates(value: &mut E, hidden: &str) -> Option<Vec<String>> {
         std::ops::ControlFlow::Continue(())
     });
     visited.is_continue().then_some(aggregates)
+}
+
+/// `select` with the items of its FROM made one (`a, b` is `a CROSS JOIN b`): [`Binder::over_outer_values`] joins
+/// the outer values to one, and a LATERAL subquery joins the relations to its left.
+fn one_from_item(select: &Select) -> Select {
+    let mut select = select.clone();
+    if select.from.len() > 1 {
+        let mut items = std::mem::take(&mut select.from).into_iter();
+        let mut first = items.next().expect("two items");
+        for item in items {
+            let cross = ast::JoinOperator::CrossJoin(ast::JoinConstraint::None);
+            first.joins.push(ast::Join { relation: item.relation, global: false, join_operator: cross });
+            first.joins.extend(item.joins);
+        }
+        select.from = vec![first];
+    }
+    select
+}
+
+/// Replaces the columns of [`OUTER_VALUES`] in `value` by the outer references they stand for.
+fn restore_outer_values(value: &mut E, references: &[E]) {
+    if references.is_empty() {
+        return;
+    }
+    let _ = ast::visit_expressions_mut(value, |e: &mut E| {
+        if let E::CompoundIdentifier(parts) = &*e
+            && let [relation, column] = parts.as_slice()
+            && relation.value == OUTER_VALUES
+            && let Some(reference) = column
+                .value
+                .strip_prefix("__numadb_d")
+                .and_then(|i| i.parse::<usize>().ok())
+                .and_then(|i| references.get(i))
+        {
+            *e = reference.clone();
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
 }
 
 /// Whether an aggregate call in `value` reads an outer column.
