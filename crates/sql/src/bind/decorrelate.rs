@@ -795,20 +795,8 @@ impl Binder<'_> {
         outer: &Names,
         outer_aggregates: bool,
     ) -> Option<OverOuterValues> {
-        if subquery.with.is_some()
-            || subquery.order_by.is_some()
-            || subquery.limit_clause.is_some()
-            || subquery.fetch.is_some()
-            || !subquery.locks.is_empty()
-        {
-            return None;
-        }
-        let SetExpr::Select(inner) = subquery.body.as_ref() else { return None };
-        let inner = &one_from_item(inner);
+        let inner = &one_from_item(ungrouped_select(subquery)?);
         if inner.from.len() != 1
-            || inner.having.is_some()
-            || !matches!(&inner.group_by, ast::GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty())
-            || inner.into.is_some()
             || subquery.to_string().to_uppercase().matches("SELECT").count() != 1
             || order.as_ref().is_some_and(|order| order.iter().any(|key| contains_subquery(&key.expr)))
         {
@@ -1016,21 +1004,8 @@ impl Binder<'_> {
     /// A subquery over one table whose WHERE meets the outer query only through equalities: its SELECT, the
     /// equalities' (inner, outer) sides, and the rest of its WHERE as text (` WHERE (c1) AND (c2)`, or empty).
     fn correlated_select<'q>(&self, subquery: &'q ast::Query, outer: &Names) -> Option<Correlated<'q>> {
-        if subquery.with.is_some()
-            || subquery.order_by.is_some()
-            || subquery.limit_clause.is_some()
-            || subquery.fetch.is_some()
-            || !subquery.locks.is_empty()
-        {
-            return None;
-        }
-        let SetExpr::Select(inner) = subquery.body.as_ref() else { return None };
-        if inner.from.len() != 1
-            || !inner.from[0].joins.is_empty()
-            || inner.having.is_some()
-            || !matches!(&inner.group_by, ast::GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty())
-            || inner.into.is_some()
-        {
+        let inner = ungrouped_select(subquery)?;
+        if inner.from.len() != 1 || !inner.from[0].joins.is_empty() {
             return None;
         }
         let inner_names = self.names_in(&inner.from)?;
@@ -1390,6 +1365,22 @@ fn carry_aggregates(value: &mut E, hidden: &str) -> Option<Vec<String>> {
         std::ops::ControlFlow::Continue(())
     });
     visited.is_continue().then_some(aggregates)
+}
+
+/// The one SELECT of a subquery without WITH, ORDER BY, LIMIT, GROUP BY, HAVING or INTO: the shape the rewrites
+/// take apart.
+fn ungrouped_select(subquery: &ast::Query) -> Option<&Select> {
+    if subquery.with.is_some()
+        || subquery.order_by.is_some()
+        || subquery.limit_clause.is_some()
+        || subquery.fetch.is_some()
+        || !subquery.locks.is_empty()
+    {
+        return None;
+    }
+    let SetExpr::Select(inner) = subquery.body.as_ref() else { return None };
+    let grouped = !matches!(&inner.group_by, ast::GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
+    (!grouped && inner.having.is_none() && inner.into.is_none()).then_some(inner)
 }
 
 /// `select` with the items of its FROM made one (`a, b` is `a CROSS JOIN b`): [`Binder::over_outer_values`] joins
