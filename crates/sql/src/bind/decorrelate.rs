@@ -149,7 +149,7 @@ struct Rows<'q> {
 /// [`Binder::over_outer_values`]).
 struct OverOuterValues {
     /// The subquery's SELECT, each outer reference replaced by a column of [`OUTER_VALUES`], which its FROM joins
-    /// first.
+    /// first (last after a RIGHT or FULL join).
     inner: Select,
     /// The outer references, in the order of their columns (`__numadb_d<i>`).
     references: Vec<E>,
@@ -299,9 +299,10 @@ impl Binder<'_> {
     /// LATERAL`, `CROSS JOIN LATERAL`, after tables) made a plain subquery in FROM over the distinct values of the
     /// columns it reads from the relations to its left ([`Binder::over_outer_values`]), joined to them by those
     /// values; the FROM's items become one (commas are cross joins). A subquery that keeps `LIMIT n` rows (`OFFSET
-    /// m`) in an order keeps them per outer value, numbered in that order: the top rows per group. `None` where
-    /// there is no LATERAL, or one this does not take (an aggregating subquery, one without an alias, a second
-    /// LATERAL, the forms [`Binder::over_outer_values`] refuses); binding then refuses it with 0A000.
+    /// m`) in an order keeps them per outer value, numbered in that order: the top rows per group; an aggregating
+    /// one gives every outer value its row. `None` where there is no LATERAL, or one this does not take (one
+    /// without an alias, a second LATERAL, the forms [`Binder::over_outer_values`] refuses); binding then refuses it
+    /// with 0A000.
     pub(super) fn lateral_as_join(&self, select: &Select) -> Option<Select> {
         let lateral = |f: &TableFactor| matches!(f, TableFactor::Derived { lateral: true, .. });
         if !select.from.iter().any(|t| lateral(&t.relation) || t.joins.iter().any(|j| lateral(&j.relation))) {
