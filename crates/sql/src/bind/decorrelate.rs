@@ -417,7 +417,8 @@ impl Binder<'_> {
             _ => false,
         });
         let limited = limit.is_some() || offset > 0;
-        if (aggregates && (limited || inner.distinct.is_some())) || (limited && inner.distinct.is_some()) {
+        let distinct = inner.distinct.is_some();
+        if (aggregates && limited) || (distinct && (aggregates || limited)) {
             return None;
         }
         let general = self.over_outer_values(&unlimited, Some(&mut order), outer, false)?;
