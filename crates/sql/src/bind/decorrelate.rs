@@ -533,20 +533,34 @@ impl Binder<'_> {
         let (mut relations, mut booleans) = (Vec::new(), Vec::new());
         for item in from {
             for factor in std::iter::once(&item.relation).chain(item.joins.iter().map(|j| &j.relation)) {
-                let TableFactor::Table { name, alias, args: None, .. } = factor else { return None };
-                let mut columns: Vec<(String, DataType)> = match self.cte_or_view(name).ok()? {
-                    Some(query) => query.columns.iter().map(|c| (c.name.clone(), c.data_type)).collect(),
-                    None => {
-                        let table = self.source.resolve(name).ok()?;
-                        table.columns().iter().map(|c| (c.name.clone(), c.data_type)).collect()
+                let (mut columns, alias, qualifier): (Vec<(String, DataType)>, _, _) = match factor {
+                    TableFactor::Table { name, alias, args: None, .. } => {
+                        let columns = match self.cte_or_view(name).ok()? {
+                            Some(query) => query.columns.iter().map(|c| (c.name.clone(), c.data_type)).collect(),
+                            None => {
+                                let table = self.source.resolve(name).ok()?;
+                                table.columns().iter().map(|c| (c.name.clone(), c.data_type)).collect()
+                            }
+                        };
+                        (columns, alias, object_name(name).last().cloned().unwrap_or_default())
                     }
+                    // A subquery in FROM (of one SELECT: planning one with subqueries of its own would list them
+                    // twice among the statement's) has the columns its plan has.
+                    TableFactor::Derived { lateral: false, subquery, alias: alias @ Some(named), .. }
+                        if subquery.to_string().to_uppercase().matches("SELECT").count() == 1 =>
+                    {
+                        let query = self.plan_query_inner(subquery).ok()?;
+                        let columns = query.columns.iter().map(|c| (c.name.clone(), c.data_type)).collect();
+                        (columns, alias, fold(&named.name))
+                    }
+                    _ => return None,
                 };
                 if let Some(alias) = alias {
                     columns.iter_mut().zip(&alias.columns).for_each(|((c, _), a)| *c = fold(&a.name));
                 }
                 let qualifier = match alias {
                     Some(alias) => fold(&alias.name),
-                    None => object_name(name).last().cloned().unwrap_or_default(),
+                    None => qualifier,
                 };
                 for (column, data_type) in &columns {
                     if *data_type == DataType::Boolean {
