@@ -405,9 +405,10 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs dev /dev
 mount -t tmpfs tmp /tmp
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+for c in /sys/devices/system/cpu/cpu[0-9]*/online; do echo 1 > $c; done
 echo "=== GUEST UP kernel=$(uname -r) cpus=$(nproc) numa_balancing=$(cat /proc/sys/kernel/numa_balancing 2>/dev/null)"
 for n in /sys/devices/system/node/node[0-9]*; do
-  echo "=== $(basename $n) cpus=[$(cat $n/cpulist)] distance=[$(cat $n/distance)]"
+  echo "=== $(basename $n) cpus=[$(cat $n/cpulist)] distance=[$(cat $n/distance)] free_kib=$(awk '/MemFree/ {print $4}' $n/meminfo)"
 done
 cd /tests
 sh ./run.sh

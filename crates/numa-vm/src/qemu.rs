@@ -108,8 +108,12 @@ pub fn boot(boot: &Boot<'_>) -> anyhow::Result<i32> {
         .arg(boot.kernel)
         .arg("-initrd")
         .arg(boot.initramfs)
+        // `maxcpus=1`: the kernel unpacks the initramfs into memory of the node of the CPU it runs on, and with
+        // every CPU up that was any node, so a small node could start with most of its memory taken by the test
+        // binaries and a test bound there was OOM-killed. With one CPU at boot they always land on node 0 (which
+        // the machine descriptions size for it); `/init` brings the other CPUs up before anything else runs.
         .arg("-append")
-        .arg(format!("console=ttyS0 quiet panic=-1 rdinit=/init {}", boot.kernel_args.join(" ")))
+        .arg(format!("console=ttyS0 quiet panic=-1 maxcpus=1 rdinit=/init {}", boot.kernel_args.join(" ")))
         .args(["-nographic", "-nodefaults", "-no-reboot", "-serial", "stdio", "-monitor", "none"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -184,8 +188,9 @@ mod tests {
     fn snc_machine_becomes_two_sockets_with_four_nodes() {
         let args = topology_args(&spec("2s-snc2.json")).unwrap();
         let text = args.join(" ");
-        assert!(text.starts_with("-smp 4,sockets=2,cores=2,threads=1 -m 2048M"), "{text}");
+        assert!(text.starts_with("-smp 4,sockets=2,cores=2,threads=1 -m 2304M"), "{text}");
         assert!(text.contains("-numa node,nodeid=2,cpus=2-2,memdev=mem2"), "{text}");
+        assert!(text.contains("memory-backend-ram,id=mem0,size=768M"), "{text}");
         assert!(text.contains("-numa dist,src=0,dst=1,val=11"), "{text}");
         assert!(text.contains("-numa dist,src=3,dst=0,val=21"), "{text}");
         assert_eq!(args.iter().filter(|a| a.starts_with("dist,")).count(), 12);
