@@ -1802,9 +1802,9 @@ impl<'a> Binder<'a> {
                 .with_hint(
                     "numadb plans correlated scalar subqueries, EXISTS, IN, ANY and ALL in WHERE and in the \
                      select list (of a query not grouped, or grouped by the outer columns they read) when the \
-                     subquery is one SELECT over tables, joins and subqueries in FROM, without GROUP BY, HAVING, \
-                     OFFSET, a LIMIT but 1, \
-                     or a subquery inside; rewrite others as a join or a subquery in FROM.",
+                     subquery is one SELECT over tables, joins and subqueries in FROM (GROUP BY and HAVING, \
+                     window functions and subqueries inside too), without OFFSET, a LIMIT but 1, or an \
+                     aggregate of outer columns only; rewrite others as a join or a subquery in FROM.",
                 );
         }
         error

@@ -46,8 +46,21 @@
 //! (`quantified_as_scalar`: `x IN (…)` is TRUE if some value equals `x`, else NULL if some comparison was NULL,
 //! else FALSE).
 //!
-//! Anything else correlated (GROUP BY or HAVING inside, OFFSET or a LIMIT other than 1, a subquery inside, an
-//! aggregate of outer columns only, a FROM of subqueries) is left as it is, and binding refuses it with 0A000. The
+//! A subquery with GROUP BY (and HAVING) inside is taken the same way, its groups grouped by the outer values too
+//! (`groups_as_rows`): each group is then one outer value's, and made the rows of a subquery in FROM, the rewrites
+//! above take them for the subquery's rows, its items and ORDER BY keys for their columns. An outer value none of
+//! whose rows pass has no group, as the subquery has no rows for it. HAVING without GROUP BY is not taken that way:
+//! an aggregate over no rows is still a row for it to test. Window functions inside are partitioned by the outer
+//! values first, over the groups or, without GROUP BY, over the rows made a subquery in FROM the same way; the
+//! keyed rewrites do not take them (a window there would span every key's rows).
+//!
+//! Subqueries inside the subquery (`NestedQueries`) are set aside while it is rewritten, so that their names stay
+//! theirs; one that reads the outer query too (one SELECT without subqueries of its own) has those references
+//! replaced by the outer values' columns as well, and is planned later as a subquery correlated with the rewritten
+//! one.
+//!
+//! Anything else correlated (OFFSET or a LIMIT other than 1, an aggregate of outer columns only, HAVING without
+//! GROUP BY, `GROUP BY ()`) is left as it is, and binding refuses it with 0A000. The
 //! joined relations are named `__numadb_sq<n>`, and `*` does not list their columns.
 
 use sqlparser::ast::{self, BinaryOperator, Expr as E, Select, SetExpr, TableFactor};
@@ -157,6 +170,56 @@ struct OverOuterValues {
     names: Names,
     /// The relation of the distinct outer values: `(SELECT DISTINCT … FROM …)`.
     values: String,
+}
+
+/// The subqueries inside a correlated subquery's SELECT (scalar, EXISTS, IN, ANY, ALL; not those in FROM), each
+/// replaced by `SELECT __numadb_nested<i>` while [`Binder::over_outer_values`] rewrites the SELECT around them, and
+/// put back after ([`NestedQueries::restore`]).
+#[derive(Default)]
+struct NestedQueries {
+    taken: Vec<ast::Query>,
+}
+
+const NESTED: &str = "__numadb_nested";
+
+impl ast::VisitorMut for NestedQueries {
+    type Break = ();
+
+    /// Before the visitor goes into an expression, so a subquery's own expressions are not visited.
+    fn pre_visit_expr(&mut self, expr: &mut E) -> std::ops::ControlFlow<()> {
+        if let E::Subquery(query) | E::Exists { subquery: query, .. } | E::InSubquery { subquery: query, .. } = expr
+            && let Some(placeholder) = Parser::new(&PostgreSqlDialect {})
+                .try_with_sql(&format!("SELECT {NESTED}{}", self.taken.len()))
+                .ok()
+                .and_then(|mut parser| parser.parse_query().ok())
+        {
+            self.taken.push(std::mem::replace(query.as_mut(), *placeholder));
+        }
+        std::ops::ControlFlow::Continue(())
+    }
+}
+
+impl NestedQueries {
+    /// Puts the subqueries back in the rewritten SELECT; `None` if one is missing.
+    fn restore(&self, select: &mut Select) -> Option<()> {
+        let mut restored = 0;
+        let _ = ast::visit_expressions_mut(select, |e: &mut E| {
+            if let E::Subquery(query) | E::Exists { subquery: query, .. } | E::InSubquery { subquery: query, .. } = e
+                && let SetExpr::Select(placeholder) = query.body.as_ref()
+                && let [ast::SelectItem::UnnamedExpr(E::Identifier(name))] = placeholder.projection.as_slice()
+                && let Some(original) = name
+                    .value
+                    .strip_prefix(NESTED)
+                    .and_then(|i| i.parse::<usize>().ok())
+                    .and_then(|i| self.taken.get(i))
+            {
+                **query = original.clone();
+                restored += 1;
+            }
+            std::ops::ControlFlow::<()>::Continue(())
+        });
+        (restored == self.taken.len()).then_some(())
+    }
 }
 
 /// The relation of the distinct outer values in [`OverOuterValues`].
@@ -412,10 +475,8 @@ impl Binder<'_> {
         let mut unlimited = subquery.clone();
         (unlimited.order_by, unlimited.limit_clause) = (None, None);
         let SetExpr::Select(inner) = unlimited.body.as_ref() else { return None };
-        let aggregates = inner.projection.iter().any(|item| match item {
-            ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => has_aggregate(e),
-            _ => false,
-        });
+        // A grouped subquery's aggregates are per group, and its groups its rows ([`groups_as_rows`]).
+        let aggregates = grouped_select(&unlimited).is_none() && has_plain_aggregate(&inner.projection);
         let limited = limit.is_some() || offset > 0;
         let distinct = inner.distinct.is_some();
         if (aggregates && limited) || (distinct && (aggregates || limited)) {
@@ -678,7 +739,7 @@ impl Binder<'_> {
         trusted: bool,
     ) -> Option<(ast::Join, E)> {
         let (first_in_order, unlimited) = first_row_order(subquery)?;
-        let keyed = match self.correlated_select(&unlimited, outer) {
+        let keyed = match self.correlated_select(&unlimited, outer).filter(|_| !has_window(subquery)) {
             Some(Correlated { inner, keys, local, residual: None }) => self.names_in(&inner.from).and_then(|names| {
                 let primary_key = self.is_primary_key(&inner.from[0], &keys);
                 let from = inner.from[0].to_string();
@@ -801,33 +862,59 @@ impl Binder<'_> {
     /// __numadb_dd.__numadb_d0`, which [`Binder::rows_as_join`] groups (or numbers) by those values and joins back
     /// to the outer rows by them. That is the subquery computed once per distinct outer value rather than once per
     /// outer row, the same answer. `order` (a first-row subquery's ORDER BY) has its outer references replaced
-    /// too. `None` for a subquery that reads no outer column, or that this does not take: GROUP BY, HAVING,
-    /// LIMIT, WITH, a FROM of several items or of subqueries, a subquery inside, an aggregate over outer columns
-    /// only (PostgreSQL's aggregate of the outer query).
+    /// too. A grouped subquery, or one with window functions, becomes an ungrouped one over its groups or rows
+    /// ([`groups_as_rows`]). `None` for a subquery that reads no outer column, or that this does not take: HAVING
+    /// without GROUP BY, LIMIT, WITH, a FROM of subqueries that have subqueries, a subquery inside that reads the
+    /// outer query and is not one plain SELECT, an aggregate over outer columns only (PostgreSQL's aggregate of
+    /// the outer query), an aggregate under a window without GROUP BY.
     fn over_outer_values(
         &self,
         subquery: &ast::Query,
-        order: Option<&mut Vec<ast::OrderByExpr>>,
+        mut order: Option<&mut Vec<ast::OrderByExpr>>,
         outer: &Names,
         outer_aggregates: bool,
     ) -> Option<OverOuterValues> {
-        let inner = &one_from_item(ungrouped_select(subquery)?);
+        let (inner, grouped) = match ungrouped_select(subquery) {
+            Some(inner) => (inner, false),
+            None => (grouped_select(subquery)?, true),
+        };
+        // Subqueries inside are set aside while the outer references are replaced: their names are theirs.
+        let mut nested = NestedQueries::default();
+        let inner = &mut one_from_item(inner);
+        let _ = ast::VisitMut::visit(inner, &mut nested);
         if inner.from.len() != 1
-            || subquery.to_string().to_uppercase().matches("SELECT").count() != 1
             || order.as_ref().is_some_and(|order| order.iter().any(|key| contains_subquery(&key.expr)))
         {
             return None;
         }
         let inner_names = self.names_in(&inner.from)?;
+        // One that reads the outer query too has its outer references replaced as well, by its own names (a
+        // subquery of one SELECT without subqueries of its own).
+        let mut nested_scopes = Vec::new();
+        for query in &nested.taken {
+            nested_scopes.push(match self.nested_scope(query, &inner_names) {
+                Some(scope) if references(&E::Subquery(Box::new(query.clone())), &scope, outer).outer => {
+                    if query.to_string().to_uppercase().matches("SELECT").count() != 1 {
+                        return None;
+                    }
+                    Some(scope)
+                }
+                Some(_) => None,
+                None => return None,
+            });
+        }
+        let inner = &*inner;
         let outer_only = |expr: &E| {
             let refs = references(expr, &inner_names, outer);
             refs.outer && !refs.inner
         };
         let mut outer_aggregate = false;
-        for item in &inner.projection {
-            let (ast::SelectItem::UnnamedExpr(expr) | ast::SelectItem::ExprWithAlias { expr, .. }) = item else {
-                continue;
-            };
+        let projected = inner.projection.iter().filter_map(|item| match item {
+            ast::SelectItem::UnnamedExpr(expr) | ast::SelectItem::ExprWithAlias { expr, .. } => Some(expr),
+            _ => None,
+        });
+        let ordered = order.iter().flat_map(|order| order.iter().map(|key| &key.expr));
+        for expr in projected.chain(inner.having.as_ref()).chain(ordered) {
             let _ = ast::visit_expressions(expr, |e: &E| {
                 outer_aggregate |= matches!(e, E::Function(f) if is_aggregate(&f.name.to_string())) && outer_only(e);
                 std::ops::ControlFlow::<()>::Continue(())
@@ -846,18 +933,38 @@ impl Binder<'_> {
             })
             .collect();
         let mut select = inner.clone();
+        if grouped {
+            // Positions and output names in GROUP BY are the select items they name (an input column's name is
+            // the column, as PostgreSQL reads it); the rewrite adds items before them.
+            let projection = inner.projection.clone();
+            let ast::GroupByExpr::Expressions(group_by, _) = &mut select.group_by else { return None };
+            for item in group_by {
+                let named = match unnested(item) {
+                    E::Identifier(name) if !inner_names.has_column(&fold(name)) => {
+                        projection.iter().find_map(|p| match p {
+                            ast::SelectItem::ExprWithAlias { expr, alias } if fold(alias) == fold(name) => {
+                                Some(expr.clone())
+                            }
+                            _ => None,
+                        })
+                    }
+                    _ => None,
+                };
+                *item = named.unwrap_or_else(|| by_position(item, &projection).clone());
+            }
+        }
         let mut references: Vec<E> = Vec::new();
         let mut unsupported = false;
-        let mut replace = |expr: &mut E, in_order: bool| {
+        let mut replace = |expr: &mut E, scope: &Names, in_order: bool| {
             let is_outer = match &*expr {
                 E::Identifier(name) => {
                     let name = fold(name);
-                    let inner = inner_names.has_column(&name) || (in_order && aliases.contains(&name));
+                    let inner = scope.has_column(&name) || (in_order && aliases.contains(&name));
                     !inner && outer.has_column(&name)
                 }
                 E::CompoundIdentifier(parts) if parts.len() == 2 => {
                     let qualifier = fold(&parts[0]);
-                    !inner_names.has_qualifier(&qualifier) && outer.has_qualifier(&qualifier)
+                    !scope.has_qualifier(&qualifier) && outer.has_qualifier(&qualifier)
                 }
                 E::CompoundIdentifier(_) => {
                     unsupported = true;
@@ -878,13 +985,21 @@ impl Binder<'_> {
             }
         };
         let _ = ast::visit_expressions_mut(&mut select, |e: &mut E| {
-            replace(e, false);
+            replace(e, &inner_names, false);
             std::ops::ControlFlow::<()>::Continue(())
         });
-        if let Some(order) = order {
+        for (query, scope) in nested.taken.iter_mut().zip(&nested_scopes) {
+            if let Some(scope) = scope {
+                let _ = ast::visit_expressions_mut(query, |e: &mut E| {
+                    replace(e, scope, false);
+                    std::ops::ControlFlow::<()>::Continue(())
+                });
+            }
+        }
+        if let Some(order) = order.as_deref_mut() {
             for key in order {
                 let _ = ast::visit_expressions_mut(&mut key.expr, |e: &mut E| {
-                    replace(e, true);
+                    replace(e, &inner_names, true);
                     std::ops::ControlFlow::<()>::Continue(())
                 });
             }
@@ -918,10 +1033,53 @@ impl Binder<'_> {
         let [ast::Statement::Query(query)] = parsed.as_slice() else { return None };
         let SetExpr::Select(parsed) = query.body.as_ref() else { return None };
         select.from = parsed.from.clone();
-        let mut names = inner_names;
         let columns = (0..references.len()).map(|i| format!("__numadb_d{i}")).collect();
+        // A window function's rows are the subquery's rows for one outer value: over the groups, each window is
+        // partitioned by the outer values first; over ungrouped rows, numbered or grouped by the outer values
+        // later, there is no place for it.
+        let windowed = has_window(&select) || order.as_ref().is_some_and(|order| order.iter().any(has_window));
+        if windowed && !grouped && (has_plain_aggregate(&select) || select.having.is_some()) {
+            return None;
+        }
+        if grouped || windowed {
+            let partition: Vec<E> = (0..references.len())
+                .map(|i| {
+                    E::CompoundIdentifier(vec![
+                        ast::Ident::new(OUTER_VALUES),
+                        ast::Ident::new(format!("__numadb_d{i}")),
+                    ])
+                })
+                .collect();
+            partition_windows(&mut select.projection, &partition)?;
+            if let Some(order) = order.as_deref_mut() {
+                partition_windows(order, &partition)?;
+            }
+            let (mut select, columns) = groups_as_rows(&select, order, references.len())?;
+            nested.restore(&mut select)?;
+            let names = Names {
+                relations: vec![(OUTER_VALUES.to_string(), columns)],
+                booleans: Vec::new(),
+                from: String::new(),
+            };
+            return Some(OverOuterValues { inner: select, references, names, values });
+        }
+        nested.restore(&mut select)?;
+        let mut names = inner_names;
         names.relations.insert(0, (OUTER_VALUES.to_string(), columns));
         Some(OverOuterValues { inner: select, references, names, values })
+    }
+
+    /// The names a subquery inside a correlated subquery (whose FROM has `inner`) sees before the outer query's:
+    /// its own FROM's, then `inner`; `None` where they cannot be told (not one SELECT, a FROM of other forms).
+    fn nested_scope(&self, query: &ast::Query, inner: &Names) -> Option<Names> {
+        let SetExpr::Select(select) = query.body.as_ref() else { return None };
+        let mut scope = if select.from.is_empty() {
+            Names { relations: Vec::new(), booleans: Vec::new(), from: String::new() }
+        } else {
+            self.names_in(&select.from)?
+        };
+        scope.relations.extend(inner.relations.iter().cloned());
+        Some(scope)
     }
 
     /// `[NOT] EXISTS (q)`, `x [NOT] IN (q)` and `x op ANY|ALL (q)` over a correlated `q` that the keyed rewrites
@@ -956,6 +1114,9 @@ impl Binder<'_> {
         let SetExpr::Select(inner) = subquery.body.as_ref() else { return None };
         let mut unordered = subquery.clone();
         (unordered.order_by, unordered.limit_clause) = (None, None);
+        if grouped_select(&unordered).is_some() || has_window(&unordered) {
+            return self.quantified_over_groups(unordered, tested, negated, all, outer, joins);
+        }
         // Correlated, and of a form the rewrite takes; an aggregating subquery has one row whatever the outer row.
         self.over_outer_values(&unordered, None, outer, false)?;
         let projected = |item: &ast::SelectItem| match item {
@@ -971,14 +1132,7 @@ impl Binder<'_> {
                 let [item] = inner.projection.as_slice() else { return None };
                 let value = projected(item)?;
                 let tested = qualified(tested, outer, &self.names_in(&inner.from)?)?;
-                let compared = format!("(({tested}) {op} ({value}))");
-                let (decides, decided) =
-                    if all { (format!("NOT {compared}"), "FALSE") } else { (compared.clone(), "TRUE") };
-                let otherwise = if all { "TRUE" } else { "FALSE" };
-                format!(
-                    "CASE WHEN bool_or({decides}) THEN {decided} WHEN count(*) > count({compared}) THEN NULL ELSE \
-                     {otherwise} END"
-                )
+                quantified_value(&tested.to_string(), op, &value.to_string(), all)
             }
         };
         let value = Parser::new(&PostgreSqlDialect {}).try_with_sql(&value).ok()?.parse_expr().ok()?;
@@ -991,14 +1145,43 @@ impl Binder<'_> {
         // query's aggregates PostgreSQL would take them for.
         let (join, scalar) = self.scalar_as_join(&unordered, outer, &hidden, true)?;
         joins.push(join);
-        let scalar = E::Nested(Box::new(scalar));
-        let replacement = match (tested.is_some(), negated) {
-            (false, false) => E::BinaryOp { left: Box::new(scalar), op: BinaryOperator::Gt, right: Box::new(zero()) },
-            (false, true) => E::BinaryOp { left: Box::new(scalar), op: BinaryOperator::Eq, right: Box::new(zero()) },
-            (true, false) => scalar,
-            (true, true) => E::UnaryOp { op: ast::UnaryOperator::Not, expr: Box::new(scalar) },
+        Some(quantified_answer(scalar, tested.is_some(), negated))
+    }
+
+    /// [`Binder::quantified_as_scalar`] over a grouped subquery: its rows are its groups ([`groups_as_rows`]), and
+    /// the answer the same aggregate over them. The tested expression (outer columns only) is added as a select
+    /// item, so that it is one of the outer values and a column of each group.
+    fn quantified_over_groups(
+        &self,
+        mut subquery: ast::Query,
+        tested: Option<(&E, BinaryOperator)>,
+        negated: bool,
+        all: bool,
+        outer: &Names,
+        joins: &mut Vec<ast::Join>,
+    ) -> Option<E> {
+        let SetExpr::Select(select) = subquery.body.as_mut() else { return None };
+        if let Some((tested, _)) = &tested {
+            if select.projection.len() != 1 {
+                return None;
+            }
+            let tested = qualified(tested, outer, &self.names_in(&select.from)?)?;
+            select.projection.push(ast::SelectItem::UnnamedExpr(tested));
+        }
+        select.distinct = None;
+        let mut general = self.over_outer_values(&subquery, None, outer, false)?;
+        let column = |j: usize| format!("{OUTER_VALUES}.__numadb_v{j}");
+        let value = match &tested {
+            None => "count(*)".to_string(),
+            Some((_, op)) => quantified_value(&column(1), op, &column(0), all),
         };
-        Some(E::Nested(Box::new(replacement)))
+        let value = Parser::new(&PostgreSqlDialect {}).try_with_sql(&value).ok()?.parse_expr().ok()?;
+        general.inner.projection = vec![ast::SelectItem::UnnamedExpr(value)];
+        general.inner.distinct = None;
+        let hidden = format!("{HIDDEN_RELATION}{}", joins.len() + 1);
+        let (join, scalar) = self.rows_as_join(None, &general.rows()?, outer, &hidden)?;
+        joins.push(join);
+        Some(quantified_answer(scalar, tested.is_some(), negated))
     }
 
     /// Whether `keys` are one inner column that is the primary key of `from`, a table (not a view or `WITH` query).
@@ -1021,7 +1204,8 @@ impl Binder<'_> {
     /// equalities' (inner, outer) sides, and the rest of its WHERE as text (` WHERE (c1) AND (c2)`, or empty).
     fn correlated_select<'q>(&self, subquery: &'q ast::Query, outer: &Names) -> Option<Correlated<'q>> {
         let inner = ungrouped_select(subquery)?;
-        if inner.from.len() != 1 || !inner.from[0].joins.is_empty() {
+        // A window would be computed over every key's rows at once.
+        if inner.from.len() != 1 || !inner.from[0].joins.is_empty() || has_window(subquery) {
             return None;
         }
         let inner_names = self.names_in(&inner.from)?;
@@ -1397,6 +1581,157 @@ fn ungrouped_select(subquery: &ast::Query) -> Option<&Select> {
     let SetExpr::Select(inner) = subquery.body.as_ref() else { return None };
     let grouped = !matches!(&inner.group_by, ast::GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
     (!grouped && inner.having.is_none() && inner.into.is_none()).then_some(inner)
+}
+
+/// The one SELECT of a subquery with a plain GROUP BY (expressions, at least one; HAVING allowed) and otherwise
+/// [`ungrouped_select`]'s shape but for ORDER BY, which [`Binder::over_outer_values`] is handed apart. Without
+/// GROUP BY, HAVING is not taken: an aggregate over no rows is still a row for HAVING to test, which grouping by
+/// the outer values would not make.
+fn grouped_select(subquery: &ast::Query) -> Option<&Select> {
+    if subquery.with.is_some()
+        || subquery.limit_clause.is_some()
+        || subquery.fetch.is_some()
+        || !subquery.locks.is_empty()
+    {
+        return None;
+    }
+    let SetExpr::Select(inner) = subquery.body.as_ref() else { return None };
+    let plain = match &inner.group_by {
+        // `GROUP BY ()` alone is one group, also over no rows: not the groups of some rows.
+        ast::GroupByExpr::Expressions(e, m) => {
+            e.iter().any(|e| !matches!(unnested(e), E::Tuple(t) if t.is_empty()))
+                && m.is_empty()
+                && e.iter().all(|e| !matches!(e, E::Rollup(_) | E::Cube(_) | E::GroupingSets(_)))
+        }
+        ast::GroupByExpr::All(_) => false,
+    };
+    let distinct = matches!(inner.distinct, None | Some(ast::Distinct::Distinct));
+    (plain && distinct && inner.into.is_none()).then_some(inner)
+}
+
+/// A grouped subquery's SELECT, its outer references already columns of [`OUTER_VALUES`] joined into its FROM, as
+/// an ungrouped SELECT over its groups: `SELECT __numadb_dd.__numadb_v0 AS "name", … FROM (SELECT __numadb_dd.
+/// __numadb_d0 AS __numadb_d0, …, <item> AS __numadb_v0, …, <order key> AS __numadb_s0, … FROM … GROUP BY
+/// __numadb_dd.__numadb_d0, …, <its GROUP BY> HAVING …) AS __numadb_dd`, and that relation's columns. Grouped by
+/// the outer values too, each group belongs to one outer value, so the rewrites that group or number rows by
+/// those values take the groups for the subquery's rows; an outer value none of whose rows pass has no group, as
+/// the subquery has no rows for it. `order`'s keys (positions and output names as the items they name) become
+/// columns of the groups.
+fn groups_as_rows(
+    select: &Select,
+    order: Option<&mut Vec<ast::OrderByExpr>>,
+    values: usize,
+) -> Option<(Select, Vec<String>)> {
+    let items: Vec<(E, String)> = select
+        .projection
+        .iter()
+        .map(|item| match item {
+            ast::SelectItem::UnnamedExpr(e) => Some((e.clone(), super::column_name(e))),
+            ast::SelectItem::ExprWithAlias { expr, alias } => Some((expr.clone(), fold(alias))),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    let mut columns: Vec<String> = (0..values).map(|i| format!("__numadb_d{i}")).collect();
+    let mut group_items: Vec<String> =
+        (0..values).map(|i| format!("{OUTER_VALUES}.__numadb_d{i} AS __numadb_d{i}")).collect();
+    let mut row_items = Vec::new();
+    for (j, (expr, name)) in items.iter().enumerate() {
+        group_items.push(format!("{expr} AS __numadb_v{j}"));
+        columns.push(format!("__numadb_v{j}"));
+        row_items.push(format!("{OUTER_VALUES}.__numadb_v{j} AS {}", ast::Ident::with_quote('"', name)));
+    }
+    for (k, key) in order.into_iter().flatten().enumerate() {
+        let named = match unnested(&key.expr) {
+            E::Identifier(name) => items.iter().find(|(_, n)| *n == fold(name)).map(|(e, _)| e),
+            _ => None,
+        };
+        let expr = named.unwrap_or_else(|| by_position(&key.expr, &select.projection));
+        group_items.push(format!("{expr} AS __numadb_s{k}"));
+        columns.push(format!("__numadb_s{k}"));
+        key.expr =
+            E::CompoundIdentifier(vec![ast::Ident::new(OUTER_VALUES), ast::Ident::new(format!("__numadb_s{k}"))]);
+    }
+    let ast::GroupByExpr::Expressions(group_by, _) = &select.group_by else { return None };
+    // Without GROUP BY (a SELECT whose windows are partitioned by the outer values), its rows.
+    let grouping = if group_by.is_empty() {
+        String::new()
+    } else {
+        let mut grouping: Vec<String> = (0..values).map(|i| format!("{OUTER_VALUES}.__numadb_d{i}")).collect();
+        grouping.extend(group_by.iter().map(ToString::to_string));
+        format!(" GROUP BY {}", grouping.join(", "))
+    };
+    let from = select.from.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+    let selection = select.selection.as_ref().map(|s| format!(" WHERE {s}")).unwrap_or_default();
+    let having = select.having.as_ref().map(|h| format!(" HAVING {h}")).unwrap_or_default();
+    let distinct = if select.distinct.is_some() { "DISTINCT " } else { "" };
+    let text = format!(
+        "SELECT {distinct}{} FROM (SELECT {} FROM {from}{selection}{grouping}{having}) AS {OUTER_VALUES}",
+        row_items.join(", "),
+        group_items.join(", "),
+    );
+    let parsed = Parser::parse_sql(&PostgreSqlDialect {}, &text).ok()?;
+    let [ast::Statement::Query(query)] = parsed.as_slice() else { return None };
+    let SetExpr::Select(parsed) = query.body.as_ref() else { return None };
+    Some((parsed.as_ref().clone(), columns))
+}
+
+/// Whether a window function is called in `node` (not counting subqueries set aside by [`NestedQueries`]).
+fn has_window<N: ast::Visit>(node: &N) -> bool {
+    ast::visit_expressions(node, |e: &E| match e {
+        E::Function(f) if f.over.is_some() => std::ops::ControlFlow::Break(()),
+        _ => std::ops::ControlFlow::Continue(()),
+    })
+    .is_break()
+}
+
+/// Whether an aggregate is called in `node` other than as a window function.
+fn has_plain_aggregate<N: ast::Visit>(node: &N) -> bool {
+    ast::visit_expressions(node, |e: &E| match e {
+        E::Function(f) if f.over.is_none() && is_aggregate(&f.name.to_string()) => std::ops::ControlFlow::Break(()),
+        _ => std::ops::ControlFlow::Continue(()),
+    })
+    .is_break()
+}
+
+/// Puts `values` first in the PARTITION BY of every window in `node`; `None` for a named window (`OVER w`).
+fn partition_windows<N: ast::VisitMut>(node: &mut N, values: &[E]) -> Option<()> {
+    let visited = ast::visit_expressions_mut(node, |e: &mut E| {
+        if let E::Function(f) = e {
+            match &mut f.over {
+                Some(ast::WindowType::WindowSpec(spec)) if spec.window_name.is_none() => {
+                    spec.partition_by.splice(0..0, values.iter().cloned());
+                }
+                Some(_) => return std::ops::ControlFlow::Break(()),
+                None => {}
+            }
+        }
+        std::ops::ControlFlow::Continue(())
+    });
+    visited.is_continue().then_some(())
+}
+
+/// What takes a quantified subquery's place ([`Binder::quantified_as_scalar`]): over its `scalar` (a count of
+/// rows for `[NOT] EXISTS`, else the comparisons' answer), `count > 0`, `count = 0`, the answer, or NOT it.
+fn quantified_answer(scalar: E, tested: bool, negated: bool) -> E {
+    let scalar = E::Nested(Box::new(scalar));
+    let replacement = match (tested, negated) {
+        (false, false) => E::BinaryOp { left: Box::new(scalar), op: BinaryOperator::Gt, right: Box::new(zero()) },
+        (false, true) => E::BinaryOp { left: Box::new(scalar), op: BinaryOperator::Eq, right: Box::new(zero()) },
+        (true, false) => scalar,
+        (true, true) => E::UnaryOp { op: ast::UnaryOperator::Not, expr: Box::new(scalar) },
+    };
+    E::Nested(Box::new(replacement))
+}
+
+/// The aggregate that answers `tested op ANY|ALL (value)` (IN is `= ANY`) over the subquery's rows, with SQL's
+/// NULLs: ANY is TRUE if some comparison is, else NULL if some comparison is NULL, else FALSE; ALL the converse.
+fn quantified_value(tested: &str, op: &BinaryOperator, value: &str, all: bool) -> String {
+    let compared = format!("(({tested}) {op} ({value}))");
+    let (decides, decided) = if all { (format!("NOT {compared}"), "FALSE") } else { (compared.clone(), "TRUE") };
+    let otherwise = if all { "TRUE" } else { "FALSE" };
+    format!(
+        "CASE WHEN bool_or({decides}) THEN {decided} WHEN count(*) > count({compared}) THEN NULL ELSE {otherwise} END"
+    )
 }
 
 /// `select` with the items of its FROM made one (`a, b` is `a CROSS JOIN b`): [`Binder::over_outer_values`] joins
