@@ -1803,8 +1803,9 @@ impl<'a> Binder<'a> {
                     "numadb plans correlated scalar subqueries, EXISTS, IN, ANY and ALL in WHERE and in the \
                      select list (of a query not grouped, or grouped by the outer columns they read) when the \
                      subquery is one SELECT over tables, joins and subqueries in FROM (GROUP BY and HAVING, \
-                     window functions and subqueries inside too), without OFFSET, a LIMIT but 1, or an \
-                     aggregate of outer columns only; rewrite others as a join or a subquery in FROM.",
+                     window functions, subqueries and LIMIT / OFFSET inside too), without a LIMIT but 1 in a \
+                     scalar subquery, HAVING without GROUP BY, or an aggregate of outer columns only; rewrite \
+                     others as a join or a subquery in FROM.",
                 );
         }
         error

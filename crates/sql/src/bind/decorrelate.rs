@@ -59,8 +59,14 @@
 //! replaced by the outer values' columns as well, and is planned later as a subquery correlated with the rewritten
 //! one.
 //!
-//! Anything else correlated (OFFSET or a LIMIT other than 1, an aggregate of outer columns only, HAVING without
-//! GROUP BY, `GROUP BY ()`) is left as it is, and binding refuses it with 0A000. The
+//! `LIMIT 1 OFFSET m` in a scalar subquery keeps the row numbered m + 1; `LIMIT n OFFSET m` under IN, ANY, ALL
+//! and EXISTS numbers the rows (or groups) per outer value in a subquery in FROM (`groups_as_rows`) and keeps
+//! those; so does ORDER BY a position or an output name. `[NOT] EXISTS`, `IN`, `ANY`, `ALL` over an aggregate
+//! without GROUP BY or HAVING (one row whatever the outer row) are TRUE, or the comparison with it as a scalar
+//! subquery (`one_row_quantified`).
+//!
+//! Anything else correlated (a LIMIT other than 1 in a scalar subquery, an aggregate of outer columns only, HAVING
+//! without GROUP BY, `GROUP BY ()`, WITH TIES) is left as it is, and binding refuses it with 0A000. The
 //! joined relations are named `__numadb_sq<n>`, and `*` does not list their columns.
 
 use sqlparser::ast::{self, BinaryOperator, Expr as E, Select, SetExpr, TableFactor};
@@ -178,6 +184,8 @@ struct OverOuterValues {
 #[derive(Default)]
 struct NestedQueries {
     taken: Vec<ast::Query>,
+    /// How many queries deep the visitor is: those in FROM keep theirs.
+    depth: usize,
 }
 
 const NESTED: &str = "__numadb_nested";
@@ -185,9 +193,20 @@ const NESTED: &str = "__numadb_nested";
 impl ast::VisitorMut for NestedQueries {
     type Break = ();
 
+    fn pre_visit_query(&mut self, _query: &mut ast::Query) -> std::ops::ControlFlow<()> {
+        self.depth += 1;
+        std::ops::ControlFlow::Continue(())
+    }
+
+    fn post_visit_query(&mut self, _query: &mut ast::Query) -> std::ops::ControlFlow<()> {
+        self.depth -= 1;
+        std::ops::ControlFlow::Continue(())
+    }
+
     /// Before the visitor goes into an expression, so a subquery's own expressions are not visited.
     fn pre_visit_expr(&mut self, expr: &mut E) -> std::ops::ControlFlow<()> {
-        if let E::Subquery(query) | E::Exists { subquery: query, .. } | E::InSubquery { subquery: query, .. } = expr
+        if self.depth == 0
+            && let E::Subquery(query) | E::Exists { subquery: query, .. } | E::InSubquery { subquery: query, .. } = expr
             && let Some(placeholder) = Parser::new(&PostgreSqlDialect {})
                 .try_with_sql(&format!("SELECT {NESTED}{}", self.taken.len()))
                 .ok()
@@ -221,6 +240,9 @@ impl NestedQueries {
         (restored == self.taken.len()).then_some(())
     }
 }
+
+/// The rows a `LIMIT` keeps: how many it skips (OFFSET), and how many then (none: all).
+type Kept = (u64, Option<u64>);
 
 /// The relation of the distinct outer values in [`OverOuterValues`].
 const OUTER_VALUES: &str = "__numadb_dd";
@@ -296,7 +318,7 @@ impl Binder<'_> {
         let mut rewritten = select.clone();
         let mut kept: Vec<E> = Vec::new();
         let mut joins: Vec<ast::Join> = Vec::new();
-        for conjunct in conjuncts {
+        for &conjunct in &conjuncts {
             let hidden = format!("{HIDDEN_RELATION}{}", joins.len() + 1);
             match self.as_join(conjunct, &outer, &hidden) {
                 Some((join, condition)) => {
@@ -319,9 +341,9 @@ impl Binder<'_> {
                     ast::SelectItem::ExprWithAlias { expr, alias } => (expr.clone(), alias.clone()),
                     _ => continue,
                 };
-                let before = joins.len();
+                let (before, original) = (joins.len(), expr.clone());
                 self.rewrite_scalars(&mut expr, &outer, &mut joins);
-                if joins.len() == before {
+                if joins.len() == before && expr == original {
                     continue;
                 }
                 if let Some(grouped) = grouped_by.as_ref().filter(|e| !e.is_empty()) {
@@ -346,7 +368,8 @@ impl Binder<'_> {
                 *item = ast::SelectItem::ExprWithAlias { expr, alias };
             }
         }
-        if joins.is_empty() {
+        // Nothing rewritten (EXISTS over an aggregate becomes TRUE without a join).
+        if joins.is_empty() && rewritten.projection == select.projection && kept.iter().eq(conjuncts.iter().copied()) {
             return None;
         }
         rewritten.from.last_mut()?.joins.extend(joins);
@@ -442,13 +465,6 @@ impl Binder<'_> {
         left: bool,
         on: Option<&E>,
     ) -> Option<ast::Join> {
-        let number = |e: &E| match e {
-            E::Value(v) => match &v.value {
-                ast::Value::Number(n, _) => n.parse::<u64>().ok(),
-                _ => None,
-            },
-            _ => None,
-        };
         let (limit, offset) = match &subquery.limit_clause {
             None => (None, 0),
             Some(ast::LimitClause::LimitOffset { limit, offset, limit_by }) if limit_by.is_empty() => {
@@ -482,7 +498,7 @@ impl Binder<'_> {
         if (aggregates && limited) || (distinct && (aggregates || limited)) {
             return None;
         }
-        let general = self.over_outer_values(&unlimited, Some(&mut order), outer, false)?;
+        let general = self.over_outer_values(&unlimited, Some(&mut order), outer, false, None)?;
         let rows = general.rows()?;
         for key in &order {
             // A position or an output column's name would mean something else inside OVER (…).
@@ -647,6 +663,12 @@ impl Binder<'_> {
                     *expr = replacement;
                 }
             }
+            E::Exists { .. } | E::InSubquery { .. } | E::AnyOp { .. } | E::AllOp { .. }
+                if let Some(replacement) = one_row_quantified(expr) =>
+            {
+                *expr = replacement;
+                self.rewrite_scalars(expr, outer, joins);
+            }
             E::Exists { subquery, negated } => {
                 let hidden = format!("{HIDDEN_RELATION}{}", joins.len() + 1);
                 if let Some((join, replacement)) = self.exists_as_mark(subquery, *negated, outer, &hidden) {
@@ -738,28 +760,30 @@ impl Binder<'_> {
         hidden: &str,
         trusted: bool,
     ) -> Option<(ast::Join, E)> {
-        let (first_in_order, unlimited) = first_row_order(subquery)?;
+        let (first_in_order, skipped, unlimited) = first_row_order(subquery)?;
         let keyed = match self.correlated_select(&unlimited, outer).filter(|_| !has_window(subquery)) {
             Some(Correlated { inner, keys, local, residual: None }) => self.names_in(&inner.from).and_then(|names| {
                 let primary_key = self.is_primary_key(&inner.from[0], &keys);
                 let from = inner.from[0].to_string();
                 let rows = Rows { inner, keys, local, from, primary_key, grouping: None, outer_values: &[], names };
-                self.rows_as_join(first_in_order.clone(), &rows, outer, hidden)
+                self.rows_as_join(first_in_order.clone(), skipped, &rows, outer, hidden)
             }),
             _ => None,
         };
         keyed.or_else(|| {
             let mut order = first_in_order;
-            let general = self.over_outer_values(&unlimited, order.as_mut(), outer, trusted)?;
-            self.rows_as_join(order, &general.rows()?, outer, hidden)
+            let general = self.over_outer_values(&unlimited, order.as_mut(), outer, trusted, None)?;
+            self.rows_as_join(order, skipped, &general.rows()?, outer, hidden)
         })
     }
 
     /// The left join of [`Binder::scalar_as_join`] over the inner rows `rows` meeting the outer row through its
-    /// keys, and the expression that takes the subquery's place; `first_in_order` as [`first_row_order`] says.
+    /// keys, and the expression that takes the subquery's place; `first_in_order` and `skipped` as
+    /// [`first_row_order`] says.
     fn rows_as_join(
         &self,
         first_in_order: Option<Vec<ast::OrderByExpr>>,
+        skipped: u64,
         rows: &Rows<'_>,
         outer: &Names,
         hidden: &str,
@@ -781,6 +805,9 @@ impl Binder<'_> {
         let group_by = group_by.join(", ");
         let mut value = value.clone();
         // The joined relation's SELECT, and the expression over its columns that takes the subquery's place.
+        if skipped > 0 && first_in_order.is_some() && has_aggregate(&value) {
+            return None;
+        }
         let (rows, replacement) = if let Some(order) = first_in_order.filter(|_| !has_aggregate(&value)) {
             // The first row of each key's rows in the subquery's order (`ORDER BY b.t DESC LIMIT 1`): numbered in
             // that order per key, its columns joined, and the value computed from them for the outer rows that
@@ -803,9 +830,10 @@ impl Binder<'_> {
             }
             let rows = format!(
                 "SELECT {}, 1 AS __numadb_n FROM (SELECT {}, row_number() OVER (PARTITION BY {group_by}{order}) AS \
-                 __numadb_rn FROM {from}{local}) AS __numadb_first WHERE __numadb_rn = 1",
+                 __numadb_rn FROM {from}{local}) AS __numadb_first WHERE __numadb_rn = {}",
                 outputs.join(", "),
                 items.join(", "),
+                skipped.checked_add(1)?,
             );
             // NULL where no row matched, whatever the value (`(SELECT 1 … LIMIT 1)`).
             (rows, format!("{SINGLE_ROW}({value}, {hidden}.__numadb_n)"))
@@ -873,6 +901,7 @@ impl Binder<'_> {
         mut order: Option<&mut Vec<ast::OrderByExpr>>,
         outer: &Names,
         outer_aggregates: bool,
+        kept: Option<Kept>,
     ) -> Option<OverOuterValues> {
         let (inner, grouped) = match ungrouped_select(subquery) {
             Some(inner) => (inner, false),
@@ -984,16 +1013,11 @@ impl Binder<'_> {
                 ]);
             }
         };
-        let _ = ast::visit_expressions_mut(&mut select, |e: &mut E| {
-            replace(e, &inner_names, false);
-            std::ops::ControlFlow::<()>::Continue(())
-        });
+        // Not in the subqueries in FROM: their names are their own.
+        own_expressions_mut(&mut select, 0, |e| replace(e, &inner_names, false));
         for (query, scope) in nested.taken.iter_mut().zip(&nested_scopes) {
             if let Some(scope) = scope {
-                let _ = ast::visit_expressions_mut(query, |e: &mut E| {
-                    replace(e, scope, false);
-                    std::ops::ControlFlow::<()>::Continue(())
-                });
+                own_expressions_mut(query, 1, |e| replace(e, scope, false));
             }
         }
         if let Some(order) = order.as_deref_mut() {
@@ -1041,7 +1065,23 @@ impl Binder<'_> {
         if windowed && !grouped && (has_plain_aggregate(&select) || select.having.is_some()) {
             return None;
         }
-        if grouped || windowed {
+        // ORDER BY a position or an output name reads the select items, which the rows made a subquery in FROM
+        // have as columns.
+        let by_output = |key: &ast::OrderByExpr| match unnested(&key.expr) {
+            E::Value(_) => true,
+            E::Identifier(name) => aliases.contains(&fold(name)),
+            _ => false,
+        };
+        let by_output = order.as_ref().is_some_and(|order| order.iter().any(by_output))
+            && !has_plain_aggregate(&select)
+            && select.having.is_none();
+        // Rows kept by a LIMIT are numbered per outer value, among the groups or rows.
+        if kept.is_some()
+            && ((!grouped && (has_plain_aggregate(&select) || select.having.is_some())) || select.distinct.is_some())
+        {
+            return None;
+        }
+        if grouped || windowed || by_output || kept.is_some() {
             let partition: Vec<E> = (0..references.len())
                 .map(|i| {
                     E::CompoundIdentifier(vec![
@@ -1054,7 +1094,7 @@ impl Binder<'_> {
             if let Some(order) = order.as_deref_mut() {
                 partition_windows(order, &partition)?;
             }
-            let (mut select, columns) = groups_as_rows(&select, order, references.len())?;
+            let (mut select, columns) = groups_as_rows(&select, order, references.len(), kept)?;
             nested.restore(&mut select)?;
             let names = Names {
                 relations: vec![(OUTER_VALUES.to_string(), columns)],
@@ -1108,17 +1148,39 @@ impl Binder<'_> {
             _ => false,
         };
         let exists_limit = tested.is_none() && subquery.limit_clause.as_ref().is_some_and(at_least_one);
-        if (subquery.limit_clause.is_some() && !exists_limit) || subquery.fetch.is_some() {
+        if subquery.fetch.is_some() {
             return None;
         }
         let SetExpr::Select(inner) = subquery.body.as_ref() else { return None };
         let mut unordered = subquery.clone();
         (unordered.order_by, unordered.limit_clause) = (None, None);
+        if let Some(limit) = subquery.limit_clause.as_ref().filter(|_| !exists_limit) {
+            // The rows a LIMIT (OFFSET) keeps, per outer value, in the subquery's order.
+            let ast::LimitClause::LimitOffset { limit, offset, limit_by } = limit else { return None };
+            let count = match limit {
+                Some(limit) => Some(number(limit)?),
+                None => None,
+            };
+            let skipped = match offset {
+                Some(offset) => number(&offset.value)?,
+                None => 0,
+            };
+            let order = match &subquery.order_by {
+                None => Vec::new(),
+                Some(ast::OrderBy { kind: ast::OrderByKind::Expressions(order), interpolate: None }) => order.clone(),
+                Some(_) => return None,
+            };
+            if !limit_by.is_empty() || inner.distinct.is_some() {
+                return None;
+            }
+            let kept = Some((order, (skipped, count)));
+            return self.quantified_over_groups(unordered, tested, negated, all, outer, joins, kept);
+        }
         if grouped_select(&unordered).is_some() || has_window(&unordered) {
-            return self.quantified_over_groups(unordered, tested, negated, all, outer, joins);
+            return self.quantified_over_groups(unordered, tested, negated, all, outer, joins, None);
         }
         // Correlated, and of a form the rewrite takes; an aggregating subquery has one row whatever the outer row.
-        self.over_outer_values(&unordered, None, outer, false)?;
+        self.over_outer_values(&unordered, None, outer, false, None)?;
         let projected = |item: &ast::SelectItem| match item {
             ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => Some(e.clone()),
             _ => None,
@@ -1151,6 +1213,7 @@ impl Binder<'_> {
     /// [`Binder::quantified_as_scalar`] over a grouped subquery: its rows are its groups ([`groups_as_rows`]), and
     /// the answer the same aggregate over them. The tested expression (outer columns only) is added as a select
     /// item, so that it is one of the outer values and a column of each group.
+    #[allow(clippy::too_many_arguments)]
     fn quantified_over_groups(
         &self,
         mut subquery: ast::Query,
@@ -1159,6 +1222,7 @@ impl Binder<'_> {
         all: bool,
         outer: &Names,
         joins: &mut Vec<ast::Join>,
+        kept: Option<(Vec<ast::OrderByExpr>, Kept)>,
     ) -> Option<E> {
         let SetExpr::Select(select) = subquery.body.as_mut() else { return None };
         if let Some((tested, _)) = &tested {
@@ -1169,7 +1233,12 @@ impl Binder<'_> {
             select.projection.push(ast::SelectItem::UnnamedExpr(tested));
         }
         select.distinct = None;
-        let mut general = self.over_outer_values(&subquery, None, outer, false)?;
+        let (mut order, kept) = kept.unzip();
+        let mut general = self.over_outer_values(&subquery, order.as_mut(), outer, false, kept)?;
+        // Its rows must be the groups' (or numbered rows'): an aggregate without GROUP BY is one row whatever.
+        if !general.names.has_column("__numadb_v0") {
+            return None;
+        }
         let column = |j: usize| format!("{OUTER_VALUES}.__numadb_v{j}");
         let value = match &tested {
             None => "count(*)".to_string(),
@@ -1179,7 +1248,7 @@ impl Binder<'_> {
         general.inner.projection = vec![ast::SelectItem::UnnamedExpr(value)];
         general.inner.distinct = None;
         let hidden = format!("{HIDDEN_RELATION}{}", joins.len() + 1);
-        let (join, scalar) = self.rows_as_join(None, &general.rows()?, outer, &hidden)?;
+        let (join, scalar) = self.rows_as_join(None, 0, &general.rows()?, outer, &hidden)?;
         joins.push(join);
         Some(quantified_answer(scalar, tested.is_some(), negated))
     }
@@ -1381,24 +1450,36 @@ fn key_items(keys: &[(E, E)]) -> Vec<String> {
     keys.iter().enumerate().map(|(i, (inner, _))| format!("{inner} AS __numadb_k{i}")).collect()
 }
 
-/// How many rows a scalar subquery keeps: `(Some(order), query without it)` for its first row in `order`
-/// (`ORDER BY … LIMIT 1`, `FETCH FIRST ROW ONLY`; an empty order for any row), `(None, query)` for all of them;
-/// `None` for any other limit (a count other than one, an offset, WITH TIES).
-fn first_row_order(subquery: &ast::Query) -> Option<(Option<Vec<ast::OrderByExpr>>, ast::Query)> {
+/// How many rows a scalar subquery keeps: `(Some(order), skipped, query without them)` for its first row in
+/// `order` after `skipped` rows (`ORDER BY … LIMIT 1 [OFFSET m]`, `[OFFSET m ROWS] FETCH FIRST ROW ONLY`; an empty
+/// order for any row), `(None, 0, query)` for all of them; `None` for any other limit (a count other than one, an
+/// offset alone, WITH TIES).
+fn first_row_order(subquery: &ast::Query) -> Option<(Option<Vec<ast::OrderByExpr>>, u64, ast::Query)> {
     let is_one = |e: &E| matches!(e, E::Value(v) if matches!(&v.value, ast::Value::Number(n, _) if n == "1"));
-    let first = match (&subquery.limit_clause, &subquery.fetch) {
-        (None, None) if subquery.order_by.is_none() => return Some((None, subquery.clone())),
+    let skipped = |offset: &Option<ast::Offset>| match offset {
+        None => Some(0),
+        Some(offset) => number(&offset.value),
+    };
+    let (first, skipped) = match (&subquery.limit_clause, &subquery.fetch) {
+        (None, None) if subquery.order_by.is_none() => return Some((None, 0, subquery.clone())),
         // ORDER BY alone keeps every row.
-        (None, None) => false,
-        (Some(ast::LimitClause::LimitOffset { limit: Some(limit), offset: None, limit_by }), None)
+        (None, None) => (false, 0),
+        (Some(ast::LimitClause::LimitOffset { limit: Some(limit), offset, limit_by }), None)
             if is_one(limit) && limit_by.is_empty() =>
         {
-            true
+            (true, skipped(offset)?)
         }
-        (None, Some(ast::Fetch { with_ties: false, percent: false, quantity }))
+        (limit, Some(ast::Fetch { with_ties: false, percent: false, quantity }))
             if quantity.as_ref().is_none_or(is_one) =>
         {
-            true
+            let offset = match limit {
+                None => 0,
+                Some(ast::LimitClause::LimitOffset { limit: None, offset, limit_by }) if limit_by.is_empty() => {
+                    skipped(offset)?
+                }
+                Some(_) => return None,
+            };
+            (true, offset)
         }
         _ => return None,
     };
@@ -1409,7 +1490,18 @@ fn first_row_order(subquery: &ast::Query) -> Option<(Option<Vec<ast::OrderByExpr
     };
     let mut unlimited = subquery.clone();
     (unlimited.order_by, unlimited.limit_clause, unlimited.fetch) = (None, None, None);
-    Some((first.then_some(order), unlimited))
+    Some((first.then_some(order), skipped, unlimited))
+}
+
+/// A literal row count (`LIMIT 3`, `OFFSET 2`).
+fn number(expr: &E) -> Option<u64> {
+    match expr {
+        E::Value(v) => match &v.value {
+            ast::Value::Number(n, _) => n.parse::<u64>().ok(),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// Replaces the inner relation's columns in `value` (a non-aggregating subquery's select item) by the columns
@@ -1621,6 +1713,7 @@ fn groups_as_rows(
     select: &Select,
     order: Option<&mut Vec<ast::OrderByExpr>>,
     values: usize,
+    kept: Option<Kept>,
 ) -> Option<(Select, Vec<String>)> {
     let items: Vec<(E, String)> = select
         .projection
@@ -1640,12 +1733,14 @@ fn groups_as_rows(
         columns.push(format!("__numadb_v{j}"));
         row_items.push(format!("{OUTER_VALUES}.__numadb_v{j} AS {}", ast::Ident::with_quote('"', name)));
     }
+    let mut window_order = Vec::new();
     for (k, key) in order.into_iter().flatten().enumerate() {
         let named = match unnested(&key.expr) {
             E::Identifier(name) => items.iter().find(|(_, n)| *n == fold(name)).map(|(e, _)| e),
             _ => None,
         };
-        let expr = named.unwrap_or_else(|| by_position(&key.expr, &select.projection));
+        let expr = named.unwrap_or_else(|| by_position(&key.expr, &select.projection)).clone();
+        window_order.push(ast::OrderByExpr { expr: expr.clone(), ..key.clone() }.to_string());
         group_items.push(format!("{expr} AS __numadb_s{k}"));
         columns.push(format!("__numadb_s{k}"));
         key.expr =
@@ -1664,8 +1759,20 @@ fn groups_as_rows(
     let selection = select.selection.as_ref().map(|s| format!(" WHERE {s}")).unwrap_or_default();
     let having = select.having.as_ref().map(|h| format!(" HAVING {h}")).unwrap_or_default();
     let distinct = if select.distinct.is_some() { "DISTINCT " } else { "" };
+    let mut kept_rows = String::new();
+    if let Some((skipped, count)) = kept {
+        let partition: Vec<String> = (0..values).map(|i| format!("{OUTER_VALUES}.__numadb_d{i}")).collect();
+        let order =
+            if window_order.is_empty() { String::new() } else { format!(" ORDER BY {}", window_order.join(", ")) };
+        group_items.push(format!("row_number() OVER (PARTITION BY {}{order}) AS __numadb_rn", partition.join(", ")));
+        columns.push("__numadb_rn".to_string());
+        kept_rows = format!(" WHERE {OUTER_VALUES}.__numadb_rn > {skipped}");
+        if let Some(count) = count {
+            kept_rows += &format!(" AND {OUTER_VALUES}.__numadb_rn <= {}", skipped.checked_add(count)?);
+        }
+    }
     let text = format!(
-        "SELECT {distinct}{} FROM (SELECT {} FROM {from}{selection}{grouping}{having}) AS {OUTER_VALUES}",
+        "SELECT {distinct}{} FROM (SELECT {} FROM {from}{selection}{grouping}{having}) AS {OUTER_VALUES}{kept_rows}",
         row_items.join(", "),
         group_items.join(", "),
     );
@@ -1675,22 +1782,72 @@ fn groups_as_rows(
     Some((parsed.as_ref().clone(), columns))
 }
 
-/// Whether a window function is called in `node` (not counting subqueries set aside by [`NestedQueries`]).
-fn has_window<N: ast::Visit>(node: &N) -> bool {
-    ast::visit_expressions(node, |e: &E| match e {
-        E::Function(f) if f.over.is_some() => std::ops::ControlFlow::Break(()),
-        _ => std::ops::ControlFlow::Continue(()),
-    })
-    .is_break()
+/// Whether a window function is called in `node` itself: not in a subquery inside it (in an expression or in
+/// FROM), whose windows are its own.
+fn has_window<N: ast::Visit + 'static>(node: &N) -> bool {
+    calls_own(node, |f| f.over.is_some())
 }
 
-/// Whether an aggregate is called in `node` other than as a window function.
-fn has_plain_aggregate<N: ast::Visit>(node: &N) -> bool {
-    ast::visit_expressions(node, |e: &E| match e {
-        E::Function(f) if f.over.is_none() && is_aggregate(&f.name.to_string()) => std::ops::ControlFlow::Break(()),
-        _ => std::ops::ControlFlow::Continue(()),
-    })
-    .is_break()
+/// Whether an aggregate is called in `node` itself other than as a window function (not in a subquery inside it).
+fn has_plain_aggregate<N: ast::Visit + 'static>(node: &N) -> bool {
+    calls_own(node, |f| f.over.is_none() && is_aggregate(&f.name.to_string()))
+}
+
+/// Whether a function call `test` holds for is in `node` outside the subqueries inside it (`node` itself may be
+/// a query).
+fn calls_own<N: ast::Visit + 'static>(node: &N, test: impl Fn(&ast::Function) -> bool) -> bool {
+    struct Calls<T> {
+        depth: usize,
+        own: usize,
+        test: T,
+    }
+    impl<T: Fn(&ast::Function) -> bool> ast::Visitor for Calls<T> {
+        type Break = ();
+        fn pre_visit_query(&mut self, _query: &ast::Query) -> std::ops::ControlFlow<()> {
+            self.depth += 1;
+            std::ops::ControlFlow::Continue(())
+        }
+        fn post_visit_query(&mut self, _query: &ast::Query) -> std::ops::ControlFlow<()> {
+            self.depth -= 1;
+            std::ops::ControlFlow::Continue(())
+        }
+        fn pre_visit_expr(&mut self, expr: &E) -> std::ops::ControlFlow<()> {
+            match expr {
+                E::Function(f) if self.depth == self.own && (self.test)(f) => std::ops::ControlFlow::Break(()),
+                _ => std::ops::ControlFlow::Continue(()),
+            }
+        }
+    }
+    let own = usize::from((node as &dyn std::any::Any).is::<ast::Query>());
+    node.visit(&mut Calls { depth: 0, own, test }).is_break()
+}
+
+/// Calls `f` on every expression of `node` (after those inside it) outside the queries inside it (subqueries in
+/// FROM, and in expressions), `own_depth` queries deep: 1 when `node` is itself a query.
+fn own_expressions_mut<N: ast::VisitMut>(node: &mut N, own_depth: usize, f: impl FnMut(&mut E)) {
+    struct Own<F> {
+        depth: usize,
+        own: usize,
+        f: F,
+    }
+    impl<F: FnMut(&mut E)> ast::VisitorMut for Own<F> {
+        type Break = ();
+        fn pre_visit_query(&mut self, _query: &mut ast::Query) -> std::ops::ControlFlow<()> {
+            self.depth += 1;
+            std::ops::ControlFlow::Continue(())
+        }
+        fn post_visit_query(&mut self, _query: &mut ast::Query) -> std::ops::ControlFlow<()> {
+            self.depth -= 1;
+            std::ops::ControlFlow::Continue(())
+        }
+        fn post_visit_expr(&mut self, expr: &mut E) -> std::ops::ControlFlow<()> {
+            if self.depth == self.own {
+                (self.f)(expr);
+            }
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    let _ = node.visit(&mut Own { depth: 0, own: own_depth, f });
 }
 
 /// Puts `values` first in the PARTITION BY of every window in `node`; `None` for a named window (`OVER w`).
@@ -1708,6 +1865,54 @@ fn partition_windows<N: ast::VisitMut>(node: &mut N, values: &[E]) -> Option<()>
         std::ops::ControlFlow::Continue(())
     });
     visited.is_continue().then_some(())
+}
+
+/// `[NOT] EXISTS`, `[NOT] IN`, `ANY` and `ALL` over a subquery that aggregates without GROUP BY or HAVING (and
+/// keeps its row: no OFFSET, no LIMIT 0): it has exactly one row whatever the outer row, so EXISTS is TRUE and the
+/// others are the comparison with it as a scalar subquery, which [`Binder::rewrite_scalars`] then takes.
+fn one_row_quantified(expr: &E) -> Option<E> {
+    let subquery = match expr {
+        E::Exists { subquery, .. } | E::InSubquery { subquery, .. } => subquery.as_ref(),
+        E::AnyOp { right, .. } | E::AllOp { right, .. } => match right.as_ref() {
+            E::Subquery(subquery) => subquery.as_ref(),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let SetExpr::Select(select) = subquery.body.as_ref() else { return None };
+    let ungrouped = matches!(&select.group_by, ast::GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
+    let keeps_its_row = match &subquery.limit_clause {
+        None => true,
+        Some(ast::LimitClause::LimitOffset { limit, offset: None, limit_by }) => {
+            limit_by.is_empty() && limit.as_ref().is_none_or(|limit| number(limit).is_some_and(|n| n >= 1))
+        }
+        Some(_) => false,
+    };
+    if !ungrouped
+        || select.having.is_some()
+        || !keeps_its_row
+        || subquery.fetch.is_some()
+        || !has_plain_aggregate(&select.projection)
+    {
+        return None;
+    }
+    let compared = |left: &E, op: BinaryOperator| E::BinaryOp {
+        left: Box::new(left.clone()),
+        op,
+        right: Box::new(E::Subquery(Box::new(subquery.clone()))),
+    };
+    Some(match expr {
+        E::Exists { negated, .. } => E::Value(ast::Value::Boolean(!negated).into()),
+        E::InSubquery { expr: tested, negated: false, .. } => E::Nested(Box::new(compared(tested, BinaryOperator::Eq))),
+        E::InSubquery { expr: tested, negated: true, .. } => E::UnaryOp {
+            op: ast::UnaryOperator::Not,
+            expr: Box::new(E::Nested(Box::new(compared(tested, BinaryOperator::Eq)))),
+        },
+        E::AnyOp { left, compare_op, .. } | E::AllOp { left, compare_op, .. } => {
+            E::Nested(Box::new(compared(left, compare_op.clone())))
+        }
+        _ => return None,
+    })
 }
 
 /// What takes a quantified subquery's place ([`Binder::quantified_as_scalar`]): over its `scalar` (a count of
