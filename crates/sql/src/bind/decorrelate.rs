@@ -184,41 +184,33 @@ struct OverOuterValues {
 #[derive(Default)]
 struct NestedQueries {
     taken: Vec<ast::Query>,
-    /// How many queries deep the visitor is: those in FROM keep theirs.
-    depth: usize,
 }
 
 const NESTED: &str = "__numadb_nested";
 
-impl ast::VisitorMut for NestedQueries {
-    type Break = ();
-
-    fn pre_visit_query(&mut self, _query: &mut ast::Query) -> std::ops::ControlFlow<()> {
-        self.depth += 1;
-        std::ops::ControlFlow::Continue(())
-    }
-
-    fn post_visit_query(&mut self, _query: &mut ast::Query) -> std::ops::ControlFlow<()> {
-        self.depth -= 1;
-        std::ops::ControlFlow::Continue(())
-    }
-
-    /// Before the visitor goes into an expression, so a subquery's own expressions are not visited.
-    fn pre_visit_expr(&mut self, expr: &mut E) -> std::ops::ControlFlow<()> {
-        if self.depth == 0
-            && let E::Subquery(query) | E::Exists { subquery: query, .. } | E::InSubquery { subquery: query, .. } = expr
-            && let Some(placeholder) = Parser::new(&PostgreSqlDialect {})
-                .try_with_sql(&format!("SELECT {NESTED}{}", self.taken.len()))
-                .ok()
-                .and_then(|mut parser| parser.parse_query().ok())
-        {
-            self.taken.push(std::mem::replace(query.as_mut(), *placeholder));
-        }
-        std::ops::ControlFlow::Continue(())
-    }
-}
-
 impl NestedQueries {
+    /// Sets aside the subqueries of `select`'s own expressions (those in FROM keep theirs). Taken before the
+    /// visitor goes into an expression, so a subquery's own expressions are not visited.
+    fn take(&mut self, select: &mut Select) {
+        let taken = &mut self.taken;
+        own_expressions_mut(
+            select,
+            0,
+            |expr| {
+                if let E::Subquery(query) | E::Exists { subquery: query, .. } | E::InSubquery { subquery: query, .. } =
+                    expr
+                    && let Some(placeholder) = Parser::new(&PostgreSqlDialect {})
+                        .try_with_sql(&format!("SELECT {NESTED}{}", taken.len()))
+                        .ok()
+                        .and_then(|mut parser| parser.parse_query().ok())
+                {
+                    taken.push(std::mem::replace(query.as_mut(), *placeholder));
+                }
+            },
+            |_| {},
+        );
+    }
+
     /// Puts the subqueries back in the rewritten SELECT; `None` if one is missing.
     fn restore(&self, select: &mut Select) -> Option<()> {
         let mut restored = 0;
@@ -813,10 +805,24 @@ impl Binder<'_> {
             // that order per key, its columns joined, and the value computed from them for the outer rows that
             // ask for it. (PostgreSQL computes it below its sort, for every row of the key, so where a later row
             // fails it fails and numadb does not.)
+            // Rows skipped before DISTINCT would be counted before it.
+            if skipped > 0 && inner.distinct.is_some() {
+                return None;
+            }
+            let aliased = |name: &ast::Ident| {
+                inner.projection.iter().any(
+                    |item| matches!(item, ast::SelectItem::ExprWithAlias { alias, .. } if fold(alias) == fold(name)),
+                )
+            };
             for key in &order {
                 let refs = references(&key.expr, inner_names, outer);
-                // A position or an output column's name would mean something else inside OVER (…).
-                if refs.outer || !refs.inner || contains_subquery(&key.expr) {
+                // A position or an output column's name (which ORDER BY takes before an input column's) would mean
+                // something else inside OVER (…).
+                if refs.outer
+                    || !refs.inner
+                    || contains_subquery(&key.expr)
+                    || matches!(unnested(&key.expr), E::Identifier(name) if aliased(name))
+                {
                     return None;
                 }
             }
@@ -910,7 +916,7 @@ impl Binder<'_> {
         // Subqueries inside are set aside while the outer references are replaced: their names are theirs.
         let mut nested = NestedQueries::default();
         let inner = &mut one_from_item(inner);
-        let _ = ast::VisitMut::visit(inner, &mut nested);
+        nested.take(inner);
         if inner.from.len() != 1
             || order.as_ref().is_some_and(|order| order.iter().any(|key| contains_subquery(&key.expr)))
         {
@@ -1014,10 +1020,10 @@ impl Binder<'_> {
             }
         };
         // Not in the subqueries in FROM: their names are their own.
-        own_expressions_mut(&mut select, 0, |e| replace(e, &inner_names, false));
+        own_expressions_mut(&mut select, 0, |_| {}, |e| replace(e, &inner_names, false));
         for (query, scope) in nested.taken.iter_mut().zip(&nested_scopes) {
             if let Some(scope) = scope {
-                own_expressions_mut(query, 1, |e| replace(e, scope, false));
+                own_expressions_mut(query, 1, |_| {}, |e| replace(e, scope, false));
             }
         }
         if let Some(order) = order.as_deref_mut() {
@@ -1076,8 +1082,11 @@ impl Binder<'_> {
             && !has_plain_aggregate(&select)
             && select.having.is_none();
         // Rows kept by a LIMIT are numbered per outer value, among the groups or rows.
+        // (A window in their ORDER BY would be a window inside the numbering's.)
         if kept.is_some()
-            && ((!grouped && (has_plain_aggregate(&select) || select.having.is_some())) || select.distinct.is_some())
+            && ((!grouped && (has_plain_aggregate(&select) || select.having.is_some()))
+                || select.distinct.is_some()
+                || order.as_ref().is_some_and(|order| order.iter().any(has_window)))
         {
             return None;
         }
@@ -1740,6 +1749,10 @@ fn groups_as_rows(
             _ => None,
         };
         let expr = named.unwrap_or_else(|| by_position(&key.expr, &select.projection)).clone();
+        // A window there would be a window inside the numbering's.
+        if kept.is_some() && has_window(&expr) {
+            return None;
+        }
         window_order.push(ast::OrderByExpr { expr: expr.clone(), ..key.clone() }.to_string());
         group_items.push(format!("{expr} AS __numadb_s{k}"));
         columns.push(format!("__numadb_s{k}"));
@@ -1822,15 +1835,22 @@ fn calls_own<N: ast::Visit + 'static>(node: &N, test: impl Fn(&ast::Function) ->
     node.visit(&mut Calls { depth: 0, own, test }).is_break()
 }
 
-/// Calls `f` on every expression of `node` (after those inside it) outside the queries inside it (subqueries in
-/// FROM, and in expressions), `own_depth` queries deep: 1 when `node` is itself a query.
-fn own_expressions_mut<N: ast::VisitMut>(node: &mut N, own_depth: usize, f: impl FnMut(&mut E)) {
-    struct Own<F> {
+/// Calls `pre` on every expression of `node` before, and `post` after, those inside it, outside the queries
+/// inside it (subqueries in FROM, and in expressions), `own_depth` queries deep: 1 when `node` is itself a query.
+/// What `pre` puts in an expression's place is what the visitor goes into.
+fn own_expressions_mut<N: ast::VisitMut>(
+    node: &mut N,
+    own_depth: usize,
+    pre: impl FnMut(&mut E),
+    post: impl FnMut(&mut E),
+) {
+    struct Own<P, Q> {
         depth: usize,
         own: usize,
-        f: F,
+        pre: P,
+        post: Q,
     }
-    impl<F: FnMut(&mut E)> ast::VisitorMut for Own<F> {
+    impl<P: FnMut(&mut E), Q: FnMut(&mut E)> ast::VisitorMut for Own<P, Q> {
         type Break = ();
         fn pre_visit_query(&mut self, _query: &mut ast::Query) -> std::ops::ControlFlow<()> {
             self.depth += 1;
@@ -1840,14 +1860,20 @@ fn own_expressions_mut<N: ast::VisitMut>(node: &mut N, own_depth: usize, f: impl
             self.depth -= 1;
             std::ops::ControlFlow::Continue(())
         }
+        fn pre_visit_expr(&mut self, expr: &mut E) -> std::ops::ControlFlow<()> {
+            if self.depth == self.own {
+                (self.pre)(expr);
+            }
+            std::ops::ControlFlow::Continue(())
+        }
         fn post_visit_expr(&mut self, expr: &mut E) -> std::ops::ControlFlow<()> {
             if self.depth == self.own {
-                (self.f)(expr);
+                (self.post)(expr);
             }
             std::ops::ControlFlow::Continue(())
         }
     }
-    let _ = node.visit(&mut Own { depth: 0, own: own_depth, f });
+    let _ = node.visit(&mut Own { depth: 0, own: own_depth, pre, post });
 }
 
 /// Puts `values` first in the PARTITION BY of every window in `node`; `None` for a named window (`OVER w`).
