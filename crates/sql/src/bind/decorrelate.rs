@@ -457,29 +457,11 @@ impl Binder<'_> {
         left: bool,
         on: Option<&E>,
     ) -> Option<ast::Join> {
-        let (limit, offset) = match &subquery.limit_clause {
-            None => (None, 0),
-            Some(ast::LimitClause::LimitOffset { limit, offset, limit_by }) if limit_by.is_empty() => {
-                let limit = match limit {
-                    Some(limit) => Some(number(limit)?),
-                    None => None,
-                };
-                let offset = match offset {
-                    Some(offset) => number(&offset.value)?,
-                    None => 0,
-                };
-                (limit, offset)
-            }
-            _ => return None,
-        };
+        let (offset, limit) = kept_rows(subquery)?;
         if subquery.fetch.is_some() {
             return None;
         }
-        let mut order = match &subquery.order_by {
-            None => Vec::new(),
-            Some(ast::OrderBy { kind: ast::OrderByKind::Expressions(order), interpolate: None }) => order.clone(),
-            Some(_) => return None,
-        };
+        let mut order = order_keys(subquery)?;
         let mut unlimited = subquery.clone();
         (unlimited.order_by, unlimited.limit_clause) = (None, None);
         let SetExpr::Select(inner) = unlimited.body.as_ref() else { return None };
@@ -1163,26 +1145,12 @@ impl Binder<'_> {
         let SetExpr::Select(inner) = subquery.body.as_ref() else { return None };
         let mut unordered = subquery.clone();
         (unordered.order_by, unordered.limit_clause) = (None, None);
-        if let Some(limit) = subquery.limit_clause.as_ref().filter(|_| !exists_limit) {
+        if subquery.limit_clause.is_some() && !exists_limit {
             // The rows a LIMIT (OFFSET) keeps, per outer value, in the subquery's order.
-            let ast::LimitClause::LimitOffset { limit, offset, limit_by } = limit else { return None };
-            let count = match limit {
-                Some(limit) => Some(number(limit)?),
-                None => None,
-            };
-            let skipped = match offset {
-                Some(offset) => number(&offset.value)?,
-                None => 0,
-            };
-            let order = match &subquery.order_by {
-                None => Vec::new(),
-                Some(ast::OrderBy { kind: ast::OrderByKind::Expressions(order), interpolate: None }) => order.clone(),
-                Some(_) => return None,
-            };
-            if !limit_by.is_empty() || inner.distinct.is_some() {
+            if inner.distinct.is_some() {
                 return None;
             }
-            let kept = Some((order, (skipped, count)));
+            let kept = Some((order_keys(subquery)?, kept_rows(subquery)?));
             return self.quantified_over_groups(unordered, tested, negated, all, outer, joins, kept);
         }
         if grouped_select(&unordered).is_some() || has_window(&unordered) {
@@ -1492,14 +1460,39 @@ fn first_row_order(subquery: &ast::Query) -> Option<(Option<Vec<ast::OrderByExpr
         }
         _ => return None,
     };
-    let order = match &subquery.order_by {
-        None => Vec::new(),
-        Some(ast::OrderBy { kind: ast::OrderByKind::Expressions(order), interpolate: None }) => order.clone(),
-        Some(_) => return None,
-    };
+    let order = order_keys(subquery)?;
     let mut unlimited = subquery.clone();
     (unlimited.order_by, unlimited.limit_clause, unlimited.fetch) = (None, None, None);
     Some((first.then_some(order), skipped, unlimited))
+}
+
+/// A query's ORDER BY keys (none: empty); `None` for ORDER BY ALL or INTERPOLATE.
+fn order_keys(query: &ast::Query) -> Option<Vec<ast::OrderByExpr>> {
+    match &query.order_by {
+        None => Some(Vec::new()),
+        Some(ast::OrderBy { kind: ast::OrderByKind::Expressions(order), interpolate: None }) => Some(order.clone()),
+        Some(_) => None,
+    }
+}
+
+/// The rows a query's `LIMIT n OFFSET m` keeps (`(0, None)` without one); `None` for a count that is not a
+/// literal, or LIMIT BY.
+fn kept_rows(query: &ast::Query) -> Option<Kept> {
+    match &query.limit_clause {
+        None => Some((0, None)),
+        Some(ast::LimitClause::LimitOffset { limit, offset, limit_by }) if limit_by.is_empty() => {
+            let count = match limit {
+                Some(limit) => Some(number(limit)?),
+                None => None,
+            };
+            let skipped = match offset {
+                Some(offset) => number(&offset.value)?,
+                None => 0,
+            };
+            Some((skipped, count))
+        }
+        _ => None,
+    }
 }
 
 /// A literal row count (`LIMIT 3`, `OFFSET 2`).
