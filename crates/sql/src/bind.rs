@@ -2007,11 +2007,15 @@ impl<'a> Binder<'a> {
         if !query.pipe_operators.is_empty() {
             return Err(unsupported("pipe operators"));
         }
+        let count = |count: &ast::Expr, clause: &str| {
+            self.bind_constant(count, Some(DataType::BigInt))
+                .map_err(|error| self.row_count_error(query, count, clause, error))
+        };
         let limit = match fetched {
             Some(fetched) => Some(fetched),
-            None => limit.map(|e| self.bind_constant(e, Some(DataType::BigInt))).transpose()?,
+            None => limit.map(|e| count(e, "LIMIT")).transpose()?,
         };
-        let offset = offset.map(|e| self.bind_constant(e, Some(DataType::BigInt))).transpose()?;
+        let offset = offset.map(|e| count(e, "OFFSET")).transpose()?;
         let order_items: Vec<ast::OrderByExpr> = match &query.order_by {
             None => Vec::new(),
             Some(order) => match &order.kind {

@@ -143,6 +143,7 @@ pub fn parse(sql: &str) -> Result<Vec<Parsed>, ExecError> {
             Some(custom) => custom,
             None => {
                 let mut statement = parser.parse_statement().map_err(syntax_error)?;
+                check_postgresql_grammar(&statement)?;
                 if symmetric {
                     expand_symmetric_betweens(&mut statement);
                 }
@@ -188,7 +189,7 @@ fn drop_trim_from_without_characters(mut tokens: Vec<TokenWithSpan>) -> Vec<Toke
 /// `tokens` without the `SYMMETRIC` and `ASYMMETRIC` that follow `BETWEEN`, the lower bound after each `SYMMETRIC`
 /// wrapped in a [`SYMMETRIC_MARKER`] call; and whether there was one. The bound ends at the first `AND` outside
 /// parentheses, brackets and `CASE … END` (PostgreSQL's bound is a `b_expr`, which has no bare `AND`). A bound
-/// with no such `AND` is left as written, for the parser to report; `BETWEEN symmetric AND` names a column.
+/// with no such `AND` is left as written, for the parser to report; `BETWEEN symmetric AND` is left too (the word alone is [`RESERVED_WORDS`]'s 42601).
 fn mark_symmetric_bounds(tokens: Vec<TokenWithSpan>) -> (Vec<TokenWithSpan>, bool) {
     let is_between = |t: &TokenWithSpan| matches!(&t.token, Token::Word(w) if w.keyword == Keyword::BETWEEN);
     let modifier_at = |at: usize| {
@@ -221,7 +222,7 @@ fn mark_symmetric_bounds(tokens: Vec<TokenWithSpan>) -> (Vec<TokenWithSpan>, boo
         }
         let Some(and) = bound_end(&tokens[modifier + 1..]).map(|n| modifier + 1 + n) else { continue };
         if tokens[modifier + 1..and].iter().all(|t| matches!(t.token, Token::Whitespace(_))) {
-            // `BETWEEN symmetric AND …`: a column of that name (PostgreSQL reserves the word; quoted, it is one).
+            // `BETWEEN symmetric AND …`: the word alone, which the parser takes for a column and PostgreSQL refuses.
             continue;
         }
         let at = |token: Token| TokenWithSpan::new(token, tokens[modifier].span);
@@ -277,6 +278,122 @@ fn expand_symmetric_betweens(statement: &mut Statement) {
         }
         ControlFlow::<()>::Continue(())
     });
+}
+
+/// PostgreSQL's reserved words that sqlparser takes for a column's name when what follows them does not parse
+/// (`SELECT CASE WHEN;` reads a column `case`): unquoted, none of them is a name in PostgreSQL. Not here: those
+/// that are values there (`user`, `current_date`), and those sqlparser gives as a word where one is a value
+/// (`DEFAULT` in VALUES, `on` and `all` in SET and EXPLAIN options).
+const RESERVED_WORDS: &[&str] = &[
+    "and",
+    "any",
+    "array",
+    "as",
+    "asc",
+    "asymmetric",
+    "both",
+    "case",
+    "cast",
+    "check",
+    "collate",
+    "column",
+    "constraint",
+    "create",
+    "deferrable",
+    "desc",
+    "distinct",
+    "do",
+    "else",
+    "end",
+    "except",
+    "fetch",
+    "for",
+    "foreign",
+    "from",
+    "grant",
+    "group",
+    "having",
+    "in",
+    "initially",
+    "intersect",
+    "into",
+    "lateral",
+    "leading",
+    "limit",
+    "not",
+    "offset",
+    "only",
+    "or",
+    "order",
+    "placing",
+    "primary",
+    "references",
+    "returning",
+    "select",
+    "some",
+    "symmetric",
+    "table",
+    "then",
+    "to",
+    "trailing",
+    "union",
+    "unique",
+    "using",
+    "variadic",
+    "when",
+    "where",
+    "window",
+    "with",
+];
+
+/// What sqlparser accepts and PostgreSQL's grammar does not, as PostgreSQL's syntax error (42601):
+/// - a comparison that is an operand of another without parentheses (`a > 0 > b`, `a = b = c`): PostgreSQL's
+///   comparison operators do not associate;
+/// - an unquoted reserved word read as a column ([`RESERVED_WORDS`]), what is left of an incomplete `CASE`.
+fn check_postgresql_grammar(statement: &Statement) -> Result<(), ExecError> {
+    let is_comparison = |op: &BinaryOperator| {
+        matches!(
+            op,
+            BinaryOperator::Eq
+                | BinaryOperator::NotEq
+                | BinaryOperator::Lt
+                | BinaryOperator::LtEq
+                | BinaryOperator::Gt
+                | BinaryOperator::GtEq
+        )
+    };
+    let reserved = |word: &Ident| {
+        let folded = word.value.to_lowercase();
+        (word.quote_style.is_none() && RESERVED_WORDS.contains(&folded.as_str())).then(|| {
+            ExecError::new(sqlstate::SYNTAX_ERROR, format!("syntax error at or near \"{}\"", word.value)).with_hint(
+                format!("{folded} is a reserved word: the expression it starts is incomplete, or a name spelled so must be double-quoted."),
+            )
+        })
+    };
+    let flow = sqlparser::ast::visit_expressions(statement, |expr| {
+        let error = match expr {
+            Expr::BinaryOp { left, op, right } if is_comparison(op) => {
+                let chained = |operand: &Expr| matches!(operand, Expr::BinaryOp { op, .. } if is_comparison(op));
+                (chained(left) || chained(right)).then(|| {
+                    ExecError::new(sqlstate::SYNTAX_ERROR, format!("syntax error at or near \"{op}\"")).with_hint(
+                        "Comparison operators do not chain: parenthesize one comparison, or join them with AND.",
+                    )
+                })
+            }
+            Expr::Identifier(word) => reserved(word),
+            // After a dot any word is a name: `t.end` is column `end`.
+            Expr::CompoundIdentifier(parts) => parts.first().and_then(reserved),
+            _ => None,
+        };
+        match error {
+            Some(error) => ControlFlow::Break(error),
+            None => ControlFlow::Continue(()),
+        }
+    });
+    match flow {
+        ControlFlow::Break(error) => Err(error),
+        ControlFlow::Continue(()) => Ok(()),
+    }
 }
 
 /// Each `- -x` in `statement` as `-(-x)`. sqlparser writes the first as `--x`, which is a comment, and the binder

@@ -77,6 +77,7 @@ use numadb_storage::DataType;
 
 use numadb_execution::aggregate::LEAST_OF_ANY_TYPE;
 use numadb_execution::function::SINGLE_ROW;
+use numadb_execution::{ExecError, sqlstate};
 
 use super::{Binder, fold, is_comparison, object_name};
 
@@ -176,6 +177,9 @@ struct OverOuterValues {
     names: Names,
     /// The relation of the distinct outer values: `(SELECT DISTINCT … FROM …)`.
     values: String,
+    /// Whether `inner` reads the subquery's groups, windowed or numbered rows as a subquery in FROM
+    /// ([`groups_as_rows`]) rather than its rows.
+    over_groups: bool,
 }
 
 /// The subqueries inside a correlated subquery's SELECT (scalar, EXISTS, IN, ANY, ALL; not those in FROM), each
@@ -1092,12 +1096,59 @@ impl Binder<'_> {
                 booleans: Vec::new(),
                 from: String::new(),
             };
-            return Some(OverOuterValues { inner: select, references, names, values });
+            return Some(OverOuterValues { inner: select, references, names, values, over_groups: true });
         }
         nested.restore(&mut select)?;
         let mut names = inner_names;
         names.relations.insert(0, (OUTER_VALUES.to_string(), columns));
-        Some(OverOuterValues { inner: select, references, names, values })
+        Some(OverOuterValues { inner: select, references, names, values, over_groups: false })
+    }
+
+    /// `error` from binding a LIMIT's or OFFSET's count (`clause`) of `query`, with no columns in scope, as
+    /// PostgreSQL reports it when the count names a column: of an enclosing query, refused (0A000: PostgreSQL
+    /// computes the count per outer row); of `query`'s own FROM, 42P10.
+    pub(super) fn row_count_error(&self, query: &ast::Query, count: &E, clause: &str, error: ExecError) -> ExecError {
+        if error.sqlstate != sqlstate::UNDEFINED_COLUMN && error.sqlstate != sqlstate::UNDEFINED_TABLE {
+            return error;
+        }
+        let own = match query.body.as_ref() {
+            SetExpr::Select(select) => self.names_in(&select.from),
+            _ => None,
+        };
+        let scopes = self.scopes.borrow();
+        let in_scopes = |qualifier: Option<&str>, name: Option<&str>| {
+            scopes.iter().flatten().any(|(q, names)| {
+                qualifier.is_none_or(|wanted| q.as_deref() == Some(wanted))
+                    && name.is_none_or(|wanted| names.iter().any(|n| n == wanted))
+            })
+        };
+        let (mut own_column, mut enclosing_column) = (false, false);
+        let _ = ast::visit_expressions(count, |e: &E| {
+            let (qualifier, name) = match e {
+                E::Identifier(name) => (None, Some(fold(name))),
+                E::CompoundIdentifier(parts) if parts.len() == 2 => (Some(fold(&parts[0])), Some(fold(&parts[1]))),
+                _ => return std::ops::ControlFlow::<()>::Continue(()),
+            };
+            let is_own = own.as_ref().is_some_and(|own| match (&qualifier, &name) {
+                (Some(qualifier), _) => own.has_qualifier(qualifier),
+                (None, Some(name)) => own.has_column(name),
+                _ => false,
+            });
+            own_column |= is_own;
+            enclosing_column |= !is_own && in_scopes(qualifier.as_deref(), name.as_deref());
+            std::ops::ControlFlow::Continue(())
+        });
+        if own_column {
+            ExecError::new(
+                sqlstate::INVALID_COLUMN_REFERENCE,
+                format!("argument of {clause} must not contain variables"),
+            )
+        } else if enclosing_column {
+            super::unsupported(&format!("{clause} reading a column of an enclosing query"))
+                .with_hint("Number the rows with row_number() OVER (PARTITION BY …) in a subquery in FROM and compare.")
+        } else {
+            error
+        }
     }
 
     /// The names a subquery inside a correlated subquery (whose FROM has `inner`) sees before the outer query's:
@@ -1213,7 +1264,7 @@ impl Binder<'_> {
         let (mut order, kept) = kept.unzip();
         let mut general = self.over_outer_values(&subquery, order.as_mut(), outer, false, kept)?;
         // Its rows must be the groups' (or numbered rows'): an aggregate without GROUP BY is one row whatever.
-        if !general.names.has_column("__numadb_v0") {
+        if !general.over_groups {
             return None;
         }
         let column = |j: usize| format!("{OUTER_VALUES}.__numadb_v{j}");
