@@ -95,6 +95,9 @@ struct Names {
     booleans: Vec<(String, String)>,
     /// The FROM items as text (`a, b JOIN c ON …`).
     from: String,
+    /// For an outer query's names, the conjuncts of its WHERE that every row it asks a subquery's value for
+    /// passes ([`values_filter`]), as text (` WHERE (c1) AND (c2)`), or empty.
+    filter: String,
 }
 
 impl Names {
@@ -260,7 +263,12 @@ impl OverOuterValues {
             None => String::new(),
         };
         let from = self.inner.from.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
-        let names = Names { relations: self.names.relations.clone(), booleans: self.names.booleans.clone(), from };
+        let names = Names {
+            relations: self.names.relations.clone(),
+            booleans: self.names.booleans.clone(),
+            from,
+            filter: String::new(),
+        };
         // Grouped by the outer values themselves: NULLs group together, and the keys are one value per group.
         let grouping = Some((0..self.references.len()).map(|i| format!("{OUTER_VALUES}.__numadb_d{i}")).collect());
         Some(Rows {
@@ -310,7 +318,8 @@ impl Binder<'_> {
         {
             return None;
         }
-        let outer = self.names_in(&select.from)?;
+        let mut outer = self.names_in(&select.from)?;
+        outer.filter = values_filter(&conjuncts, &outer);
         let mut rewritten = select.clone();
         let mut kept: Vec<E> = Vec::new();
         let mut joins: Vec<ast::Join> = Vec::new();
@@ -444,7 +453,7 @@ impl Binder<'_> {
             return None;
         }
         let inner = if inner.from.is_empty() {
-            Names { relations: Vec::new(), booleans: Vec::new(), from: String::new() }
+            Names { relations: Vec::new(), booleans: Vec::new(), from: String::new(), filter: String::new() }
         } else {
             self.names_in(&inner.from)?
         };
@@ -626,7 +635,7 @@ impl Binder<'_> {
             }
         }
         let from = from.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
-        Some(Names { relations, booleans, from })
+        Some(Names { relations, booleans, from, filter: String::new() })
     }
 
     /// Replaces the correlated scalar subqueries in `expr` (under comparisons, arithmetic, BETWEEN, IS [NOT]
@@ -1024,7 +1033,7 @@ impl Binder<'_> {
             return None;
         }
         let values: Vec<String> = references.iter().enumerate().map(|(i, r)| format!("{r} AS __numadb_d{i}")).collect();
-        let values = format!("(SELECT DISTINCT {} FROM {})", values.join(", "), outer.from);
+        let values = format!("(SELECT DISTINCT {} FROM {}{})", values.join(", "), outer.from, outer.filter);
         // Joined first, the values are in scope in every ON; but a RIGHT or FULL join's rows of its right side
         // alone would have none (NULL), so there they are joined last, and no ON may read them.
         let right_or_full = select.from[0].joins.iter().any(|j| {
@@ -1095,6 +1104,7 @@ impl Binder<'_> {
                 relations: vec![(OUTER_VALUES.to_string(), columns)],
                 booleans: Vec::new(),
                 from: String::new(),
+                filter: String::new(),
             };
             return Some(OverOuterValues { inner: select, references, names, values, over_groups: true });
         }
@@ -1156,7 +1166,7 @@ impl Binder<'_> {
     fn nested_scope(&self, query: &ast::Query, inner: &Names) -> Option<Names> {
         let SetExpr::Select(select) = query.body.as_ref() else { return None };
         let mut scope = if select.from.is_empty() {
-            Names { relations: Vec::new(), booleans: Vec::new(), from: String::new() }
+            Names { relations: Vec::new(), booleans: Vec::new(), from: String::new(), filter: String::new() }
         } else {
             self.names_in(&select.from)?
         };
@@ -2120,6 +2130,30 @@ fn split_and<'e>(expr: &'e E, out: &mut Vec<&'e E>) {
 }
 
 /// Whether an expression holds a subquery (its names are another scope's: the rewrite leaves it alone).
+/// The conjuncts of an outer query's WHERE that the relation of its distinct values ([`Binder::over_outer_values`])
+/// can test over the outer FROM alone, as text (` WHERE (c1) AND (c2)`, or empty): those without subqueries,
+/// parameters or volatile calls that read only `outer`'s names. An outer row that fails one is never asked for a
+/// subquery's value, so its values need not be computed: less work (a nested loop over one outer row's value, not
+/// every row's, under `WHERE a.id = 5`), and no error from rows PostgreSQL never computes the subquery for.
+fn values_filter(conjuncts: &[&E], outer: &Names) -> String {
+    let testable = |conjunct: &E| {
+        let flow = ast::visit_expressions(conjunct, |e: &E| {
+            let fits = match e {
+                E::Identifier(name) => outer.has_column(&fold(name)),
+                E::CompoundIdentifier(parts) => parts.len() == 2 && outer.has_qualifier(&fold(&parts[0])),
+                E::Function(call) => !["random", "setseed"].contains(&call.name.to_string().to_lowercase().as_str()),
+                E::Value(value) => !matches!(value.value, ast::Value::Placeholder(_)),
+                E::Subquery(_) | E::Exists { .. } | E::InSubquery { .. } => false,
+                _ => true,
+            };
+            if fits { std::ops::ControlFlow::Continue(()) } else { std::ops::ControlFlow::Break(()) }
+        });
+        flow.is_continue() && !contains_subquery(conjunct)
+    };
+    let kept: Vec<String> = conjuncts.iter().filter(|c| testable(c)).map(|c| format!("({c})")).collect();
+    if kept.is_empty() { String::new() } else { format!(" WHERE {}", kept.join(" AND ")) }
+}
+
 fn contains_subquery(expr: &E) -> bool {
     let text = expr.to_string().to_uppercase();
     text.contains("SELECT")
