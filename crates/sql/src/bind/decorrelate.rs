@@ -37,9 +37,10 @@
 //! A correlated subquery none of those take (other comparisons with the outer row, as in running totals
 //! `(SELECT sum(b.v) FROM b WHERE b.t <= a.t)`; outer columns in its select list or ORDER BY; joins in its FROM)
 //! is computed over the distinct values of the outer columns it reads (`over_outer_values`): those values are a
-//! relation of their own, `(SELECT DISTINCT a.t AS __numadb_d0 FROM <the outer FROM>) AS __numadb_dd`, joined
-//! into the subquery's FROM in place of the outer row, and the subquery's rows are grouped (or numbered) by them
-//! as above and joined back to the outer rows by them. It is the subquery computed once per distinct outer value,
+//! relation of their own, `(SELECT DISTINCT a.t AS __numadb_d0 FROM <the outer FROM> WHERE <the outer WHERE's
+//! conjuncts that can be tested there>) AS __numadb_dd` (`values_filter`: the values of the rows that ask for
+//! the subquery, not of every row), joined into the subquery's FROM in place of the outer row, and the
+//! subquery's rows are grouped (or numbered) by them as above and joined back to the outer rows by them. It is the subquery computed once per distinct outer value,
 //! as PostgreSQL computes it once per outer row. An outer value that is NULL meets the rows computed for NULL (the
 //! join compares `coalesce(v, '0')` and `v IS NULL`). `[NOT] EXISTS`, `[NOT] IN`, `ANY` and `ALL` over such a
 //! subquery become the aggregating scalar subquery that answers the same, with SQL's NULLs
