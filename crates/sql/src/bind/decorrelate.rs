@@ -405,6 +405,10 @@ impl Binder<'_> {
             return None;
         }
         let mut out = ast::TableWithJoins { relation: flat.relation, joins: Vec::new() };
+        let mut conjuncts = Vec::new();
+        if let Some(selection) = &select.selection {
+            split_and(selection, &mut conjuncts);
+        }
         let mut rewritten = false;
         for join in flat.joins {
             let TableFactor::Derived { lateral: true, subquery, alias: Some(alias), .. } = &join.relation else {
@@ -422,7 +426,8 @@ impl Binder<'_> {
                 | ast::JoinOperator::LeftOuter(ast::JoinConstraint::On(on)) => (true, Some(on)),
                 _ => return None,
             };
-            let outer = self.names_in(std::slice::from_ref(&out))?;
+            let mut outer = self.names_in(std::slice::from_ref(&out))?;
+            outer.filter = values_filter(&conjuncts, &outer);
             match self.lateral_join(subquery, alias, &outer, left, on) {
                 Some(join) => out.joins.push(join),
                 // A LATERAL subquery that reads nothing of the relations to its left is a plain one.
