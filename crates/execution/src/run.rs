@@ -798,21 +798,20 @@ fn collect_scans(
         Plan::UnionAll(inputs) => {
             inputs.iter().try_for_each(|p| collect_scans(p, executor, params, budget, graph, jobs))
         }
-        // The hashed side of a join probed in the other input's scan tasks: its rows back to back.
+        // The hashed side of a join probed in the other input's scan tasks (its rows back to back when it is a
+        // scan); the probing scan runs later, from `finish`.
         Plan::Aggregate { input, aggregates, .. }
-            if let Plan::Join(join) = input.as_ref()
-                && let Some(probing) = ProbePlan::of(join, aggregates, executor)
-                && let Some(scan) = probing.other_rows_scan() =>
+            if let Some((join, _)) = join_under_aggregate(input)
+                && let Some(probing) = ProbePlan::of(join, aggregates, executor) =>
         {
-            jobs.push(add_scan(
-                scan,
-                executor,
-                params,
-                budget,
-                graph,
-                ScanNeeds { values: true, ..ScanNeeds::default() },
-            )?);
-            Ok(())
+            match probing.other_rows_scan() {
+                Some(scan) => {
+                    let needs = ScanNeeds { values: true, ..ScanNeeds::default() };
+                    jobs.push(add_scan(scan, executor, params, budget, graph, needs)?);
+                    Ok(())
+                }
+                None => collect_scans(probing.other, executor, params, budget, graph, jobs),
+            }
         }
         Plan::Post { input, .. } | Plan::Aggregate { input, .. } | Plan::Window { input, .. } => {
             collect_scans(input, executor, params, budget, graph, jobs)
@@ -858,7 +857,10 @@ fn add_scan(
 ) -> Result<Arc<ScanJob>, ExecError> {
     let snapshot = scan.table.snapshot();
     let mut filter = scan.filter.as_ref().map(|f| compile_where(f, params)).transpose()?;
-    if let Some(JoinKeys { column, keys, .. }) = &scan.join_keys {
+    // A LEFT join's probing left input keeps its rows without partners: no keys filter it.
+    if let Some(JoinKeys { column, keys, probe }) = &scan.join_keys
+        && !probe.as_ref().is_some_and(|probe| probe.preserves_scanned)
+    {
         // After the WHERE clause's kernels, so that it decodes only blocks they leave rows in, and before its
         // leaves evaluated on rows, so that they skip the rows it drops. A WHERE clause of kernels alone stays one
         // part, which its kernels may evaluate together.
@@ -2056,8 +2058,11 @@ fn finish(
         }
         // An aggregate over a join takes the joined rows as they come: they are never held (nor copied). Where it
         // can, the join probes and aggregates inside the tasks of one input's scan instead ([`JoinProbe`]).
-        Plan::Aggregate { input, group_by, aggregates, sets } if let Plan::Join(join) = input.as_ref() => {
-            let call = AggregateOverJoin { join, group_by, aggregates, sets: sets.as_deref() };
+        Plan::Aggregate { input, group_by, aggregates, sets }
+            if let Some((join, filter)) = join_under_aggregate(input)
+                && (filter.is_none() || ProbePlan::of(join, aggregates, executor).is_some()) =>
+        {
+            let call = AggregateOverJoin { join, filter, group_by, aggregates, sets: sets.as_deref() };
             let (left, right) = match probed_join_aggregate(&call, executor, jobs, next_job, budget, result)? {
                 Probed::Aggregated(rows) => return Ok(rows),
                 Probed::Inputs(left, right) => (left, right),
@@ -2070,6 +2075,9 @@ fn finish(
                 // One group: its state is at hand, not looked up per row.
                 let mut state: GroupState = aggregates.iter().map(Accumulator::new).collect();
                 join_into(join, left, right, executor, &mut |row| {
+                    if !passes(filter, row, executor.params)? {
+                        return Ok(());
+                    }
                     joined += 1;
                     aggregates.iter().zip(state.iter_mut()).try_for_each(|(call, a)| call.feed(a, row, executor.params))
                 })?;
@@ -2078,6 +2086,9 @@ fn finish(
                 }
             } else {
                 join_into(join, left, right, executor, &mut |row| {
+                    if !passes(filter, row, executor.params)? {
+                        return Ok(());
+                    }
                     joined += 1;
                     group_row(group_by, aggregates, &mut partial, row, executor.params)
                 })?;
@@ -2621,6 +2632,10 @@ pub struct JoinProbe {
     /// Whether the aggregate over the join is `COUNT(*)`s alone, with no condition beyond the key: each probing
     /// row then counts its partners ([`JoinProbe::partner_count`]), and neither its row nor theirs is read.
     counts_only: bool,
+    /// A LEFT join's scanned left input ([`ProbePlan`]): a row that meets no partner is joined with NULLs.
+    preserves_scanned: bool,
+    /// The WHERE over the joined rows, which a joined row passes before it is aggregated.
+    filter: Option<Expr>,
     /// Joined rows the tasks produced, for EXPLAIN ANALYZE.
     joined_rows: AtomicU64,
 }
@@ -2632,6 +2647,8 @@ struct ProbeBuffers {
     joined: Vec<Value>,
     /// A block's selected rows with a non-NULL key: (row in block, key).
     keyed: Vec<(usize, i64)>,
+    /// A block's selected rows with a NULL key, where a LEFT join keeps them.
+    unkeyed: Vec<usize>,
 }
 
 impl JoinProbe {
@@ -2645,11 +2662,14 @@ impl JoinProbe {
         scan_projections: Vec<Expr>,
         scan_key_column: usize,
         call: &AggregateOverJoin<'_>,
+        preserves_scanned: bool,
     ) -> JoinProbe {
         let mut next_same_key = vec![END; keys.len()];
         let partners = Partners::build(keys, &mut next_same_key);
         let condition = call.join.condition.clone();
         let counts_only = condition.is_none()
+            && !preserves_scanned
+            && call.filter.is_none()
             && call.group_by.is_empty()
             && call.aggregates.iter().all(|a| a.function == AggregateFunction::CountStar && a.filter.is_none());
         JoinProbe {
@@ -2662,8 +2682,28 @@ impl JoinProbe {
             scan_key_column,
             condition,
             counts_only,
+            preserves_scanned,
+            filter: call.filter.cloned(),
             joined_rows: AtomicU64::new(0),
         }
+    }
+
+    /// A scanned row that met no partner, joined with NULLs for the other side's columns (a LEFT join's), handed
+    /// to `emit`.
+    fn join_nulls(
+        &self,
+        table_row: &[Value],
+        params: &[Value],
+        buffers: &mut ProbeBuffers,
+        emit: RowSink<'_>,
+    ) -> Result<(), ExecError> {
+        let ProbeBuffers { joined, .. } = buffers;
+        joined.clear();
+        for expr in &self.scan_projections {
+            joined.push(read_or_eval(expr, table_row, params)?);
+        }
+        joined.resize(joined.len() + self.build_width, Value::Null);
+        emit(joined)
     }
 
     /// Asks for where the partners of the key probed `PROBE_PREFETCH_ROWS` rows from now and of the one half as
@@ -2699,8 +2739,8 @@ impl JoinProbe {
         count
     }
 
-    /// Joins one row the scan selected (`table_row`, indexed by table column) with its partners, handing each
-    /// joined row whose condition is TRUE to `emit`. Returns how many it handed on.
+    /// Joins one row the scan selected (`table_row`, indexed by table column) with its partners
+    /// ([`JoinProbe::join_row`]).
     #[inline]
     fn join(
         &self,
@@ -2708,13 +2748,38 @@ impl JoinProbe {
         params: &[Value],
         buffers: &mut ProbeBuffers,
         emit: RowSink<'_>,
-    ) -> Result<u64, ExecError> {
-        match &table_row[self.scan_key_column] {
-            Value::Int(key) => self.join_partners(self.partners_of(*key), table_row, params, buffers, emit),
+    ) -> Result<(), ExecError> {
+        let partners = match &table_row[self.scan_key_column] {
+            Value::Int(key) => self.partners_of(*key),
             // `=` is never TRUE with a NULL.
-            Value::Null => Ok(0),
-            other => Err(ExecError::internal(format!("an integer join key is {other:?}"))),
+            Value::Null => (END, END),
+            other => return Err(ExecError::internal(format!("an integer join key is {other:?}"))),
+        };
+        self.join_row(partners, table_row, params, buffers, emit)
+    }
+
+    /// Joins one row the scan selected with its partners (its key's first two build rows, [`END`] for none or a
+    /// NULL key), handing each joined row that meets the join's condition and then passes the WHERE over the
+    /// joined rows to `emit`; a LEFT join's row that meets none is joined with NULLs instead.
+    #[inline]
+    fn join_row(
+        &self,
+        partners: (usize, usize),
+        table_row: &[Value],
+        params: &[Value],
+        buffers: &mut ProbeBuffers,
+        emit: RowSink<'_>,
+    ) -> Result<(), ExecError> {
+        let filter = self.filter.as_ref();
+        let met = self.join_partners(partners, table_row, params, buffers, &mut |joined| {
+            if passes(filter, joined, params)? { emit(joined) } else { Ok(()) }
+        })?;
+        if met == 0 && self.preserves_scanned {
+            self.join_nulls(table_row, params, buffers, &mut |joined| {
+                if passes(filter, joined, params)? { emit(joined) } else { Ok(()) }
+            })?;
         }
+        Ok(())
     }
 
     /// The first two build rows with `key` ([`END`] for none).
@@ -2723,7 +2788,8 @@ impl JoinProbe {
         self.partners.get(&key, &self.next_same_key)
     }
 
-    /// [`JoinProbe::join`] for a row whose key's first two build rows ([`JoinProbe::partners_of`]) are known.
+    /// Joins a row whose key's first two build rows ([`JoinProbe::partners_of`]) are known with those that meet
+    /// the join's condition, handing each joined row to `emit`. Returns how many met it.
     #[inline]
     fn join_partners(
         &self,
@@ -2795,9 +2861,14 @@ fn probe_block(
     let Some(keys) = cache.ints(partition, probe.scan_key_column, block) else {
         return Err(ExecError::internal("a probing join key that is not an integer column"));
     };
+    // A LEFT join's rows with a NULL key are joined with NULLs after the others.
+    let mut unkeyed = std::mem::take(&mut buffers.unkeyed);
+    unkeyed.clear();
     for_each_set(mask, |i| {
         if !key_chunk.is_null(first_row + i) {
             keyed.push((i, keys[i]));
+        } else if probe.preserves_scanned {
+            unkeyed.push(i);
         }
     });
     let counts_only = probe.counts_only;
@@ -2805,9 +2876,9 @@ fn probe_block(
     for (position, &(i, key)) in keyed.iter().enumerate() {
         let ahead = keyed.get(position + PROBE_PREFETCH_ROWS).map(|&(_, key)| key);
         probe.prefetch(ahead, keyed.get(position + PROBE_PREFETCH_ROWS / 2).map(|&(_, key)| key), !counts_only);
-        // A row without a partner is not even read.
+        // A row without a partner is not even read (but for a LEFT join's).
         let partners = probe.partners_of(key);
-        if partners.0 == END {
+        if partners.0 == END && !probe.preserves_scanned {
             continue;
         }
         if counts_only {
@@ -2820,7 +2891,7 @@ fn probe_block(
             continue;
         }
         cache.fill_row(partition, &job.columns_read, first_row + i, row);
-        let joined = probe.join_partners(partners, row, params, buffers, &mut |joined| {
+        let joined = probe.join_row(partners, row, params, buffers, &mut |joined| {
             count_joined(joined_rows, ctx)?;
             aggregate_joined(group_by, aggregates, plain_state, partial, joined, params)
         });
@@ -2829,7 +2900,19 @@ fn probe_block(
             break;
         }
     }
+    for &i in &unkeyed {
+        if error.is_some() {
+            break;
+        }
+        cache.fill_row(partition, &job.columns_read, first_row + i, row);
+        let joined = probe.join_row((END, END), row, params, buffers, &mut |joined| {
+            count_joined(joined_rows, ctx)?;
+            aggregate_joined(group_by, aggregates, plain_state, partial, joined, params)
+        });
+        error = joined.err();
+    }
     buffers.keyed = keyed;
+    buffers.unkeyed = unkeyed;
     if counted > 0 {
         let state = plain_state.get_or_insert_with(|| aggregates.iter().map(Accumulator::new).collect());
         for accumulator in state.iter_mut() {
@@ -2840,6 +2923,15 @@ fn probe_block(
         return Ok(false);
     }
     error.map_or(Ok(true), Err)
+}
+
+/// Whether `row` passes `filter` (TRUE; no filter passes every row).
+#[inline]
+fn passes(filter: Option<&Expr>, row: &[Value], params: &[Value]) -> Result<bool, ExecError> {
+    match filter {
+        None => Ok(true),
+        Some(filter) => Ok(matches!(filter.eval(row, params)?, Value::Bool(true))),
+    }
 }
 
 /// `expr` over `row`: a plain column is copied out rather than evaluated.
@@ -2896,9 +2988,33 @@ fn aggregate_joined(
 /// An aggregate over a join, as [`Plan::Aggregate`] holds it.
 struct AggregateOverJoin<'p> {
     join: &'p JoinPlan,
+    /// A WHERE over the joined rows, between the join and the aggregate.
+    filter: Option<&'p Expr>,
     group_by: &'p [Expr],
     aggregates: &'p [AggregateCall],
     sets: Option<&'p [Vec<usize>]>,
+}
+
+/// The join an aggregate's input is, directly or under a filter alone (a WHERE over the joined rows: `Plan::Post`
+/// with nothing else), with that filter.
+fn join_under_aggregate(input: &Plan) -> Option<(&JoinPlan, Option<&Expr>)> {
+    match input {
+        Plan::Join(join) => Some((join, None)),
+        Plan::Post {
+            input,
+            filter: Some(filter),
+            projection: None,
+            distinct: Dedup::No,
+            order_by,
+            offset: None,
+            limit: None,
+            with_ties: false,
+        } if order_by.is_empty() => match input.as_ref() {
+            Plan::Join(join) => Some((join, Some(filter))),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// What [`probed_join_aggregate`] did.
@@ -2925,17 +3041,36 @@ struct ProbePlan<'p> {
     /// The scan that probes, and its projections (its rows, over the table's).
     scan: &'p ScanPlan,
     projections: &'p [Expr],
+    /// A LEFT join whose scanned input is its left: every scanned row is kept, with NULLs for the other side's
+    /// columns where no partner meets it (the scan is then not filtered by the other side's keys).
+    preserves_scanned: bool,
 }
 
 impl<'p> ProbePlan<'p> {
     fn of(join: &'p JoinPlan, aggregates: &[AggregateCall], executor: &Executor<'_>) -> Option<ProbePlan<'p>> {
-        let filter = key_filter(join, executor)?;
-        if join.kind != JoinKind::Inner
-            || join.left_keys.len() != 1
-            || aggregates.iter().any(|a| a.function == AggregateFunction::StringAgg)
-        {
+        if join.left_keys.len() != 1 || aggregates.iter().any(|a| a.function == AggregateFunction::StringAgg) {
             return None;
         }
+        let (filter, preserves_scanned) = match join.kind {
+            JoinKind::Inner => (key_filter(join, executor)?, false),
+            // The left input's scan probes, keeping its rows without partners: the decorrelated scalar
+            // subquery's form (`x < (SELECT avg(b.v) FROM b WHERE b.k = a.k)` is `a` left-joined with `b`'s
+            // groups, filtered, then aggregated).
+            JoinKind::Left if executor.join_key_filter => {
+                let Plan::Scan(ScanPlan { output: ScanOutput::Rows(projections), join_keys: None, .. }) =
+                    join.left.as_ref()
+                else {
+                    return None;
+                };
+                let Expr::Column { index, .. } = &join.left_keys[0] else { return None };
+                let Some(Expr::Column { index: column, data_type }) = projections.get(*index) else { return None };
+                if !data_type.is_integer() || !join.right_keys[0].data_type().is_integer() {
+                    return None;
+                }
+                (crate::plan::KeyFilter { scans_right: false, key: 0, column: *column }, true)
+            }
+            _ => return None,
+        };
         let (other, other_key, other_width, scanned) = if filter.scans_right {
             (&join.left, &join.left_keys[0], join.left_width, &join.right)
         } else {
@@ -2945,7 +3080,15 @@ impl<'p> ProbePlan<'p> {
             return None;
         };
         // Rows of no columns laid back to back would not say how many there are.
-        (other_width > 0).then_some(ProbePlan { filter, other, other_key, other_width, scan, projections })
+        (other_width > 0).then_some(ProbePlan {
+            filter,
+            other,
+            other_key,
+            other_width,
+            scan,
+            projections,
+            preserves_scanned,
+        })
     }
 
     /// The other input when it is a scan producing rows: its tasks lay them back to back. (A scan that aggregates,
@@ -2972,7 +3115,7 @@ fn probed_join_aggregate(
     let Some(plan) = ProbePlan::of(join, call.aggregates, executor) else {
         return Ok(Probed::NotApplicable);
     };
-    let ProbePlan { filter, other, other_key, other_width, scan, projections } = plan;
+    let ProbePlan { filter, other, other_key, other_width, scan, projections, preserves_scanned } = plan;
     // As `collect_scans` added the other input's scan.
     let other_values = match plan.other_rows_scan() {
         Some(_) => {
@@ -2985,7 +3128,8 @@ fn probed_join_aggregate(
     let started = Instant::now();
     let other_keys = int_keys(&other_values, other_width, other_key, executor)?;
     let keys = KeySet::of_keys(other_keys.iter().flatten().copied());
-    if other_keys.len() as u64 > scan.table.rows() {
+    // (A LEFT join's hashed side is its right, whatever its size, as on the session thread.)
+    if other_keys.len() as u64 > scan.table.rows() && !preserves_scanned {
         // A hash table larger than the other side: join as before, hashing the smaller input.
         let other_rows = other_values.chunks(other_width).map(<[Value]>::to_vec).collect();
         let scanned_rows = keyed_scan(scan, filter.column, keys, executor, budget, result)?;
@@ -3004,6 +3148,7 @@ fn probed_join_aggregate(
         projections.to_vec(),
         filter.column,
         call,
+        preserves_scanned,
     ));
     result.operator(format!("{} build side", join_operator(join)), build_count, started);
     let probing = ScanPlan {
