@@ -97,7 +97,7 @@ struct Names {
     /// The FROM items as text (`a, b JOIN c ON …`).
     from: String,
     /// For an outer query's names, the conjuncts of its WHERE that every row it asks a subquery's value for
-    /// passes ([`values_filter`]), as text (` WHERE (c1) AND (c2)`), or empty.
+    /// passes ([`Binder::values_filter`]), as text (` WHERE (c1) AND (c2)`), or empty.
     filter: String,
 }
 
@@ -320,7 +320,7 @@ impl Binder<'_> {
             return None;
         }
         let mut outer = self.names_in(&select.from)?;
-        outer.filter = values_filter(&conjuncts, &outer);
+        outer.filter = self.values_filter(&conjuncts, &outer);
         let mut rewritten = select.clone();
         let mut kept: Vec<E> = Vec::new();
         let mut joins: Vec<ast::Join> = Vec::new();
@@ -427,7 +427,7 @@ impl Binder<'_> {
                 _ => return None,
             };
             let mut outer = self.names_in(std::slice::from_ref(&out))?;
-            outer.filter = values_filter(&conjuncts, &outer);
+            outer.filter = self.values_filter(&conjuncts, &outer);
             match self.lateral_join(subquery, alias, &outer, left, on) {
                 Some(join) => out.joins.push(join),
                 // A LATERAL subquery that reads nothing of the relations to its left is a plain one.
@@ -449,6 +449,38 @@ impl Binder<'_> {
         let mut select = select.clone();
         select.from = vec![out];
         Some(select)
+    }
+
+    /// The conjuncts of an outer query's WHERE that the relation of its distinct values
+    /// ([`Binder::over_outer_values`]) tests over the outer FROM ([`testable_over_values`]), as text (` WHERE (c1)
+    /// AND (c2)`, or empty). An outer row that fails one is never asked for a subquery's value, so its values need
+    /// not be computed: less work (a nested loop over one outer row's value, not every row's, under `WHERE a.id =
+    /// 5`), and no error from rows PostgreSQL never computes the subquery for. They are taken in order up to the
+    /// first one that is not and may guard those after it (an uncorrelated subquery, a parameter, `random()`):
+    /// PostgreSQL tests cheap conjuncts first and in order, so `10 / k > 1` after `k <> (SELECT 0)` is asked only
+    /// of the rows that pass the first. One with a correlated subquery, which PostgreSQL tests last, is passed over.
+    fn values_filter(&self, conjuncts: &[&E], outer: &Names) -> String {
+        let mut kept = Vec::new();
+        for &conjunct in conjuncts {
+            if testable_over_values(conjunct, outer) {
+                kept.push(format!("({conjunct})"));
+            } else if !self.has_correlated_subquery(conjunct, outer) {
+                break;
+            }
+        }
+        if kept.is_empty() { String::new() } else { format!(" WHERE {}", kept.join(" AND ")) }
+    }
+
+    /// Whether `expr` holds a subquery that reads `outer`'s names (one that cannot be told counts as not).
+    fn has_correlated_subquery(&self, expr: &E, outer: &Names) -> bool {
+        let mut correlated = false;
+        let _ = ast::visit_expressions(expr, |e: &E| {
+            if let E::Subquery(query) | E::Exists { subquery: query, .. } | E::InSubquery { subquery: query, .. } = e {
+                correlated |= self.reads_outer(query, outer) == Some(true);
+            }
+            std::ops::ControlFlow::<()>::Continue(())
+        });
+        correlated
     }
 
     /// Whether a subquery (one SELECT over tables) names a column of `outer`'s that its own FROM does not have;
@@ -2135,31 +2167,24 @@ fn split_and<'e>(expr: &'e E, out: &mut Vec<&'e E>) {
     }
 }
 
-/// Whether an expression holds a subquery (its names are another scope's: the rewrite leaves it alone).
-/// The conjuncts of an outer query's WHERE that the relation of its distinct values ([`Binder::over_outer_values`])
-/// can test over the outer FROM alone, as text (` WHERE (c1) AND (c2)`, or empty): those without subqueries,
-/// parameters or volatile calls that read only `outer`'s names. An outer row that fails one is never asked for a
-/// subquery's value, so its values need not be computed: less work (a nested loop over one outer row's value, not
-/// every row's, under `WHERE a.id = 5`), and no error from rows PostgreSQL never computes the subquery for.
-fn values_filter(conjuncts: &[&E], outer: &Names) -> String {
-    let testable = |conjunct: &E| {
-        let flow = ast::visit_expressions(conjunct, |e: &E| {
-            let fits = match e {
-                E::Identifier(name) => outer.has_column(&fold(name)),
-                E::CompoundIdentifier(parts) => parts.len() == 2 && outer.has_qualifier(&fold(&parts[0])),
-                E::Function(call) => !["random", "setseed"].contains(&call.name.to_string().to_lowercase().as_str()),
-                E::Value(value) => !matches!(value.value, ast::Value::Placeholder(_)),
-                E::Subquery(_) | E::Exists { .. } | E::InSubquery { .. } => false,
-                _ => true,
-            };
-            if fits { std::ops::ControlFlow::Continue(()) } else { std::ops::ControlFlow::Break(()) }
-        });
-        flow.is_continue() && !contains_subquery(conjunct)
-    };
-    let kept: Vec<String> = conjuncts.iter().filter(|c| testable(c)).map(|c| format!("({c})")).collect();
-    if kept.is_empty() { String::new() } else { format!(" WHERE {}", kept.join(" AND ")) }
+/// Whether the relation of an outer query's distinct values ([`values_filter`](Binder::values_filter)) can test
+/// `conjunct` over the outer FROM alone: no subquery, parameter or volatile call, only `outer`'s names.
+fn testable_over_values(conjunct: &E, outer: &Names) -> bool {
+    let flow = ast::visit_expressions(conjunct, |e: &E| {
+        let fits = match e {
+            E::Identifier(name) => outer.has_column(&fold(name)),
+            E::CompoundIdentifier(parts) => parts.len() == 2 && outer.has_qualifier(&fold(&parts[0])),
+            E::Function(call) => !["random", "setseed"].contains(&call.name.to_string().to_lowercase().as_str()),
+            E::Value(value) => !matches!(value.value, ast::Value::Placeholder(_)),
+            E::Subquery(_) | E::Exists { .. } | E::InSubquery { .. } => false,
+            _ => true,
+        };
+        if fits { std::ops::ControlFlow::Continue(()) } else { std::ops::ControlFlow::Break(()) }
+    });
+    flow.is_continue() && !contains_subquery(conjunct)
 }
 
+/// Whether an expression holds a subquery (its names are another scope's: the rewrite leaves it alone).
 fn contains_subquery(expr: &E) -> bool {
     let text = expr.to_string().to_uppercase();
     text.contains("SELECT")
