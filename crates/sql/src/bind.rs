@@ -1798,7 +1798,13 @@ impl<'a> Binder<'a> {
             qualifier.is_none_or(|wanted| q.as_deref() == Some(wanted)) && names.iter().any(|n| n == name)
         });
         if found {
-            return unsupported(&format!("a correlated subquery (\"{name}\" is the enclosing query's) of this form"))
+            // A name the rewrites made (`__numadb_d0`, an outer value's column) means nothing to the user.
+            let whose = if name.starts_with(decorrelate::HIDDEN_COLUMN) {
+                String::new()
+            } else {
+                format!(" (\"{name}\" is the enclosing query's)")
+            };
+            return unsupported(&format!("a correlated subquery{whose} of this form"))
                 .with_hint(
                     "numadb plans correlated scalar subqueries, EXISTS, IN, ANY and ALL in WHERE and in the \
                      select list (of a query not grouped, or grouped by the outer columns they read) when the \
