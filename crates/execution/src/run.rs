@@ -2653,17 +2653,15 @@ struct ProbeBuffers {
 
 impl JoinProbe {
     /// The build side of `rows` (the join's other input, `width` values each, back to back) by `keys` (theirs,
-    /// in order), for the aggregate over the join `call`.
+    /// in order), for the aggregate over the join `call`, probed from the scan of `plan`.
     fn build(
         rows: Vec<Value>,
         width: usize,
         keys: Vec<Option<i64>>,
-        build_is_left: bool,
-        scan_projections: Vec<Expr>,
-        scan_key_column: usize,
+        plan: &ProbePlan<'_>,
         call: &AggregateOverJoin<'_>,
-        preserves_scanned: bool,
     ) -> JoinProbe {
+        let preserves_scanned = plan.preserves_scanned;
         let mut next_same_key = vec![END; keys.len()];
         let partners = Partners::build(keys, &mut next_same_key);
         let condition = call.join.condition.clone();
@@ -2677,9 +2675,9 @@ impl JoinProbe {
             build_width: width,
             partners,
             next_same_key,
-            build_is_left,
-            scan_projections,
-            scan_key_column,
+            build_is_left: plan.filter.scans_right,
+            scan_projections: plan.projections.to_vec(),
+            scan_key_column: plan.filter.column,
             condition,
             counts_only,
             preserves_scanned,
@@ -3115,7 +3113,7 @@ fn probed_join_aggregate(
     let Some(plan) = ProbePlan::of(join, call.aggregates, executor) else {
         return Ok(Probed::NotApplicable);
     };
-    let ProbePlan { filter, other, other_key, other_width, scan, projections, preserves_scanned } = plan;
+    let ProbePlan { filter, other, other_key, other_width, scan, preserves_scanned, .. } = plan;
     // As `collect_scans` added the other input's scan.
     let other_values = match plan.other_rows_scan() {
         Some(_) => {
@@ -3140,16 +3138,7 @@ fn probed_join_aggregate(
         });
     }
     let build_count = other_keys.len();
-    let probe = Arc::new(JoinProbe::build(
-        other_values,
-        other_width,
-        other_keys,
-        filter.scans_right,
-        projections.to_vec(),
-        filter.column,
-        call,
-        preserves_scanned,
-    ));
+    let probe = Arc::new(JoinProbe::build(other_values, other_width, other_keys, &plan, call));
     result.operator(format!("{} build side", join_operator(join)), build_count, started);
     let probing = ScanPlan {
         output: ScanOutput::Aggregate {
