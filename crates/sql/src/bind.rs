@@ -1804,15 +1804,14 @@ impl<'a> Binder<'a> {
             } else {
                 format!(" (\"{name}\" is the enclosing query's)")
             };
-            return unsupported(&format!("a correlated subquery{whose} of this form"))
-                .with_hint(
-                    "numadb plans correlated scalar subqueries, EXISTS, IN, ANY and ALL in WHERE and in the \
+            return unsupported(&format!("a correlated subquery{whose} of this form")).with_hint(
+                "numadb plans correlated scalar subqueries, EXISTS, IN, ANY and ALL in WHERE and in the \
                      select list (of a query not grouped, or grouped by the outer columns they read) when the \
                      subquery is one SELECT over tables, joins and subqueries in FROM (GROUP BY and HAVING, \
                      window functions, subqueries and LIMIT / OFFSET inside too), without a LIMIT but 1 in a \
                      scalar subquery, HAVING without GROUP BY, or an aggregate of outer columns only; rewrite \
                      others as a join or a subquery in FROM.",
-                );
+            );
         }
         error
     }
