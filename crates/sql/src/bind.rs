@@ -1809,7 +1809,8 @@ impl<'a> Binder<'a> {
                      select list (of a query not grouped, or grouped by the outer columns they read) when the \
                      subquery is one SELECT over tables, joins and subqueries in FROM (GROUP BY and HAVING, \
                      window functions, subqueries and LIMIT / OFFSET inside too), without a LIMIT but 1 in a \
-                     scalar subquery, HAVING without GROUP BY, or an aggregate of outer columns only; rewrite \
+                     scalar subquery, HAVING without GROUP BY under IN, ANY or ALL, or an aggregate of outer \
+                     columns only; rewrite \
                      others as a join or a subquery in FROM.",
             );
         }

@@ -50,8 +50,10 @@
 //! A subquery with GROUP BY (and HAVING) inside is taken the same way, its groups grouped by the outer values too
 //! (`groups_as_rows`): each group is then one outer value's, and made the rows of a subquery in FROM, the rewrites
 //! above take them for the subquery's rows, its items and ORDER BY keys for their columns. An outer value none of
-//! whose rows pass has no group, as the subquery has no rows for it. HAVING without GROUP BY is not taken that way:
-//! an aggregate over no rows is still a row for it to test. Window functions inside are partitioned by the outer
+//! whose rows pass has no group, as the subquery has no rows for it. HAVING without GROUP BY is not taken that way
+//! (an aggregate over no rows is still a row for it to test): a scalar or `[NOT] EXISTS` subquery with it becomes
+//! an aggregating scalar subquery first (`lone_having_as_case`: `CASE WHEN <having> THEN <item> END`, or
+//! `(<having>) IS TRUE` for EXISTS). Window functions inside are partitioned by the outer
 //! values first, over the groups or, without GROUP BY, over the rows made a subquery in FROM the same way; the
 //! keyed rewrites do not take them (a window there would span every key's rows).
 //!
@@ -67,7 +69,8 @@
 //! subquery (`one_row_quantified`).
 //!
 //! Anything else correlated (a LIMIT other than 1 in a scalar subquery, an aggregate of outer columns only, HAVING
-//! without GROUP BY, `GROUP BY ()`, WITH TIES) is left as it is, and binding refuses it with 0A000. The
+//! without GROUP BY under IN, ANY or ALL, `GROUP BY ()` without HAVING, WITH TIES) is left as it is, and binding
+//! refuses it with 0A000. The
 //! joined relations are named `__numadb_sq<n>`, and `*` does not list their columns.
 
 use sqlparser::ast::{self, BinaryOperator, Expr as E, Select, SetExpr, TableFactor};
@@ -297,6 +300,14 @@ impl Binder<'_> {
     /// subqueries in WHERE and (when it is not grouped) the select list, turned into joins, if it has any that can
     /// be (see the module's documentation); `None` leaves it as it is.
     pub(super) fn decorrelate(&self, select: &Select) -> Option<Select> {
+        let without_having;
+        let select = match self.lone_having_as_case(select) {
+            Some(rewritten) => {
+                without_having = rewritten;
+                &without_having
+            }
+            None => select,
+        };
         let mut conjuncts = Vec::new();
         if let Some(selection) = &select.selection {
             split_and(selection, &mut conjuncts);
@@ -387,6 +398,101 @@ impl Binder<'_> {
         Some(rewritten)
     }
 
+    /// `select` with each correlated scalar or `[NOT] EXISTS` subquery that aggregates with HAVING but without
+    /// GROUP BY (or with `GROUP BY ()` alone) written without HAVING; `None` where there is none. Such a subquery
+    /// has one row when HAVING is TRUE and none otherwise, so `(SELECT e … HAVING h)` is `(SELECT CASE WHEN h
+    /// THEN e END …)` (NULL for no row, as a scalar subquery's), and `EXISTS (SELECT … HAVING h)` is `(SELECT (h)
+    /// IS TRUE …)`, one row always; the rewrites then take them as aggregating scalar subqueries. (The groups of
+    /// [`groups_as_rows`] would lose an outer value none of whose rows pass, whose aggregate is still a row here.)
+    fn lone_having_as_case(&self, select: &Select) -> Option<Select> {
+        let outer = self.names_in(&select.from)?;
+        let parse = |text: String| Parser::new(&PostgreSqlDialect {}).try_with_sql(&text).ok()?.parse_expr().ok();
+        // The subquery's SELECT when it is one this takes: one SELECT reading the outer query, HAVING, no GROUP BY
+        // but `()`, nothing after it that could drop its one row.
+        let lone_having = |query: &ast::Query| -> Option<Select> {
+            let SetExpr::Select(inner) = query.body.as_ref() else { return None };
+            let no_groups = match &inner.group_by {
+                ast::GroupByExpr::Expressions(e, m) => {
+                    m.is_empty() && e.iter().all(|e| matches!(unnested(e), E::Tuple(t) if t.is_empty()))
+                }
+                ast::GroupByExpr::All(_) => false,
+            };
+            let plain = query.with.is_none()
+                && query.limit_clause.is_none()
+                && query.fetch.is_none()
+                && query.locks.is_empty()
+                && inner.distinct.is_none()
+                && inner.into.is_none();
+            (no_groups && plain && inner.having.is_some() && self.reads_outer(query, &outer) == Some(true))
+                .then(|| (**inner).clone())
+        };
+        let mut changed = false;
+        let mut rewrite = |expr: &mut E| {
+            let _ = ast::visit_expressions_mut(expr, |e: &mut E| {
+                let replacement = match &*e {
+                    E::Subquery(query) => lone_having(query).and_then(|mut inner| {
+                        let having = inner.having.take()?;
+                        // The item keeps its name (`count`, not `case`).
+                        let (value, alias) = match inner.projection.as_slice() {
+                            [ast::SelectItem::UnnamedExpr(value)] => {
+                                (value, ast::Ident::with_quote('"', super::column_name(value)))
+                            }
+                            [ast::SelectItem::ExprWithAlias { expr, alias }] => (expr, alias.clone()),
+                            _ => return None,
+                        };
+                        let expr = parse(format!("CASE WHEN {having} THEN {value} END"))?;
+                        inner.projection = vec![ast::SelectItem::ExprWithAlias { expr, alias }];
+                        inner.group_by = ast::GroupByExpr::Expressions(Vec::new(), Vec::new());
+                        let mut query = (**query).clone();
+                        *query.body = SetExpr::Select(Box::new(inner));
+                        Some(E::Subquery(Box::new(query)))
+                    }),
+                    // Its select list only decides that it is valid: constants and aggregates are.
+                    E::Exists { subquery, negated } => lone_having(subquery).and_then(|mut inner| {
+                        let constant_or_aggregate = |item: &ast::SelectItem| match item {
+                            ast::SelectItem::UnnamedExpr(value)
+                            | ast::SelectItem::ExprWithAlias { expr: value, .. } => {
+                                matches!(value, E::Value(_))
+                                    || matches!(value, E::Function(f) if is_aggregate(&f.name.to_string()))
+                            }
+                            _ => false,
+                        };
+                        if !inner.projection.iter().all(constant_or_aggregate) {
+                            return None;
+                        }
+                        let having = inner.having.take()?;
+                        inner.projection = vec![ast::SelectItem::UnnamedExpr(parse(format!("({having}) IS TRUE"))?)];
+                        inner.group_by = ast::GroupByExpr::Expressions(Vec::new(), Vec::new());
+                        let mut query = (**subquery).clone();
+                        *query.body = SetExpr::Select(Box::new(inner));
+                        let scalar = E::Subquery(Box::new(query));
+                        Some(if *negated {
+                            E::UnaryOp { op: ast::UnaryOperator::Not, expr: Box::new(E::Nested(Box::new(scalar))) }
+                        } else {
+                            scalar
+                        })
+                    }),
+                    _ => None,
+                };
+                if let Some(replacement) = replacement {
+                    *e = replacement;
+                    changed = true;
+                }
+                std::ops::ControlFlow::<()>::Continue(())
+            });
+        };
+        let mut select = select.clone();
+        if let Some(selection) = &mut select.selection {
+            rewrite(selection);
+        }
+        for item in &mut select.projection {
+            if let ast::SelectItem::UnnamedExpr(value) | ast::SelectItem::ExprWithAlias { expr: value, .. } = item {
+                rewrite(value);
+            }
+        }
+        changed.then_some(select)
+    }
+
     /// The SELECT with its `LATERAL` subquery in FROM (one; `JOIN LATERAL … ON`, `LEFT JOIN LATERAL … ON`, `,
     /// LATERAL`, `CROSS JOIN LATERAL`, after tables) made a plain subquery in FROM over the distinct values of the
     /// columns it reads from the relations to its left ([`Binder::over_outer_values`]), joined to them by those
@@ -455,19 +561,23 @@ impl Binder<'_> {
     /// ([`Binder::over_outer_values`]) tests over the outer FROM ([`testable_over_values`]), as text (` WHERE (c1)
     /// AND (c2)`, or empty). An outer row that fails one is never asked for a subquery's value, so its values need
     /// not be computed: less work (a nested loop over one outer row's value, not every row's, under `WHERE a.id =
-    /// 5`), and no error from rows PostgreSQL never computes the subquery for. They are taken in order up to the
-    /// first one that is not and may guard those after it (an uncorrelated subquery, a parameter, `random()`):
-    /// PostgreSQL tests cheap conjuncts first and in order, so `10 / k > 1` after `k <> (SELECT 0)` is asked only
-    /// of the rows that pass the first. One with a correlated subquery, which PostgreSQL tests last, is passed over.
+    /// 5`), and no error from rows PostgreSQL never computes the subquery for. Where a conjunct that is not
+    /// copied may guard the others (an uncorrelated subquery, a parameter, `random()`: PostgreSQL tests the
+    /// cheapest conjuncts first, so `10 / k > 1` is asked only of the rows that pass `k <> (SELECT 0)`, before
+    /// or after it), only those that cannot fail ([`cannot_fail`]) are copied. One with a correlated subquery,
+    /// which PostgreSQL tests last, guards nothing.
     fn values_filter(&self, conjuncts: &[&E], outer: &Names) -> String {
-        let mut kept = Vec::new();
-        for &conjunct in conjuncts {
-            if testable_over_values(conjunct, outer) {
-                kept.push(format!("({conjunct})"));
-            } else if !self.has_correlated_subquery(conjunct, outer) {
-                break;
-            }
-        }
+        let testable: Vec<bool> = conjuncts.iter().map(|c| testable_over_values(c, outer)).collect();
+        let guarded = conjuncts
+            .iter()
+            .zip(&testable)
+            .any(|(conjunct, &testable)| !testable && !self.has_correlated_subquery(conjunct, outer));
+        let kept: Vec<String> = conjuncts
+            .iter()
+            .zip(&testable)
+            .filter(|(conjunct, testable)| **testable && (!guarded || cannot_fail(conjunct)))
+            .map(|(conjunct, _)| format!("({conjunct})"))
+            .collect();
         if kept.is_empty() { String::new() } else { format!(" WHERE {}", kept.join(" AND ")) }
     }
 
@@ -2182,6 +2292,33 @@ fn testable_over_values(conjunct: &E, outer: &Names) -> bool {
         if fits { std::ops::ControlFlow::Continue(()) } else { std::ops::ControlFlow::Break(()) }
     });
     flow.is_continue() && !contains_subquery(conjunct)
+}
+
+/// Whether `expr` raises no error whatever the row: names and constants compared, tested for NULL, in lists,
+/// combined by AND, OR and NOT (no arithmetic, cast or call, any of which can).
+fn cannot_fail(expr: &E) -> bool {
+    let flow = ast::visit_expressions(expr, |e: &E| {
+        let safe = match e {
+            E::Identifier(_) | E::CompoundIdentifier(_) | E::Value(_) | E::Nested(_) => true,
+            E::BinaryOp { op, .. } => is_comparison(op) || matches!(op, BinaryOperator::And | BinaryOperator::Or),
+            E::UnaryOp { op, .. } => matches!(op, ast::UnaryOperator::Not),
+            E::IsNull(_)
+            | E::IsNotNull(_)
+            | E::IsTrue(_)
+            | E::IsFalse(_)
+            | E::IsNotTrue(_)
+            | E::IsNotFalse(_)
+            | E::IsUnknown(_)
+            | E::IsNotUnknown(_)
+            | E::IsDistinctFrom(..)
+            | E::IsNotDistinctFrom(..)
+            | E::Between { .. }
+            | E::InList { .. } => true,
+            _ => false,
+        };
+        if safe { std::ops::ControlFlow::Continue(()) } else { std::ops::ControlFlow::Break(()) }
+    });
+    flow.is_continue()
 }
 
 /// Whether an expression holds a subquery (its names are another scope's: the rewrite leaves it alone).
