@@ -3812,7 +3812,7 @@ fn map_columns(expr: &Expr, map: &dyn Fn(usize) -> usize) -> Expr {
 }
 
 /// Whether an operator is one of the six comparisons.
-fn is_comparison(op: &BinaryOperator) -> bool {
+pub(crate) fn is_comparison(op: &BinaryOperator) -> bool {
     matches!(
         op,
         BinaryOperator::Eq

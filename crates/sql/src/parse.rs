@@ -26,6 +26,7 @@ use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
+use crate::bind::is_comparison;
 use crate::text;
 
 /// Where `ALTER TABLE` puts a table.
@@ -351,17 +352,6 @@ const RESERVED_WORDS: &[&str] = &[
 ///   comparison operators do not associate;
 /// - an unquoted reserved word read as a column ([`RESERVED_WORDS`]), what is left of an incomplete `CASE`.
 fn check_postgresql_grammar(statement: &Statement) -> Result<(), ExecError> {
-    let is_comparison = |op: &BinaryOperator| {
-        matches!(
-            op,
-            BinaryOperator::Eq
-                | BinaryOperator::NotEq
-                | BinaryOperator::Lt
-                | BinaryOperator::LtEq
-                | BinaryOperator::Gt
-                | BinaryOperator::GtEq
-        )
-    };
     let reserved = |word: &Ident| {
         let folded = word.value.to_lowercase();
         (word.quote_style.is_none() && RESERVED_WORDS.contains(&folded.as_str())).then(|| {
