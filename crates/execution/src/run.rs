@@ -2769,6 +2769,9 @@ impl JoinProbe {
         emit: RowSink<'_>,
     ) -> Result<(), ExecError> {
         let filter = self.filter.as_ref();
+        if filter.is_none() && !self.preserves_scanned {
+            return self.join_partners(partners, table_row, params, buffers, emit).map(|_| ());
+        }
         let met = self.join_partners(partners, table_row, params, buffers, &mut |joined| {
             if passes(filter, joined, params)? { emit(joined) } else { Ok(()) }
         })?;

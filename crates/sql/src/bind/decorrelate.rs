@@ -405,6 +405,26 @@ impl Binder<'_> {
     /// IS TRUE …)`, one row always; the rewrites then take them as aggregating scalar subqueries. (The groups of
     /// [`groups_as_rows`] would lose an outer value none of whose rows pass, whose aggregate is still a row here.)
     fn lone_having_as_case(&self, select: &Select) -> Option<Select> {
+        // Every SELECT comes here, and few have a subquery with HAVING: looked for before anything is resolved or
+        // cloned.
+        let mut having = false;
+        let items = select.projection.iter().filter_map(|item| match item {
+            ast::SelectItem::UnnamedExpr(value) | ast::SelectItem::ExprWithAlias { expr: value, .. } => Some(value),
+            _ => None,
+        });
+        for expr in select.selection.iter().chain(items) {
+            let _ = ast::visit_expressions(expr, |e: &E| {
+                if let E::Subquery(query) | E::Exists { subquery: query, .. } = e
+                    && let SetExpr::Select(inner) = query.body.as_ref()
+                {
+                    having |= inner.having.is_some();
+                }
+                std::ops::ControlFlow::<()>::Continue(())
+            });
+        }
+        if !having {
+            return None;
+        }
         let outer = self.names_in(&select.from)?;
         let parse = |text: String| Parser::new(&PostgreSqlDialect {}).try_with_sql(&text).ok()?.parse_expr().ok();
         // The subquery's SELECT when it is one this takes: one SELECT reading the outer query, HAVING, no GROUP BY
