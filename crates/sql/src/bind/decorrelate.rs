@@ -450,7 +450,9 @@ impl Binder<'_> {
         let mut rewrite = |expr: &mut E| {
             let _ = ast::visit_expressions_mut(expr, |e: &mut E| {
                 let replacement = match &*e {
-                    E::Subquery(query) => lone_having(query).and_then(|mut inner| {
+                    // HAVING makes a SELECT aggregate even without an aggregate call (one group); the rewrite keeps
+                    // it aggregating only where its item or HAVING has one.
+                    E::Subquery(query) => lone_having(query).filter(has_plain_aggregate).and_then(|mut inner| {
                         let having = inner.having.take()?;
                         // The item keeps its name (`count`, not `case`).
                         let (value, alias) = match inner.projection.as_slice() {
@@ -480,7 +482,7 @@ impl Binder<'_> {
                         if !inner.projection.iter().all(constant_or_aggregate) {
                             return None;
                         }
-                        let having = inner.having.take()?;
+                        let having = inner.having.take().filter(has_plain_aggregate)?;
                         inner.projection = vec![ast::SelectItem::UnnamedExpr(parse(format!("({having}) IS TRUE"))?)];
                         inner.group_by = ast::GroupByExpr::Expressions(Vec::new(), Vec::new());
                         let mut query = (**subquery).clone();
