@@ -164,6 +164,14 @@ pub fn read_sum(isa: Isa, data: &[u64]) -> u64 {
     }
 }
 
+/// Asks the CPU to start loading `data` into its L1 cache, one hint per 64-byte line; never faults.
+pub fn prefetch_l1(data: &[u64]) {
+    #[cfg(target_arch = "x86_64")]
+    prefetch_lines::<{ std::arch::x86_64::_MM_HINT_T0 }>(data);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = data;
+}
+
 /// Asks the CPU to start loading `data` into its L2 cache, one hint per 64-byte line; never faults.
 pub fn prefetch_l2(data: &[u64]) {
     #[cfg(target_arch = "x86_64")]
