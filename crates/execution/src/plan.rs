@@ -231,6 +231,88 @@ impl JoinPlan {
     }
 }
 
+impl JoinPlan {
+    /// Where [`JoinPlan::key_filter`] finds no scan of rows: the right input of an inner or LEFT join when its
+    /// rows are the groups of one scan (`GROUP BY k`, perhaps under a select list or HAVING) and one equality
+    /// key is a group key that is an integer column of the table, matched with an integer. That scan runs
+    /// second, keeping only rows whose group key is one of the left input's keys: a group with another key has
+    /// no partner, and filtering on the group key leaves every other group's rows, so its aggregates, as they
+    /// were. HAVING is over whole groups, so it commutes with the filter; a LIMIT, OFFSET or DISTINCT does not,
+    /// and grouping sets add groups over several keys: those are not taken.
+    ///
+    /// This is the decorrelated keyed subquery: `(SELECT sum(b.v) FROM b WHERE b.k = a.k) … FROM a WHERE a.id =
+    /// 5` is `a` LEFT-joined with `b`'s groups by `k`, and without the filter every group of `b` was made for one
+    /// outer row.
+    pub fn group_key_filter(&self) -> Option<KeyFilter> {
+        if !matches!(self.kind, JoinKind::Inner | JoinKind::Left) {
+            return None;
+        }
+        self.right_keys.iter().zip(&self.left_keys).enumerate().find_map(|(key, (mine, theirs))| {
+            let Expr::Column { index, .. } = mine else { return None };
+            let column = group_key_column(&self.right, *index)?;
+            theirs.data_type().is_integer().then_some(KeyFilter { scans_right: true, key, column })
+        })
+    }
+}
+
+/// The table column that output column `output` of `plan` is, when `plan`'s rows are the groups of one scan
+/// (see [`JoinPlan::group_key_filter`]) and that column is an integer group key read as it is.
+fn group_key_column(plan: &Plan, output: usize) -> Option<usize> {
+    match plan {
+        Plan::Scan(ScanPlan {
+            output: ScanOutput::Aggregate { group_by, sets: None, .. }, join_keys: None, ..
+        }) => match group_by.get(output)? {
+            Expr::Column { index, data_type } if data_type.is_integer() => Some(*index),
+            _ => None,
+        },
+        Plan::Post {
+            input,
+            filter: _,
+            projection,
+            distinct: Dedup::No,
+            order_by,
+            offset: None,
+            limit: None,
+            with_ties: false,
+        } if order_by.is_empty() => {
+            let output = match projection {
+                None => output,
+                Some(projection) => match projection.get(output)? {
+                    Expr::Column { index, .. } => *index,
+                    _ => return None,
+                },
+            };
+            group_key_column(input, output)
+        }
+        _ => None,
+    }
+}
+
+/// The scan whose groups `plan` (one that [`group_key_column`] sees through) is.
+fn group_scan(plan: &Plan) -> Option<&ScanPlan> {
+    match plan {
+        Plan::Scan(scan) => Some(scan),
+        Plan::Post { input, .. } => group_scan(input),
+        _ => None,
+    }
+}
+
+/// `plan` (one that [`group_key_column`] sees through) with its scan handed `keys`.
+pub(crate) fn with_group_scan_keys(plan: &Plan, keys: JoinKeys) -> Result<Plan, ExecError> {
+    let mut plan = plan.clone();
+    let mut node = &mut plan;
+    loop {
+        match node {
+            Plan::Scan(scan) => {
+                scan.join_keys = Some(keys);
+                return Ok(plan);
+            }
+            Plan::Post { input, .. } => node = input,
+            _ => return Err(ExecError::internal("a join's grouped input is not a scan's groups")),
+        }
+    }
+}
+
 /// A plan.
 #[derive(Clone)]
 pub enum Plan {
@@ -584,6 +666,18 @@ impl Plan {
                         if filter.scans_right { "right" } else { "left" },
                         names.get(filter.column).map(String::as_str).unwrap_or("?"),
                         if filter.scans_right { "left" } else { "right" },
+                    );
+                }
+                if key_filter
+                    && join.key_filter().is_none()
+                    && let Some(filter) = join.group_key_filter()
+                    && let Some(scan) = group_scan(&join.right)
+                {
+                    let names = column_names(&scan.table);
+                    let _ = writeln!(
+                        out,
+                        "{indent}      Key Filter: the right input's scan runs second, grouping only rows whose {} is a key of the left input",
+                        names.get(filter.column).map(String::as_str).unwrap_or("?"),
                     );
                 }
                 join.left.describe_into(out, depth + 1, key_filter);

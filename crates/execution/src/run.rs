@@ -817,7 +817,7 @@ fn collect_scans(
             collect_scans(input, executor, params, budget, graph, jobs)
         }
         // A join's keyed scan runs later, from `finish`, once the other input's keys are known.
-        Plan::Join(join) if let Some(filter) = key_filter(join, executor) => {
+        Plan::Join(join) if let Some(filter) = keyed_input(join, executor) => {
             let other = if filter.scans_right { &join.left } else { &join.right };
             collect_scans(other, executor, params, budget, graph, jobs)
         }
@@ -2302,7 +2302,7 @@ fn join_inputs(
     budget: &ResultBudget,
     result: &mut ExecutionResult,
 ) -> Result<(Rows, Rows), ExecError> {
-    let Some(filter) = key_filter(join, executor) else {
+    let Some(filter) = keyed_input(join, executor) else {
         return Ok((
             finish(&join.left, executor, jobs, next_job, budget, result)?,
             finish(&join.right, executor, jobs, next_job, budget, result)?,
@@ -2314,11 +2314,17 @@ fn join_inputs(
         (&join.right, &join.right_keys[filter.key], &join.left)
     };
     let other = finish(other, executor, jobs, next_job, budget, result)?;
-    let Plan::Scan(scan) = scanned.as_ref() else {
-        return Err(ExecError::internal("a join's keyed input is not a scan"));
-    };
     let keys = join_keys(&other, other_key, executor)?;
-    let scanned = keyed_scan(scan, filter.column, keys, executor, budget, result)?;
+    let scanned = match scanned.as_ref() {
+        Plan::Scan(scan @ ScanPlan { output: ScanOutput::Rows(_), .. }) => {
+            keyed_scan(scan, filter.column, keys, executor, budget, result)?
+        }
+        // A scan's groups ([`JoinPlan::group_key_filter`]).
+        grouped => {
+            let keys = JoinKeys { column: filter.column, keys: Arc::new(keys), probe: None };
+            keyed_plan(&crate::plan::with_group_scan_keys(grouped, keys)?, executor, budget, result)?
+        }
+    };
     Ok(if filter.scans_right { (other, scanned) } else { (scanned, other) })
 }
 
@@ -2331,6 +2337,12 @@ fn join_operator(join: &JoinPlan) -> String {
 /// Which input of a join is scanned with the other's keys, unless the session turned that off.
 fn key_filter(join: &JoinPlan, executor: &Executor<'_>) -> Option<crate::plan::KeyFilter> {
     if executor.join_key_filter { join.key_filter() } else { None }
+}
+
+/// Which input of a join [`join_inputs`] makes second, with the other's keys: a scan of rows ([`key_filter`]),
+/// else a scan's groups ([`JoinPlan::group_key_filter`]); unless the session turned that off.
+fn keyed_input(join: &JoinPlan, executor: &Executor<'_>) -> Option<crate::plan::KeyFilter> {
+    if executor.join_key_filter { join.key_filter().or_else(|| join.group_key_filter()) } else { None }
 }
 
 /// The distinct non-NULL values of a join key over its input's rows.
@@ -2389,7 +2401,17 @@ fn keyed_scan(
     result: &mut ExecutionResult,
 ) -> Result<Vec<Vec<Value>>, ExecError> {
     let keyed = ScanPlan { join_keys: Some(JoinKeys { column, keys: Arc::new(keys), probe: None }), ..scan.clone() };
-    let mut part = execute(&Plan::Scan(keyed), executor)?;
+    keyed_plan(&Plan::Scan(keyed), executor, budget, result)
+}
+
+/// A join's input whose scan was handed the other input's keys, run as [`keyed_scan`] runs it.
+fn keyed_plan(
+    plan: &Plan,
+    executor: &Executor<'_>,
+    budget: &ResultBudget,
+    result: &mut ExecutionResult,
+) -> Result<Vec<Vec<Value>>, ExecError> {
+    let mut part = execute(plan, executor)?;
     let rows = std::mem::take(&mut part.rows);
     budget.charge(&rows)?;
     result.absorb(part);
@@ -2772,13 +2794,10 @@ impl JoinProbe {
         if filter.is_none() && !self.preserves_scanned {
             return self.join_partners(partners, table_row, params, buffers, emit).map(|_| ());
         }
-        let met = self.join_partners(partners, table_row, params, buffers, &mut |joined| {
-            if passes(filter, joined, params)? { emit(joined) } else { Ok(()) }
-        })?;
+        let mut emit_passing = |joined: &[Value]| if passes(filter, joined, params)? { emit(joined) } else { Ok(()) };
+        let met = self.join_partners(partners, table_row, params, buffers, &mut emit_passing)?;
         if met == 0 && self.preserves_scanned {
-            self.join_nulls(table_row, params, buffers, &mut |joined| {
-                if passes(filter, joined, params)? { emit(joined) } else { Ok(()) }
-            })?;
+            self.join_nulls(table_row, params, buffers, &mut emit_passing)?;
         }
         Ok(())
     }

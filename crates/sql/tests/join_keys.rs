@@ -1,7 +1,8 @@
 //! A join that scans one input with the other's keys (`numadb.join_key_filter`, on by default) returns exactly
 //! what the join of the whole inputs returns: for every join kind, NULL keys, keys repeated on both sides, keys too
 //! far apart for a bitmap, an other side with no keys, a key that is an expression on the other side, several
-//! keys, and rows still in a table's unsealed delta. Its scan hands on only the rows that can have a partner.
+//! keys, and rows still in a table's unsealed delta; also where the scanned input is a scan's groups by the key
+//! (a decorrelated keyed subquery). Its scan hands on only the rows that can have a partner.
 
 use numadb_sql::{Database, Session};
 
@@ -80,6 +81,36 @@ const QUERIES: &[&str] = &[
     "SELECT count(*), sum(x.n) FROM (SELECT k, count(*) AS n FROM dim WHERE grp = 2 GROUP BY k) x \
      JOIN fact f ON f.k = x.k",
     "SELECT count(*), sum(f.v), max(d.name) FROM dim d JOIN wide w ON d.k = w.k JOIN fact f ON f.k = d.k",
+    // The right input a scan's groups by the key (a decorrelated keyed subquery, a derived table with GROUP BY):
+    // grouped only over the rows whose key the left input has (`JoinPlan::group_key_filter`).
+    "SELECT d.name, (SELECT sum(f.v) FROM fact f WHERE f.k = d.k) FROM dim d WHERE d.grp = 3",
+    "SELECT d.name, (SELECT count(*) FROM fact f WHERE f.k = d.k) FROM dim d WHERE d.k < 100",
+    "SELECT d.name, (SELECT sum(f.v) FROM fact f WHERE f.k = d.k) FROM dim d WHERE d.name = 'none'",
+    "SELECT w.k, (SELECT count(*) FROM fact f WHERE f.k = w.k), (SELECT min(f.id) FROM fact f WHERE f.k = w.k) \
+     FROM wide w",
+    "SELECT d.name, x.n, x.m FROM dim d LEFT JOIN (SELECT k, count(*) AS n, max(v) AS m FROM fact GROUP BY k \
+     HAVING max(v) > 6) x ON x.k = d.k WHERE d.grp = 2",
+    "SELECT d.name, x.n FROM dim d JOIN (SELECT max(v) AS m, k AS kk, count(*) AS n FROM fact GROUP BY k) x \
+     ON x.kk = d.k AND x.m > d.grp WHERE d.grp < 3",
+    "SELECT d.name, x.p, x.n FROM dim d JOIN (SELECT k, v % 2 AS p, count(*) AS n FROM fact GROUP BY k, v % 2) x \
+     ON x.k = d.k WHERE d.grp = 1",
+    "SELECT d.name, x.n FROM dim d JOIN (SELECT k, v, count(*) AS n FROM fact GROUP BY k, v) x \
+     ON x.k = d.k AND x.v = d.grp WHERE d.grp > 4",
+    "SELECT count(*), sum(x.n) FROM dim d JOIN (SELECT k, count(*) AS n FROM fact GROUP BY k) x ON x.k = d.k \
+     WHERE d.grp = 4",
+    "SELECT d.grp, max(x.n) FROM dim d LEFT JOIN (SELECT k, count(*) AS n FROM fact WHERE v < 9 GROUP BY k) x \
+     ON x.k = d.k GROUP BY d.grp",
+    // Groups a key filter would change: not filtered.
+    "SELECT d.name, x.n FROM dim d LEFT JOIN (SELECT k, count(*) AS n FROM fact GROUP BY k ORDER BY k LIMIT 50) x \
+     ON x.k = d.k WHERE d.grp = 0",
+    "SELECT d.name, x.n FROM dim d LEFT JOIN (SELECT k, count(*) AS n FROM fact GROUP BY ROLLUP (k)) x \
+     ON x.k = d.k WHERE d.grp = 0",
+    "SELECT d.name, x.n FROM dim d LEFT JOIN (SELECT DISTINCT k, count(*) AS n FROM fact GROUP BY k) x \
+     ON x.k = d.k WHERE d.grp = 6",
+    "SELECT d.name, x.n FROM dim d RIGHT JOIN (SELECT k, count(*) AS n FROM fact GROUP BY k) x ON x.k = d.k \
+     WHERE x.n > 2",
+    "SELECT d.name, x.n FROM dim d FULL JOIN (SELECT k, count(*) AS n FROM fact WHERE id < 50 GROUP BY k) x \
+     ON x.k = d.k WHERE d.grp = 5 OR d.grp IS NULL",
 ];
 
 #[test]
@@ -129,6 +160,36 @@ fn the_keyed_scan_hands_on_only_rows_whose_key_the_other_input_has() {
     assert!(!rows(&mut session, &format!("EXPLAIN {sql}")).join("\n").contains("Key Filter"));
     let error = session.execute_one("SET numadb.join_key_filter = maybe").unwrap_err();
     assert_eq!(error.sqlstate, "22023");
+}
+
+#[test]
+fn a_keyed_subquery_groups_only_the_rows_whose_key_the_outer_rows_have() {
+    let database = Database::new().unwrap();
+    let mut session = database.session();
+    tables(&mut session);
+    let sql = "SELECT d.name, (SELECT sum(f.v) FROM fact f WHERE f.k = d.k) FROM dim d WHERE d.grp = 3";
+    let explain = rows(&mut session, &format!("EXPLAIN {sql}")).join("\n");
+    assert!(
+        explain.contains(
+            "Key Filter: the right input's scan runs second, grouping only rows whose k is a key of the left input"
+        ),
+        "{explain}"
+    );
+    let with_partner = rows(&mut session, "SELECT count(*) FROM fact WHERE k IN (SELECT k FROM dim WHERE grp = 3)");
+    let Some(with_partner) = with_partner[0].strip_prefix("[Int(").and_then(|s| s.strip_suffix(")]")) else {
+        panic!("{with_partner:?}")
+    };
+    let with_partner: u64 = with_partner.parse().unwrap();
+    assert!(with_partner > 0 && with_partner < 20_000, "{with_partner}");
+    assert_eq!(fact_rows_selected(&mut session, sql), with_partner);
+    // A LIMIT over the groups keeps them whole.
+    let limited = "SELECT d.name, x.n FROM dim d LEFT JOIN (SELECT k, count(*) AS n FROM fact GROUP BY k LIMIT 5) x \
+                   ON x.k = d.k WHERE d.grp = 3";
+    assert!(!rows(&mut session, &format!("EXPLAIN {limited}")).join("\n").contains("Key Filter"));
+    assert_eq!(fact_rows_selected(&mut session, limited), 20_000);
+    session.execute_one("SET numadb.join_key_filter = off").unwrap();
+    assert_eq!(fact_rows_selected(&mut session, sql), 20_000);
+    assert!(!rows(&mut session, &format!("EXPLAIN {sql}")).join("\n").contains("Key Filter"));
 }
 
 #[test]
