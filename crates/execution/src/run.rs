@@ -802,7 +802,7 @@ fn collect_scans(
         // scan); the probing scan runs later, from `finish`.
         Plan::Aggregate { input, aggregates, .. }
             if let Some((join, _)) = join_under_aggregate(input)
-                && let Some(probing) = ProbePlan::of(join, aggregates, executor) =>
+                && let Some(probing) = ProbePlan::of(join, aggregates, executor.join_key_filter) =>
         {
             match probing.other_rows_scan() {
                 Some(scan) => {
@@ -2060,7 +2060,7 @@ fn finish(
         // can, the join probes and aggregates inside the tasks of one input's scan instead ([`JoinProbe`]).
         Plan::Aggregate { input, group_by, aggregates, sets }
             if let Some((join, filter)) = join_under_aggregate(input)
-                && (filter.is_none() || ProbePlan::of(join, aggregates, executor).is_some()) =>
+                && (filter.is_none() || ProbePlan::of(join, aggregates, executor.join_key_filter).is_some()) =>
         {
             let call = AggregateOverJoin { join, filter, group_by, aggregates, sets: sets.as_deref() };
             let (left, right) = match probed_join_aggregate(&call, executor, jobs, next_job, budget, result)? {
@@ -2334,15 +2334,10 @@ fn join_operator(join: &JoinPlan) -> String {
     format!("{method} ({})", join.kind.keyword())
 }
 
-/// Which input of a join is scanned with the other's keys, unless the session turned that off.
-fn key_filter(join: &JoinPlan, executor: &Executor<'_>) -> Option<crate::plan::KeyFilter> {
-    if executor.join_key_filter { join.key_filter() } else { None }
-}
-
-/// Which input of a join [`join_inputs`] makes second, with the other's keys: a scan of rows ([`key_filter`]),
-/// else a scan's groups ([`JoinPlan::group_key_filter`]); unless the session turned that off.
+/// Which input of a join [`join_inputs`] makes second, with the other's keys ([`JoinPlan::keyed_input`]), unless
+/// the session turned that off.
 fn keyed_input(join: &JoinPlan, executor: &Executor<'_>) -> Option<crate::plan::KeyFilter> {
-    if executor.join_key_filter { join.key_filter().or_else(|| join.group_key_filter()) } else { None }
+    if executor.join_key_filter { join.keyed_input() } else { None }
 }
 
 /// The distinct non-NULL values of a join key over its input's rows.
@@ -3017,7 +3012,7 @@ struct AggregateOverJoin<'p> {
 
 /// The join an aggregate's input is, directly or under a filter alone (a WHERE over the joined rows: `Plan::Post`
 /// with nothing else), with that filter.
-fn join_under_aggregate(input: &Plan) -> Option<(&JoinPlan, Option<&Expr>)> {
+pub(crate) fn join_under_aggregate(input: &Plan) -> Option<(&JoinPlan, Option<&Expr>)> {
     match input {
         Plan::Join(join) => Some((join, None)),
         Plan::Post {
@@ -3067,16 +3062,16 @@ struct ProbePlan<'p> {
 }
 
 impl<'p> ProbePlan<'p> {
-    fn of(join: &'p JoinPlan, aggregates: &[AggregateCall], executor: &Executor<'_>) -> Option<ProbePlan<'p>> {
+    fn of(join: &'p JoinPlan, aggregates: &[AggregateCall], join_key_filter: bool) -> Option<ProbePlan<'p>> {
         if join.left_keys.len() != 1 || aggregates.iter().any(|a| a.function == AggregateFunction::StringAgg) {
             return None;
         }
         let (filter, preserves_scanned) = match join.kind {
-            JoinKind::Inner => (key_filter(join, executor)?, false),
+            JoinKind::Inner if join_key_filter => (join.key_filter()?, false),
             // The left input's scan probes, keeping its rows without partners: the decorrelated scalar
             // subquery's form (`x < (SELECT avg(b.v) FROM b WHERE b.k = a.k)` is `a` left-joined with `b`'s
             // groups, filtered, then aggregated).
-            JoinKind::Left if executor.join_key_filter => {
+            JoinKind::Left if join_key_filter => {
                 let Plan::Scan(ScanPlan { output: ScanOutput::Rows(projections), join_keys: None, .. }) =
                     join.left.as_ref()
                 else {
@@ -3121,6 +3116,12 @@ impl<'p> ProbePlan<'p> {
     }
 }
 
+/// Whether an aggregate of `aggregates` over `input` probes its join in one input's scan tasks ([`ProbePlan`]), as
+/// `collect_scans` and `finish` decide it: for EXPLAIN, whose `Key Filter` line is then that of the probe.
+pub(crate) fn aggregate_probes_join(input: &Plan, aggregates: &[AggregateCall], join_key_filter: bool) -> bool {
+    join_under_aggregate(input).is_some_and(|(join, _)| ProbePlan::of(join, aggregates, join_key_filter).is_some())
+}
+
 /// Runs an aggregate over a join with the join's probes inside one input's scan tasks ([`JoinProbe`]) when the
 /// plan allows ([`ProbePlan`]) and the other input (the hashed side) is no larger than the scanned table.
 fn probed_join_aggregate(
@@ -3132,7 +3133,7 @@ fn probed_join_aggregate(
     result: &mut ExecutionResult,
 ) -> Result<Probed, ExecError> {
     let join = call.join;
-    let Some(plan) = ProbePlan::of(join, call.aggregates, executor) else {
+    let Some(plan) = ProbePlan::of(join, call.aggregates, executor.join_key_filter) else {
         return Ok(Probed::NotApplicable);
     };
     let ProbePlan { filter, other, other_key, other_width, scan, preserves_scanned, .. } = plan;
