@@ -114,6 +114,19 @@ pub fn queries(rows: u64) -> Vec<(&'static str, String)> {
                 (rows / 50).max(1)
             ),
         ),
+        // Correlated subqueries from a few outer rows: the inner table's groups (or distinct keys) are made only
+        // for the outer rows' keys.
+        (
+            "keyed subquery",
+            r#"SELECT a."C0", (SELECT SUM(b."C2") FROM "TBL_1" b WHERE b."C1" = a."C1") FROM "TBL_0" a WHERE a."C2" < 200 ORDER BY 1"#
+                .to_string(),
+        ),
+        (
+            "selective EXISTS",
+            format!(
+                r#"SELECT a."C0" FROM "TBL_0" a WHERE a."C3" < 200 AND EXISTS (SELECT 1 FROM "TBL_1" b WHERE b."C1" = a."C2" AND b."C4" < {half}) ORDER BY 1 LIMIT 5"#
+            ),
+        ),
     ]
 }
 

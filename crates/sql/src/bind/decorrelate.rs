@@ -7,7 +7,7 @@
 //!
 //! - `EXISTS` joins them (`JOIN (SELECT DISTINCT b.k … WHERE b.x > 5) ON … = a.k`): distinct keys match a row at
 //!   most once, so no row is repeated;
-//! - `NOT EXISTS` left-joins them and keeps the rows that found none (a marker column IS NULL);
+//! - `NOT EXISTS` left-joins them and keeps the rows that found none (the first key IS NULL);
 //! - `x IN (SELECT v …)` joins the distinct (keys, v) on the keys and `v = x` (in WHERE, IN's NULL answers and
 //!   FALSE both drop the row, so the join is exact). `NOT IN` is not rewritten: its NULL rules are not a join's.
 //! - `[NOT] EXISTS` whose subquery also compares an inner expression with the outer row once by `<`, `<=`, `>`,
