@@ -143,6 +143,15 @@ fn joins_return_the_same_rows_with_and_without_scanning_by_the_other_inputs_keys
     assert_ne!(matched, ["[Int(0)]"]);
 }
 
+/// The one integer a `SELECT count(*) …` returns.
+fn count(session: &mut Session, sql: &str) -> u64 {
+    let counted = rows(session, sql);
+    let Some(number) = counted[0].strip_prefix("[Int(").and_then(|s| s.strip_suffix(")]")) else {
+        panic!("{sql}: {counted:?}")
+    };
+    number.parse().unwrap()
+}
+
 /// The rows selected by the `Scan fact` line of `EXPLAIN ANALYZE`.
 fn fact_rows_selected(session: &mut Session, sql: &str) -> u64 {
     rows_selected(session, sql, "fact")
@@ -167,11 +176,8 @@ fn the_keyed_scan_hands_on_only_rows_whose_key_the_other_input_has() {
     assert!(
         explain.contains("Key Filter: the left scan runs second, keeping rows whose k is a key of the right input")
     );
-    let with_partner = rows(&mut session, "SELECT count(*) FROM fact WHERE k IN (SELECT k FROM dim WHERE grp = 3)");
-    let Some(with_partner) = with_partner[0].strip_prefix("[Int(").and_then(|s| s.strip_suffix(")]")) else {
-        panic!("{with_partner:?}")
-    };
-    assert_eq!(fact_rows_selected(&mut session, sql), with_partner.parse::<u64>().unwrap());
+    let with_partner = count(&mut session, "SELECT count(*) FROM fact WHERE k IN (SELECT k FROM dim WHERE grp = 3)");
+    assert_eq!(fact_rows_selected(&mut session, sql), with_partner);
     session.execute_one("SET numadb.join_key_filter = off").unwrap();
     assert_eq!(fact_rows_selected(&mut session, sql), 20_000);
     assert!(!rows(&mut session, &format!("EXPLAIN {sql}")).join("\n").contains("Key Filter"));
@@ -192,11 +198,7 @@ fn a_keyed_subquery_groups_only_the_rows_whose_key_the_outer_rows_have() {
         ),
         "{explain}"
     );
-    let with_partner = rows(&mut session, "SELECT count(*) FROM fact WHERE k IN (SELECT k FROM dim WHERE grp = 3)");
-    let Some(with_partner) = with_partner[0].strip_prefix("[Int(").and_then(|s| s.strip_suffix(")]")) else {
-        panic!("{with_partner:?}")
-    };
-    let with_partner: u64 = with_partner.parse().unwrap();
+    let with_partner = count(&mut session, "SELECT count(*) FROM fact WHERE k IN (SELECT k FROM dim WHERE grp = 3)");
     assert!(with_partner > 0 && with_partner < 20_000, "{with_partner}");
     assert_eq!(fact_rows_selected(&mut session, sql), with_partner);
     // The same with the groups a derived table's, and the left a filtered scan that could have been filtered by
