@@ -589,7 +589,8 @@ impl Plan {
     }
 
     /// An indented, human-readable description (the body of `EXPLAIN`); `join_key_filter` as the executor
-    /// will run it ([`JoinPlan::key_filter`], `numadb.join_key_filter`).
+    /// will run it ([`JoinPlan::keyed_input`], or under an aggregate that probes its join [`JoinPlan::key_filter`];
+    /// `numadb.join_key_filter`).
     pub fn describe(&self, join_key_filter: bool) -> String {
         let mut out = String::new();
         self.describe_into(&mut out, 0, join_key_filter, false);
