@@ -35,8 +35,8 @@ pub enum Ahead {
     /// non-temporal hint.
     NtaSpread,
     /// Before a span is read, the first [`HEAD_LINES`] lines of the span [`HEADS_AHEAD`] places later are asked
-    /// into L1, and nothing else: a few requests per span start the hardware's stream on it early, and the
-    /// hardware then fetches the rest without taking the core's miss buffers.
+    /// into L1, and nothing else: a few requests per span, it seems, start the hardware's stream on it early,
+    /// which then fetches the rest.
     Heads,
 }
 
@@ -147,29 +147,31 @@ fn one_pass(cpus: &[u32], groups: &[Vec<&[u64]>], isa: Isa, ahead: Ahead) -> Res
     Ok(window.map(|(began, ended)| ended.duration_since(began).as_secs_f64()))
 }
 
+/// Reads a group's spans in order, calling `ask` on the span `distance` places after each one just before it is
+/// read (and on the first `distance` spans before any).
+fn read_asking_ahead(group: &[&[u64]], isa: Isa, distance: usize, ask: impl Fn(&[u64])) -> u64 {
+    group.iter().take(distance).for_each(|span| ask(span));
+    let mut sum = 0u64;
+    for (index, span) in group.iter().enumerate() {
+        if let Some(later) = group.get(index + distance) {
+            ask(later);
+        }
+        sum = sum.wrapping_add(kernels::read_sum(isa, span));
+    }
+    sum
+}
+
 /// Reads a group's spans in order, asking for later ones as `ahead` says.
 fn read_group(group: &[&[u64]], isa: Isa, ahead: Ahead) -> u64 {
     let head = |span: &'_ [u64]| span.len().min(AHEAD_BYTES_MAX / 8);
     let mut sum = 0u64;
     match ahead {
         Ahead::L2Burst => {
-            group.iter().take(SPANS_AHEAD).for_each(|span| kernels::prefetch_l2(&span[..head(span)]));
-            for (index, span) in group.iter().enumerate() {
-                if let Some(later) = group.get(index + SPANS_AHEAD) {
-                    kernels::prefetch_l2(&later[..head(later)]);
-                }
-                sum = sum.wrapping_add(kernels::read_sum(isa, span));
-            }
+            sum = read_asking_ahead(group, isa, SPANS_AHEAD, |span| kernels::prefetch_l2(&span[..head(span)]));
         }
         Ahead::Heads => {
-            let first_lines = |span: &'_ [u64]| span.len().min(HEAD_LINES * 8);
-            group.iter().take(HEADS_AHEAD).for_each(|span| kernels::prefetch_l1(&span[..first_lines(span)]));
-            for (index, span) in group.iter().enumerate() {
-                if let Some(later) = group.get(index + HEADS_AHEAD) {
-                    kernels::prefetch_l1(&later[..first_lines(later)]);
-                }
-                sum = sum.wrapping_add(kernels::read_sum(isa, span));
-            }
+            let first_lines = |span: &[u64]| span.len().min(HEAD_LINES * 8);
+            sum = read_asking_ahead(group, isa, HEADS_AHEAD, |span| kernels::prefetch_l1(&span[..first_lines(span)]));
         }
         Ahead::NtaSpread => {
             for (index, span) in group.iter().enumerate() {
