@@ -7,7 +7,7 @@
 //! - [`duckdb`]: DuckDB (its Python package) as a peer on identical data.
 //! - [`peers`]: DuckDB and PostgreSQL running the workload driver's workloads with the same clients, on identical
 //!   data.
-//! - [`reference`]: memory-system references (streaming read bandwidth, pointer-chase latency).
+//! - [`reference`](mod@reference): memory-system references (streaming read bandwidth, pointer-chase latency).
 //! - [`driver`]: the workload driver (N clients in-process or over the wire, per-second throughput, latency).
 //! - [`experiment`]: TOML experiment matrices and the built-in thesis experiments, run into result sets.
 //! - [`findings`] and [`report`]: what a result set says, as sentences, tables, charts and an HTML page.

@@ -19,7 +19,7 @@
 //! do once. Keys come from the driver's xorshift generator with the driver's seeding, so they are the same
 //! sequence. Latencies are measured in Python and put into the same HdrHistogram as the driver's.
 //!
-//! **PostgreSQL** ([`postgres`]) is driven over the wire by the driver itself (`Target::Wire`), with prepared
+//! **PostgreSQL** ([`postgres`](crate::postgres)) is driven over the wire by the driver itself (`Target::Wire`), with prepared
 //! statements, exactly as a `numadb serve` would be. The tables are (re)created and filled with `COPY … FROM
 //! STDIN` only when the server's copy differs from numadb's, then frozen and analysed (`VACUUM (FREEZE,
 //! ANALYZE)`), so that the measured phase does not pay for hint bits or plan without statistics. Server settings

@@ -105,7 +105,7 @@ impl NearbyReference {
 
 /// Read bandwidth in bytes/s of the prober's kernel over `groups` of spans (a scan's morsels, each the byte runs it
 /// reads, in order), one pinned thread per allowed CPU taking groups as the scan's workers take morsels; the median
-/// of [`REFERENCE_REPETITIONS`] passes after an unmeasured one, with the best way of asking for later spans.
+/// of `REFERENCE_REPETITIONS` passes after an unmeasured one, with the best way of asking for later spans.
 pub fn read_spans_bandwidth(topology: &Topology, groups: &[Vec<&[u64]>]) -> Result<f64, String> {
     let cpus: Vec<u32> = topology.allowed.cpus.iter().collect();
     let reading = numadb_probe::spans::read_spans(&cpus, groups, Isa::best(), REFERENCE_REPETITIONS)

@@ -446,7 +446,7 @@ fn rows_filter(expr: &Expr) -> Filter {
 /// volatile function and holds no subquery. A string whose evaluation fails (`s::int = 3` over `'x'`) may belong
 /// to no row the scan evaluates (a row another part of an AND has decided), so a partition with such a string is
 /// evaluated row by row instead, where the rows that fail are the rows PostgreSQL would fail on. So is one whose
-/// dictionary is large against the rows left to decide ([`TEXT_CODES_ROWS_PER_STRING`]).
+/// dictionary is large against the rows left to decide (`TEXT_CODES_ROWS_PER_STRING`).
 #[derive(Debug)]
 pub struct TextPredicate {
     /// The text column.

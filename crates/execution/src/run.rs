@@ -146,7 +146,7 @@ pub struct ScanStats {
     /// again after a spill counts again).
     pub groups_spilled: u64,
     /// Whether the merge's partitions were ranges of the GROUP BY key's values, not hash partitions
-    /// ([`KeyRange`]).
+    /// (`KeyRange`).
     pub merged_by_key_range: bool,
 }
 

@@ -282,7 +282,7 @@ impl Region {
 
     /// Changes the region's policy and moves the pages already present to comply, preserving their contents.
     /// For `node(n)` the result is verified page by page and stragglers are retried with `move_pages` up to
-    /// [`MIGRATION_ATTEMPTS_MAX`] times; pages never touched stay untouched (they will be placed by the new
+    /// `MIGRATION_ATTEMPTS_MAX` times; pages never touched stay untouched (they will be placed by the new
     /// policy when first written).
     ///
     /// It takes `&self`: the kernel preserves every page's contents while it moves it, so readers on other

@@ -38,7 +38,7 @@ const SETUP_WAIT_MAX: Duration = Duration::from_secs(600);
 /// rises, so that a stalled coordinator cannot leave threads streaming forever.
 const SAMPLE_OVERRUN_FACTOR: u32 = 4;
 
-/// How long a streaming thread may run in one sample at most (see [`SAMPLE_OVERRUN_FACTOR`]).
+/// How long a streaming thread may run in one sample at most (see `SAMPLE_OVERRUN_FACTOR`).
 pub fn sample_overrun_limit(sample: Duration) -> Duration {
     sample * SAMPLE_OVERRUN_FACTOR + Duration::from_secs(1)
 }
