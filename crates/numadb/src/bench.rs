@@ -30,7 +30,9 @@ enum Benchmark {
     ///
     /// After every timed round the prober's read kernel also reads the very bytes each query's scans read, in
     /// their order ("of same bytes"): how fast this machine's memory serves that access pattern (a selective
-    /// scan's scattered blocks stream slower than one long read), and how much of it the scans get.
+    /// scan's scattered blocks stream slower than one long read), and how much of it the scans get. It is an
+    /// upper bound for the scans: that kernel decodes nothing, and its loads are light enough for the CPU to run
+    /// several blocks ahead, which a decoding loop cannot.
     ///
     /// DuckDB runs through its Python package (`make deps` installs it into .venv; NUMADB_PYTHON names another
     /// interpreter). Both systems load identical data, so their answers must agree; the table says whether they do.

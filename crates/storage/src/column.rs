@@ -376,7 +376,12 @@ impl IntColumn {
     /// (see [`bitpack::prefetch`] for what replaced that, and the measurements). Verdicts are never stored or
     /// taken twice: an earlier version collected them for the whole range first (0.5-3% slower), and one with a
     /// cursor running ahead took the verdict of every settled block twice (3.5% slower on a scan reading a fifth
-    /// of its blocks).
+    /// of its blocks). In stop 46, verdicts taken 64 blocks at a time as bitmaps, from dense arrays of the blocks'
+    /// minima and maxima, made a query whose zone maps settle every block faster (0.59 against 0.32 ms, 50
+    /// million rows, 2 workers, one process alternating) but the one at range_pred 10 000 12-15% slower with
+    /// this ring, and no faster with a list of the blocks to read and any prefetch distance: the checks between
+    /// reads cost nothing while the loop waits for memory. Nor did decoding straight into a block's mask on its
+    /// first write, rather than into a buffer merged after (within 1.5%).
     /// A block the zone map settles costs no kernel call and, where its verdict is the identity of the combination
     /// (nothing for an OR, everything for an AND), not even a write; nor a load of its data, unless the scan reads
     /// so many of the blocks before it that it is loaded to keep their stream whole (`STREAM_READS_MIN`).
