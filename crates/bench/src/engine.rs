@@ -200,7 +200,7 @@ fn thesis_full_scan_bytes(snapshots: &[TableSnapshot; 2], k: u32) -> u64 {
         for partition in &snapshot.partitions {
             for column in columns.clone() {
                 if let ColumnData::Int(ints) = partition.column(column).data() {
-                    bytes += std::mem::size_of_val(ints.blocks_words(0..partition.blocks())) as u64;
+                    bytes += ints.bytes();
                 }
             }
         }

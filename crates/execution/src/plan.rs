@@ -314,8 +314,8 @@ fn group_scan(plan: &Plan) -> Option<&ScanPlan> {
     }
 }
 
-/// `plan` (one that [`group_key_column`] sees through) with its scan handed `keys`.
-pub(crate) fn with_group_scan_keys(plan: &Plan, keys: JoinKeys) -> Result<Plan, ExecError> {
+/// `plan`, a scan or one that [`group_key_column`] sees through to a scan, with that scan handed `keys`.
+pub(crate) fn with_scan_keys(plan: &Plan, keys: JoinKeys) -> Result<Plan, ExecError> {
     let mut plan = plan.clone();
     let mut node = &mut plan;
     loop {

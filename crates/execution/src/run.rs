@@ -2315,16 +2315,9 @@ fn join_inputs(
     };
     let other = finish(other, executor, jobs, next_job, budget, result)?;
     let keys = join_keys(&other, other_key, executor)?;
-    let scanned = match scanned.as_ref() {
-        Plan::Scan(scan @ ScanPlan { output: ScanOutput::Rows(_), .. }) => {
-            keyed_scan(scan, filter.column, keys, executor, budget, result)?
-        }
-        // A scan's groups ([`JoinPlan::group_key_filter`]).
-        grouped => {
-            let keys = JoinKeys { column: filter.column, keys: Arc::new(keys), probe: None };
-            keyed_plan(&crate::plan::with_group_scan_keys(grouped, keys)?, executor, budget, result)?
-        }
-    };
+    // A scan of rows, or a scan's groups ([`JoinPlan::group_key_filter`]).
+    let keys = JoinKeys { column: filter.column, keys: Arc::new(keys), probe: None };
+    let scanned = keyed_plan(&crate::plan::with_scan_keys(scanned, keys)?, executor, budget, result)?;
     Ok(if filter.scans_right { (other, scanned) } else { (scanned, other) })
 }
 
