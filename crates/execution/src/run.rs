@@ -3036,9 +3036,10 @@ enum Probed {
 }
 
 /// How an aggregate over a join runs with the join's probes in one input's scan tasks ([`JoinProbe`]), when the
-/// plan allows: an inner join on one integer key pair, one input (a scan) run second with the other's keys, no
-/// ordered aggregate (`string_agg` would see its values in the tasks' order). Decided from the plan alone, so
-/// that [`collect_scans`] (which lays the other input's rows back to back when it is a scan) and
+/// plan allows: an inner join on one integer key pair, one input (a scan) run second with the other's keys (not
+/// where [`JoinPlan::keyed_input`] filters a scan's groups by a filtered left scan's keys instead), no ordered
+/// aggregate (`string_agg` would see its values in the tasks' order). Decided from the plan alone, so that
+/// [`collect_scans`] (which lays the other input's rows back to back when it is a scan) and
 /// [`probed_join_aggregate`] agree.
 struct ProbePlan<'p> {
     filter: crate::plan::KeyFilter,
@@ -3060,7 +3061,12 @@ impl<'p> ProbePlan<'p> {
             return None;
         }
         let (filter, preserves_scanned) = match join.kind {
-            JoinKind::Inner if join_key_filter => (join.key_filter()?, false),
+            // Not where a filtered left scan filters a scan's groups by its keys ([`JoinPlan::keyed_input`]):
+            // probing would make every group of the right first, for the few the left's rows meet.
+            JoinKind::Inner if join_key_filter => match (join.key_filter()?, join.keyed_input()?) {
+                (rows, keyed) if rows == keyed => (rows, false),
+                _ => return None,
+            },
             // The left input's scan probes, keeping its rows without partners: the decorrelated scalar
             // subquery's form (`x < (SELECT avg(b.v) FROM b WHERE b.k = a.k)` is `a` left-joined with `b`'s
             // groups, filtered, then aggregated).

@@ -1986,7 +1986,12 @@ impl<'a> Binder<'a> {
             }
             Some(LimitClause::OffsetCommaLimit { offset, limit }) => (Some(limit), Some(offset)),
         };
-        // `FETCH FIRST n ROWS ONLY` is the standard's LIMIT (PostgreSQL refuses both in one query).
+        let count = |count: &ast::Expr, clause: &str| {
+            self.bind_constant(count, Some(DataType::BigInt))
+                .map_err(|error| self.row_count_error(query, count, clause, error))
+        };
+        // `FETCH FIRST n ROWS ONLY` is the standard's LIMIT (PostgreSQL refuses both in one query, and names its
+        // count's errors LIMIT's).
         let fetched = match &query.fetch {
             None => None,
             Some(fetch) if fetch.with_ties && query.order_by.is_none() => {
@@ -2000,7 +2005,7 @@ impl<'a> Binder<'a> {
                 return Err(ExecError::new(sqlstate::SYNTAX_ERROR, "LIMIT and FETCH cannot be used together"));
             }
             Some(fetch) => Some(match &fetch.quantity {
-                Some(quantity) => self.bind_constant(quantity, Some(DataType::BigInt))?,
+                Some(quantity) => count(quantity, "LIMIT")?,
                 None => Expr::literal(Value::Int(1), DataType::BigInt), // FETCH FIRST ROW ONLY
             }),
         };
@@ -2013,10 +2018,6 @@ impl<'a> Binder<'a> {
         if !query.pipe_operators.is_empty() {
             return Err(unsupported("pipe operators"));
         }
-        let count = |count: &ast::Expr, clause: &str| {
-            self.bind_constant(count, Some(DataType::BigInt))
-                .map_err(|error| self.row_count_error(query, count, clause, error))
-        };
         let limit = match fetched {
             Some(fetched) => Some(fetched),
             None => limit.map(|e| count(e, "LIMIT")).transpose()?,

@@ -133,6 +133,7 @@ pub fn parse(sql: &str) -> Result<Vec<Parsed>, ExecError> {
         .tokenize_with_location()
         .map_err(|e| syntax_error(e.into()))?;
     let (tokens, symmetric) = mark_symmetric_bounds(drop_trim_from_without_characters(tokens));
+    let (tokens, fetch_counts) = mark_fetch_counts(tokens).map_err(syntax_error)?;
     let mut parser = Parser::new(&dialect).with_tokens_with_locations(tokens);
     let mut statements = Vec::new();
     loop {
@@ -149,6 +150,9 @@ pub fn parse(sql: &str) -> Result<Vec<Parsed>, ExecError> {
                     expand_symmetric_betweens(&mut statement);
                 }
                 parenthesize_double_minus(&mut statement);
+                if !fetch_counts.is_empty() {
+                    restore_fetch_counts(&mut statement, &fetch_counts);
+                }
                 Parsed::Sql(Box::new(statement))
             }
         };
@@ -159,6 +163,99 @@ pub fn parse(sql: &str) -> Result<Vec<Parsed>, ExecError> {
         }
     }
     Ok(statements)
+}
+
+/// The name of the placeholder a `FETCH FIRST` count that is not a literal stands as while the statement is parsed,
+/// followed by the count's number: the lexer makes no placeholder with a space.
+const FETCH_COUNT_MARKER: &str = "$numadb fetch count ";
+
+/// `tokens` with each `FETCH FIRST|NEXT` count that is not a literal as one [`FETCH_COUNT_MARKER`] placeholder, and
+/// those counts, parsed. PostgreSQL's count is a `c_expr` (a parenthesized expression, a column, a function call)
+/// or a signed number; sqlparser takes only a literal there, and a column was its syntax error, not PostgreSQL's
+/// 42P10. A `FETCH` of a cursor (`FETCH NEXT FROM c`) is left as it is.
+fn mark_fetch_counts(tokens: Vec<TokenWithSpan>) -> Result<(Vec<TokenWithSpan>, Vec<Expr>), ParserError> {
+    let significant: Vec<usize> =
+        (0..tokens.len()).filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_))).collect();
+    let token_at = |n: usize| significant.get(n).map(|&i| &tokens[i].token);
+    // Where each count is: its first and last significant tokens.
+    let mut counts: Vec<(usize, usize)> = Vec::new();
+    for n in 0..significant.len() {
+        if !token_at(n).is_some_and(|t| word_is(t, "fetch"))
+            || !token_at(n + 1).is_some_and(|t| word_is(t, "first") || word_is(t, "next"))
+        {
+            continue;
+        }
+        let first = n + 2;
+        // The significant token that closes the group opening at `open`.
+        let group_end = |open: usize| {
+            let mut depth = 0usize;
+            (open..significant.len()).find(|&m| {
+                match token_at(m) {
+                    Some(Token::LParen) => depth += 1,
+                    Some(Token::RParen) => depth = depth.saturating_sub(1),
+                    _ => {}
+                }
+                depth == 0
+            })
+        };
+        let last = match token_at(first) {
+            Some(Token::LParen) => group_end(first),
+            Some(Token::Plus | Token::Minus) if matches!(token_at(first + 1), Some(Token::Number(..))) => {
+                Some(first + 1)
+            }
+            Some(Token::Word(w))
+                if w.quote_style.is_some()
+                    || !["row", "rows", "from", "in", "only", "with"]
+                        .iter()
+                        .any(|k| w.value.eq_ignore_ascii_case(k)) =>
+            {
+                // A column (`a.b`) or a function call.
+                let mut last = first;
+                while token_at(last + 1) == Some(&Token::Period) && matches!(token_at(last + 2), Some(Token::Word(_))) {
+                    last += 2;
+                }
+                if token_at(last + 1) == Some(&Token::LParen) { group_end(last + 1) } else { Some(last) }
+            }
+            _ => None,
+        };
+        if let Some(last) = last {
+            counts.push((first, last));
+        }
+    }
+    if counts.is_empty() {
+        return Ok((tokens, Vec::new()));
+    }
+    let dialect = PostgreSqlDialect {};
+    let mut exprs = Vec::with_capacity(counts.len());
+    let mut out = Vec::with_capacity(tokens.len());
+    let mut next = 0;
+    for (number, &(first, last)) in counts.iter().enumerate() {
+        let (start, end) = (significant[first], significant[last]);
+        out.extend_from_slice(&tokens[next..start]);
+        let mut parser = Parser::new(&dialect).with_tokens_with_locations(tokens[start..=end].to_vec());
+        exprs.push(parser.parse_expr()?);
+        if parser.peek_token().token != Token::EOF {
+            return Err(ParserError::ParserError(format!("syntax error at or near \"{}\"", parser.peek_token().token)));
+        }
+        out.push(TokenWithSpan::new(Token::Placeholder(format!("{FETCH_COUNT_MARKER}{number}")), tokens[start].span));
+        next = end + 1;
+    }
+    out.extend_from_slice(&tokens[next..]);
+    Ok((out, exprs))
+}
+
+/// Each [`FETCH_COUNT_MARKER`] placeholder in `statement` as the count it stands for.
+fn restore_fetch_counts(statement: &mut Statement, counts: &[Expr]) {
+    let _ = sqlparser::ast::visit_expressions_mut(statement, |expr| {
+        if let Expr::Value(value) = expr
+            && let sqlparser::ast::Value::Placeholder(name) = &value.value
+            && let Some(count) = name.strip_prefix(FETCH_COUNT_MARKER).and_then(|n| n.parse::<usize>().ok())
+            && let Some(count) = counts.get(count)
+        {
+            *expr = count.clone();
+        }
+        ControlFlow::<()>::Continue(())
+    });
 }
 
 /// The call a `BETWEEN SYMMETRIC`'s lower bound is wrapped in between lexing and parsing: a name no function has.

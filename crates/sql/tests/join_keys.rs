@@ -100,8 +100,8 @@ const QUERIES: &[&str] = &[
      WHERE d.grp = 4",
     "SELECT d.grp, max(x.n) FROM dim d LEFT JOIN (SELECT k, count(*) AS n FROM fact WHERE v < 9 GROUP BY k) x \
      ON x.k = d.k GROUP BY d.grp",
-    // A filtered left scan and a right scan's groups: the groups are filtered by the left's keys (an aggregate
-    // over the join probes it in the left scan's tasks, with the groups' keys, as before).
+    // A filtered left scan and a right scan's groups: the groups are filtered by the left's keys, under an
+    // aggregate too.
     "SELECT f.id, x.n FROM fact f JOIN (SELECT k, count(*) AS n FROM dim GROUP BY k) x ON x.k = f.k WHERE f.id < 500",
     "SELECT f.id, x.n FROM fact f LEFT JOIN (SELECT k, count(*) AS n FROM dim GROUP BY k) x ON x.k = f.k \
      WHERE f.id < 500",
@@ -208,9 +208,16 @@ fn a_keyed_subquery_groups_only_the_rows_whose_key_the_outer_rows_have() {
     let explain = rows(&mut session, &format!("EXPLAIN {joined}")).join("\n");
     assert!(explain.contains("grouping only rows whose k is a key of the left input"), "{explain}");
     assert!(rows_selected(&mut session, joined, "dim") < 300, "{explain}");
-    // Under an aggregate the join is probed in the left scan's tasks, and EXPLAIN says so.
+    // So they are under an aggregate: the join is not probed in the left scan's tasks, which would need every
+    // group first.
+    let aggregated = "SELECT count(*), sum(x.n) FROM fact f JOIN (SELECT k, count(*) AS n FROM dim GROUP BY k) x \
+                      ON x.k = f.k WHERE f.id < 300";
+    let explain = rows(&mut session, &format!("EXPLAIN {aggregated}")).join("\n");
+    assert!(explain.contains("grouping only rows whose k is a key of the left input"), "{explain}");
+    assert!(rows_selected(&mut session, aggregated, "dim") < 300, "{explain}");
+    // Without a filter on the left the join is probed in the left scan's tasks, and EXPLAIN says so.
     let probed = "SELECT count(*), sum(x.n) FROM fact f JOIN (SELECT k, count(*) AS n FROM dim GROUP BY k) x \
-                  ON x.k = f.k WHERE f.id < 300";
+                  ON x.k = f.k";
     let explain = rows(&mut session, &format!("EXPLAIN {probed}")).join("\n");
     assert!(
         explain.contains("Key Filter: the left scan runs second, keeping rows whose k is a key of the right input"),
