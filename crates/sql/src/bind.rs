@@ -1821,7 +1821,9 @@ impl<'a> Binder<'a> {
     /// type of its one column (`one_column` false: EXISTS, any columns).
     fn plan_subquery(&self, query: &Query, one_column: bool) -> Result<(usize, DataType), ExecError> {
         // The subquery's SELECT collects its own aggregates: the enclosing SELECT's are set aside meanwhile.
-        let bound = self.without_aggregates(|| self.plan_query_inner(query))?;
+        let bound = self
+            .without_aggregates(|| self.plan_query_inner(query))
+            .map_err(|error| self.correlated_subquery_error(query, error))?;
         // The same text names other rows under other `WITH` queries.
         let visible: Vec<usize> = self.ctes.borrow().iter().map(|c| c.id).collect();
         let text = format!("{one_column} {visible:?} {query}");

@@ -1284,6 +1284,47 @@ impl Binder<'_> {
         Some(OverOuterValues { inner: select, references, names, values, over_groups: false })
     }
 
+    /// `error` (a correlated subquery refused, 0A000) as PostgreSQL reports `query` when it is invalid anyway: a
+    /// SELECT without GROUP BY that aggregates (HAVING, or an aggregate call among its items) and names a column
+    /// of its own FROM outside an aggregate call is PostgreSQL's 42803, whatever it reads of the enclosing query.
+    pub(super) fn correlated_subquery_error(&self, query: &ast::Query, error: ExecError) -> ExecError {
+        if error.sqlstate != sqlstate::FEATURE_NOT_SUPPORTED {
+            return error;
+        }
+        let SetExpr::Select(select) = query.body.as_ref() else { return error };
+        let ungrouped = matches!(&select.group_by, ast::GroupByExpr::Expressions(keys, _) if keys.is_empty());
+        let items: Vec<&E> = select
+            .projection
+            .iter()
+            .filter_map(|item| match item {
+                ast::SelectItem::UnnamedExpr(expr) | ast::SelectItem::ExprWithAlias { expr, .. } => Some(expr),
+                _ => None,
+            })
+            .collect();
+        if !ungrouped || !(select.having.is_some() || items.iter().any(|item| has_plain_aggregate(*item))) {
+            return error;
+        }
+        let Some(own) = self.names_in(&select.from) else { return error };
+        let ordered = match &query.order_by {
+            Some(ast::OrderBy { kind: ast::OrderByKind::Expressions(order), .. }) => {
+                order.iter().map(|o| &o.expr).collect()
+            }
+            _ => Vec::new(),
+        };
+        let found = items
+            .into_iter()
+            .chain(select.having.as_ref())
+            .chain(ordered)
+            .find_map(|expr| ungrouped_own_column(expr, &own));
+        match found {
+            Some(name) => ExecError::new(
+                sqlstate::GROUPING_ERROR,
+                format!("column \"{name}\" must appear in the GROUP BY clause or be used in an aggregate function"),
+            ),
+            None => error,
+        }
+    }
+
     /// `error` from binding a LIMIT's or OFFSET's count (`clause`) of `query`, with no columns in scope, as
     /// PostgreSQL reports it when the count names a column: of an enclosing query, refused (0A000: PostgreSQL
     /// computes the count per outer row); of `query`'s own FROM, 42P10.
@@ -2034,6 +2075,58 @@ fn has_window<N: ast::Visit + 'static>(node: &N) -> bool {
 }
 
 /// Whether an aggregate is called in `node` itself other than as a window function (not in a subquery inside it).
+/// The first column of `own` (a FROM's names) that `expr` names outside aggregate calls and subqueries.
+fn ungrouped_own_column(expr: &E, own: &Names) -> Option<String> {
+    struct Columns<'n> {
+        own: &'n Names,
+        /// Queries and aggregate calls the visitor is in.
+        queries: usize,
+        aggregates: usize,
+    }
+    impl ast::Visitor for Columns<'_> {
+        type Break = String;
+        fn pre_visit_query(&mut self, _query: &ast::Query) -> std::ops::ControlFlow<String> {
+            self.queries += 1;
+            std::ops::ControlFlow::Continue(())
+        }
+        fn post_visit_query(&mut self, _query: &ast::Query) -> std::ops::ControlFlow<String> {
+            self.queries -= 1;
+            std::ops::ControlFlow::Continue(())
+        }
+        fn pre_visit_expr(&mut self, expr: &E) -> std::ops::ControlFlow<String> {
+            if self.queries > 0 {
+                return std::ops::ControlFlow::Continue(());
+            }
+            let name = match expr {
+                E::Function(f) if f.over.is_none() && is_aggregate(&f.name.to_string()) => {
+                    self.aggregates += 1;
+                    None
+                }
+                _ if self.aggregates > 0 => None,
+                E::Identifier(name) => self.own.has_column(&fold(name)).then(|| fold(name)),
+                E::CompoundIdentifier(parts) => match parts.as_slice() {
+                    [qualifier, name] if self.own.has_qualifier(&fold(qualifier)) => Some(fold(name)),
+                    _ => None,
+                },
+                _ => None,
+            };
+            name.map_or(std::ops::ControlFlow::Continue(()), std::ops::ControlFlow::Break)
+        }
+        fn post_visit_expr(&mut self, expr: &E) -> std::ops::ControlFlow<String> {
+            if self.queries == 0
+                && matches!(expr, E::Function(f) if f.over.is_none() && is_aggregate(&f.name.to_string()))
+            {
+                self.aggregates -= 1;
+            }
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    match ast::Visit::visit(expr, &mut Columns { own, queries: 0, aggregates: 0 }) {
+        std::ops::ControlFlow::Break(name) => Some(name),
+        std::ops::ControlFlow::Continue(()) => None,
+    }
+}
+
 fn has_plain_aggregate<N: ast::Visit + 'static>(node: &N) -> bool {
     calls_own(node, |f| f.over.is_none() && is_aggregate(&f.name.to_string()))
 }
