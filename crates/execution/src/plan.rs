@@ -62,8 +62,9 @@ pub struct LookupPlan {
     pub table: Arc<Table>,
     /// The indexed column.
     pub column: usize,
-    /// The key (constant or parameter).
-    pub key: Expr,
+    /// The keys (constants or parameters): one for `c = k`, those of the list for `c IN (k1, k2, …)`. A row is
+    /// found once however many of them it has.
+    pub keys: Vec<Expr>,
     /// The rest of `WHERE`, checked on the rows found.
     pub residual: Option<Expr>,
     /// What to produce.
@@ -531,7 +532,7 @@ impl Plan {
             Plan::Lookup(lookup) => Plan::Lookup(LookupPlan {
                 table: Arc::clone(&lookup.table),
                 column: lookup.column,
-                key: f(&lookup.key)?,
+                keys: lookup.keys.iter().map(&mut *f).collect::<Result<_, _>>()?,
                 residual: lookup.residual.as_ref().map(&mut *f).transpose()?,
                 output: map_output(&lookup.output, f)?,
             }),
@@ -641,7 +642,9 @@ impl Plan {
                     names.get(lookup.column).map(String::as_str).unwrap_or("?"),
                     output_kind(&lookup.output, true, &[])
                 );
-                let _ = writeln!(out, "{indent}      Key: {}", show_expr(&lookup.key, &names));
+                let keys: Vec<String> = lookup.keys.iter().map(|key| show_expr(key, &names)).collect();
+                let label = if keys.len() == 1 { "Key" } else { "Keys" };
+                let _ = writeln!(out, "{indent}      {label}: {}", keys.join(", "));
                 if let Some(residual) = &lookup.residual {
                     let _ = writeln!(out, "{indent}      Filter: {}", show_expr(residual, &names));
                 }

@@ -3486,28 +3486,33 @@ fn finish_scan(scan: &ScanPlan, job: &ScanJob, budget: &ResultBudget) -> Result<
 
 /// Runs an index lookup on the calling thread; returns rows and the number of rows the index found.
 pub fn run_lookup(lookup: &LookupPlan, params: &[Value]) -> Result<(Vec<Vec<Value>>, u64), ExecError> {
-    let key = lookup.key.eval(&[], params)?;
+    // A NULL key finds nothing (`c = NULL` and `c IN (NULL)` are never true).
+    let keys: Vec<Value> = lookup
+        .keys
+        .iter()
+        .map(|key| key.eval(&[], params))
+        .filter(|key| !key.as_ref().is_ok_and(Value::is_null))
+        .collect::<Result<_, _>>()?;
     let mut out = Vec::new();
     let mut partial = PartialAggregate::default();
-    if key.is_null() {
-        return match &lookup.output {
-            ScanOutput::Rows(_) => Ok((out, 0)),
-            ScanOutput::Aggregate { group_by, aggregates, sets } => {
-                Ok((finish_groups(partial, group_by.len(), aggregates, sets.as_deref(), None)?, 0))
-            }
-        };
-    }
     let snapshot = lookup.table.snapshot();
     let index = snapshot.index_on(lookup.column).ok_or_else(|| ExecError::internal("the planned index is gone"))?;
     // The index takes inserts made after the snapshot (and, for a table ALTER TABLE has since replaced, those made
     // to its copy, which shares the keys): rows past the snapshot's are not this statement's to read.
     let rows = snapshot.rows();
     let mut found_rows: Vec<u32> = Vec::new();
-    index.lookup(&key, |row| {
-        if u64::from(row) < rows {
-            found_rows.push(row);
-        }
-    });
+    for key in &keys {
+        index.lookup(key, |row| {
+            if u64::from(row) < rows {
+                found_rows.push(row);
+            }
+        });
+    }
+    if keys.len() > 1 {
+        // A key listed twice (or two that are equal, `1` and `1::bigint`) finds its rows once, in table order.
+        found_rows.sort_unstable();
+        found_rows.dedup();
+    }
     let residual = lookup.residual.as_ref().map(|r| compile_where(r, params)).transpose()?;
     let mut columns = Vec::new();
     if let Some(residual) = &residual {

@@ -318,6 +318,9 @@ pub struct Binder<'a> {
 /// How deep views may nest (one reading another).
 const VIEW_DEPTH_MAX: usize = 32;
 
+/// The most keys of an IN list an index lookup takes (`c IN (k1, …)`); a longer list is left to a scan's filter.
+const LOOKUP_LIST_KEYS: usize = 1024;
+
 /// The two sides of a set operation, with the result's columns (their types are the sides' now).
 struct SetSides {
     columns: Vec<OutputColumn>,
@@ -423,7 +426,7 @@ impl<'a> Binder<'a> {
     /// UPDATE or DELETE then looks only at the rows the index finds.
     pub fn index_key(&self, table: &Arc<Table>, filter: &Expr) -> Option<(usize, Expr)> {
         match self.scan_or_lookup(table, Some(filter.clone()), ScanOutput::Rows(Vec::new())) {
-            Plan::Lookup(lookup) => Some((lookup.column, lookup.key)),
+            Plan::Lookup(LookupPlan { column, mut keys, .. }) if keys.len() == 1 => Some((column, keys.pop()?)),
             _ => None,
         }
     }
@@ -2862,29 +2865,49 @@ impl<'a> Binder<'a> {
         }
     }
 
-    /// A scan, or an index lookup when `WHERE` pins an indexed column to a constant.
+    /// A scan, or an index lookup when `WHERE` pins an indexed column to a constant (`c = k`), else to one of a
+    /// list of constants (`c IN (k1, k2, …)`, at most [`LOOKUP_LIST_KEYS`] of them).
     fn scan_or_lookup(&self, table: &Arc<Table>, filter: Option<Expr>, output: ScanOutput) -> Plan {
         if let Some(filter) = &filter {
             let mut conjuncts = Vec::new();
             flatten_and(filter.clone(), &mut conjuncts);
             let snapshot = table.snapshot();
-            for (position, conjunct) in conjuncts.iter().enumerate() {
-                let Expr::Binary { op: BinaryOp::Eq, left, right, .. } = conjunct else { continue };
-                let (column, key) = match (left.as_ref(), right.as_ref()) {
+            // An integer key of the other width is kept as it is: the index compares values, not widths, so a
+            // BIGINT key beyond an INTEGER column's range finds nothing (PostgreSQL's `int4 = int8`), where a cast
+            // to the column's type would fail with 22003.
+            let fits = |key: &Expr, column_type: DataType| {
+                key.is_constant()
+                    && (key.data_type() == column_type || key.data_type().is_integer() && column_type.is_integer())
+            };
+            let equality = |conjunct: &Expr| {
+                let Expr::Binary { op: BinaryOp::Eq, left, right, .. } = conjunct else { return None };
+                match (left.as_ref(), right.as_ref()) {
                     (Expr::Column { index, data_type }, key) | (key, Expr::Column { index, data_type })
-                        if key.is_constant() =>
+                        if fits(key, *data_type) =>
                     {
-                        // An integer key of the other width is kept as it is: the index compares values, not
-                        // widths, so a BIGINT key beyond an INTEGER column's range finds nothing (PostgreSQL's
-                        // `int4 = int8`), where a cast to the column's type would fail with 22003.
-                        let same_kind = key.data_type().is_integer() && data_type.is_integer();
-                        if key.data_type() != *data_type && !same_kind {
-                            continue;
-                        }
-                        (*index, key.clone())
+                        Some((*index, vec![key.clone()]))
                     }
-                    _ => continue,
-                };
+                    _ => None,
+                }
+            };
+            let listed = |conjunct: &Expr| match conjunct {
+                Expr::InList { expr, list, negated: false }
+                    if let Expr::Column { index, data_type } = expr.as_ref()
+                        && list.len() <= LOOKUP_LIST_KEYS
+                        && list.iter().all(|key| fits(key, *data_type)) =>
+                {
+                    Some((*index, list.clone()))
+                }
+                _ => None,
+            };
+            // An equality first: it finds the fewest rows.
+            let pinned = (conjuncts.iter().enumerate())
+                .filter_map(|(position, conjunct)| Some((position, equality(conjunct)?)))
+                .chain(
+                    (conjuncts.iter().enumerate())
+                        .filter_map(|(position, conjunct)| Some((position, listed(conjunct)?))),
+                );
+            for (position, (column, keys)) in pinned {
                 if snapshot.index_on(column).is_none() {
                     continue;
                 }
@@ -2896,7 +2919,7 @@ impl<'a> Binder<'a> {
                     right: Box::new(b),
                     data_type: DataType::Boolean,
                 });
-                return Plan::Lookup(LookupPlan { table: Arc::clone(table), column, key, residual, output });
+                return Plan::Lookup(LookupPlan { table: Arc::clone(table), column, keys, residual, output });
             }
         }
         Plan::Scan(ScanPlan { table: Arc::clone(table), filter, output, join_keys: None })

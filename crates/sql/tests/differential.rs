@@ -486,6 +486,51 @@ fn window_query(rng: &mut Rng, filter: &str) -> (String, bool) {
 }
 
 /// Columns of `u`, the table `t` is joined with (other names than `t`'s, so `t`'s predicates stay unambiguous).
+/// A query over `tp`, `t`'s rows with `k` its primary key and indexes on `a` (hash) and `b` (sorted) in numadb,
+/// whose filter an index can answer: a key, keys in a list, a range of keys, an indexed column's value, or
+/// OR-ed lookups, perhaps with other conditions (ANDed, or ORed so that the index alone cannot answer). Also
+/// `u`'s keys looked up in `tp`.
+fn lookup_query(rng: &mut Rng) -> (String, bool) {
+    // Keys past the table's 3 200 rows and NULLs too.
+    let key = |rng: &mut Rng| if rng.chance(5) { "NULL".to_string() } else { rng.below(3400).to_string() };
+    let lookup = |rng: &mut Rng| match rng.below(8) {
+        0 | 1 => format!("k = {}", key(rng)),
+        2 => {
+            let keys: Vec<String> = (0..1 + rng.below(5)).map(|_| key(rng)).collect();
+            format!("k {}IN ({})", if rng.chance(15) { "NOT " } else { "" }, keys.join(", "))
+        }
+        3 => {
+            let low = rng.below(3300);
+            format!("k BETWEEN {low} AND {}", low + rng.below(40))
+        }
+        4 => format!("k {} {}", rng.pick(&["<", "<=", ">", ">="]), rng.below(3400)),
+        5 => format!("a = {}", literal(rng, "a")),
+        6 => format!("b {} {}", rng.pick(&["=", "<", ">="]), literal(rng, "b")),
+        _ => format!("(k = {} OR k = {})", key(rng), key(rng)),
+    };
+    let mut filter = lookup(rng);
+    match rng.below(4) {
+        0 => filter = format!("{filter} AND {}", predicate(rng, 1)),
+        1 if rng.chance(40) => filter = format!("({filter} OR {})", predicate(rng, 1)),
+        2 if rng.chance(40) => filter = format!("{filter} AND {}", lookup(rng)),
+        _ => {}
+    }
+    match rng.below(6) {
+        0 => (format!("SELECT * FROM tp WHERE {filter}"), false),
+        1 => (format!("SELECT count(*), sum(a), min(s), max(d), sum(b) FROM tp WHERE {filter}"), false),
+        2 => (format!("SELECT k, s, a + 1 FROM tp WHERE {filter} ORDER BY k DESC LIMIT {}", 1 + rng.below(5)), true),
+        3 => (format!("SELECT s, count(*), sum(k) FROM tp WHERE {filter} GROUP BY s"), false),
+        4 => {
+            let kind = rng.pick(&["JOIN", "LEFT JOIN"]);
+            (
+                format!("SELECT u.uk, u.us, tp.a, tp.s FROM u {kind} tp ON tp.k = u.uk WHERE u.ua > {}", rng.below(21)),
+                false,
+            )
+        }
+        _ => (format!("SELECT k FROM tp WHERE {filter} UNION ALL SELECT k FROM tp WHERE {}", lookup(rng)), false),
+    }
+}
+
 const U_COLUMNS: [(&str, &str); 4] = [("uk", "INTEGER"), ("ua", "INTEGER"), ("us", "TEXT"), ("ud", "DOUBLE PRECISION")];
 
 /// A join of `t` with `u` (keys with NULLs, duplicates and rows without partners on both sides), WHERE over `t`
@@ -724,8 +769,23 @@ fn random_queries_agree_with_duckdb() {
     setup.extend(u_setup);
     let snapshot = session.database().catalog().table("t").unwrap().snapshot();
     assert!(snapshot.partitions.len() >= 3 && snapshot.delta.rows() > 0, "both storage paths are exercised");
+    // `tp`: `t`'s rows under a primary key and two indexes in numadb (sealed partitions and a delta, as `t`), a
+    // copy in DuckDB.
+    setup.push("CREATE TABLE tp AS SELECT * FROM t".to_string());
+    let keyed_columns = columns.replacen("k INTEGER", "k INTEGER PRIMARY KEY", 1);
+    for statement in [
+        format!("CREATE TABLE tp ({keyed_columns}) WITH (partition_rows = 1024)"),
+        "INSERT INTO tp SELECT * FROM t WHERE k < 3000".to_string(),
+        "CREATE INDEX tp_a ON tp USING hash (a)".to_string(),
+        "CREATE INDEX tp_b ON tp USING sorted (b)".to_string(),
+    ] {
+        session.execute_one(&statement).unwrap();
+    }
+    session.database().catalog().table("tp").unwrap().seal().unwrap();
+    session.execute_one("INSERT INTO tp SELECT * FROM t WHERE k >= 3000").unwrap();
 
-    let queries: Vec<(String, bool)> = (0..count).map(|_| query(&mut rng)).collect();
+    let queries: Vec<(String, bool)> =
+        (0..count).map(|_| if rng.chance(15) { lookup_query(&mut rng) } else { query(&mut rng) }).collect();
     let directory = tempfile::tempdir().unwrap();
     let input = directory.path().join("input.json");
     let output = directory.path().join("output.json");
