@@ -2866,7 +2866,7 @@ impl<'a> Binder<'a> {
     }
 
     /// A scan, or an index lookup when `WHERE` pins an indexed column to a constant (`c = k`), else to one of a
-    /// list of constants (`c IN (k1, k2, …)`, at most [`LOOKUP_LIST_KEYS`] of them).
+    /// list of constants (`c IN (k1, k2, …)` or `c = k1 OR c = k2 …`, at most [`LOOKUP_LIST_KEYS`] of them).
     fn scan_or_lookup(&self, table: &Arc<Table>, filter: Option<Expr>, output: ScanOutput) -> Plan {
         if let Some(filter) = &filter {
             let mut conjuncts = Vec::new();
@@ -2897,6 +2897,21 @@ impl<'a> Binder<'a> {
                         && list.iter().all(|key| fits(key, *data_type)) =>
                 {
                     Some((*index, list.clone()))
+                }
+                // `c = k1 OR c = k2 …`, the same list.
+                Expr::Binary { op: BinaryOp::Or, .. } => {
+                    let mut disjuncts = Vec::new();
+                    flatten_or(conjunct, &mut disjuncts);
+                    let mut pinned = disjuncts.into_iter().map(equality);
+                    let (column, mut keys) = pinned.next()??;
+                    for disjunct in pinned {
+                        let (other, key) = disjunct?;
+                        if other != column || keys.len() == LOOKUP_LIST_KEYS {
+                            return None;
+                        }
+                        keys.extend(key);
+                    }
+                    Some((column, keys))
                 }
                 _ => None,
             };
@@ -3220,6 +3235,17 @@ fn flatten_and(expr: Expr, out: &mut Vec<Expr>) {
         Expr::Binary { op: BinaryOp::And, left, right, .. } => {
             flatten_and(*left, out);
             flatten_and(*right, out);
+        }
+        other => out.push(other),
+    }
+}
+
+/// The operands of an OR tree, left to right.
+fn flatten_or<'e>(expr: &'e Expr, out: &mut Vec<&'e Expr>) {
+    match expr {
+        Expr::Binary { op: BinaryOp::Or, left, right, .. } => {
+            flatten_or(left, out);
+            flatten_or(right, out);
         }
         other => out.push(other),
     }
