@@ -218,7 +218,11 @@ fn mark_fetch_counts(tokens: Vec<TokenWithSpan>) -> Result<(Vec<TokenWithSpan>, 
             }
             _ => None,
         };
-        if let Some(last) = last {
+        // A count inside another's (`FETCH FIRST (SELECT … FETCH FIRST (1) ROW ONLY) ROWS ONLY`) stays in the
+        // outer one's tokens, whose parse refuses it.
+        if let Some(last) = last
+            && counts.last().is_none_or(|&(_, outer_last)| first > outer_last)
+        {
             counts.push((first, last));
         }
     }
