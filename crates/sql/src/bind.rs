@@ -422,11 +422,11 @@ impl<'a> Binder<'a> {
         if context == "WHERE" { self.expect_boolean(bound, "WHERE") } else { Ok(bound) }
     }
 
-    /// The indexed column and key a condition over `table`'s rows pins (`k = 5 AND …`), if it pins one: an
-    /// UPDATE or DELETE then looks only at the rows the index finds.
-    pub fn index_key(&self, table: &Arc<Table>, filter: &Expr) -> Option<(usize, Expr)> {
+    /// The indexed column and keys a condition over `table`'s rows pins (`k = 5 AND …`, `k IN (1, 2)`), if it
+    /// pins one: an UPDATE or DELETE then looks only at the rows the index finds.
+    pub fn index_key(&self, table: &Arc<Table>, filter: &Expr) -> Option<(usize, Vec<Expr>)> {
         match self.scan_or_lookup(table, Some(filter.clone()), ScanOutput::Rows(Vec::new())) {
-            Plan::Lookup(LookupPlan { column, mut keys, .. }) if keys.len() == 1 => Some((column, keys.pop()?)),
+            Plan::Lookup(LookupPlan { column, keys, .. }) => Some((column, keys)),
             _ => None,
         }
     }

@@ -1043,38 +1043,45 @@ impl Session {
             None => None,
         };
         let key = match &change.key {
-            Some((column, key)) => Some((*column, substitute(key)?.eval(&[], params)?)),
+            Some((column, keys)) => {
+                let keys = keys.iter().map(|key| substitute(key)?.eval(&[], params)).collect::<Result<Vec<_>, _>>()?;
+                Some((*column, keys))
+            }
             None => None,
         };
         let deadline = self.settings.statement_timeout().map(|timeout| std::time::Instant::now() + timeout);
         let cancel = &self.cancel;
         let mut seen = 0u64;
-        let changed = change.table.rewrite_where(key.as_ref().map(|(column, key)| (*column, key)), |row| {
-            seen += 1;
-            if seen.is_multiple_of(1 << 16) {
-                if cancel.load(Ordering::Relaxed) {
-                    return Err(ExecError::new(sqlstate::QUERY_CANCELED, "canceling statement due to user request"));
+        let changed =
+            change.table.rewrite_where(key.as_ref().map(|(column, keys)| (*column, keys.as_slice())), |row| {
+                seen += 1;
+                if seen.is_multiple_of(1 << 16) {
+                    if cancel.load(Ordering::Relaxed) {
+                        return Err(ExecError::new(
+                            sqlstate::QUERY_CANCELED,
+                            "canceling statement due to user request",
+                        ));
+                    }
+                    if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                        return Err(ExecError::new(
+                            sqlstate::QUERY_CANCELED,
+                            "canceling statement due to statement timeout",
+                        ));
+                    }
                 }
-                if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-                    return Err(ExecError::new(
-                        sqlstate::QUERY_CANCELED,
-                        "canceling statement due to statement timeout",
-                    ));
+                if let Some(filter) = &filter
+                    && !filter.passes_row(row, params)?
+                {
+                    return Ok(RowChange::Keep);
                 }
-            }
-            if let Some(filter) = &filter
-                && !filter.passes_row(row, params)?
-            {
-                return Ok(RowChange::Keep);
-            }
-            let Some(assignments) = &assignments else { return Ok(RowChange::Delete) };
-            let mut new_row = row.to_vec();
-            for (column, value) in assignments {
-                // Every value is computed from the row as it was (`SET a = b, b = a` swaps).
-                new_row[*column] = value.eval(row, params)?;
-            }
-            Ok(RowChange::Replace(new_row))
-        })?;
+                let Some(assignments) = &assignments else { return Ok(RowChange::Delete) };
+                let mut new_row = row.to_vec();
+                for (column, value) in assignments {
+                    // Every value is computed from the row as it was (`SET a = b, b = a` swaps).
+                    new_row[*column] = value.eval(row, params)?;
+                }
+                Ok(RowChange::Replace(new_row))
+            })?;
         let verb = if change.assignments.is_some() { "UPDATE" } else { "DELETE" };
         Ok(QueryOutput::command(&format!("{verb} {changed}")))
     }
@@ -1649,8 +1656,9 @@ struct Change {
     table: Arc<Table>,
     /// WHERE, over the table's columns.
     filter: Option<numadb_execution::Expr>,
-    /// An indexed column and the key WHERE pins it to: only the rows the index finds can change.
-    key: Option<(usize, numadb_execution::Expr)>,
+    /// An indexed column and the keys WHERE pins it to (one, or an IN list's): only the rows the index finds can
+    /// change.
+    key: Option<(usize, Vec<numadb_execution::Expr>)>,
     /// UPDATE's SET (column, value over the row as it was); `None` for DELETE.
     assignments: Option<Vec<(usize, numadb_execution::Expr)>>,
 }

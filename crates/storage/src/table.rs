@@ -746,7 +746,8 @@ impl Table {
     }
 
     /// UPDATE and DELETE: `decide` says what becomes of each row it sees, in row order; with `key` =
-    /// `(column, value)`, it sees only the rows an index on that column finds for the value (the others stay).
+    /// `(column, values)`, it sees only the rows an index on that column finds for one of the values, each once
+    /// (the others stay; a NULL value finds none).
     ///
     /// A partition without a change is kept as it is while its rows keep their ids; the others are encoded anew
     /// from the rows that remain (placed as the table's placement says for their positions), the last incomplete
@@ -755,7 +756,7 @@ impl Table {
     /// keep the snapshot they took; writers wait. Returns how many rows were deleted or replaced.
     pub fn rewrite_where<E: From<StorageError>>(
         &self,
-        key: Option<(usize, &Value)>,
+        key: Option<(usize, &[Value])>,
         mut decide: impl FnMut(&[Value]) -> Result<RowChange, E>,
     ) -> Result<u64, E> {
         let _writer = self.writer()?;
@@ -764,14 +765,15 @@ impl Table {
         // The rows `decide` sees: all, or those the index finds.
         let candidates: Option<Vec<u64>> = match key {
             None => None,
-            Some((column, value)) => {
+            Some((column, values)) => {
                 let index =
                     snapshot.index_on(column).ok_or_else(|| StorageError::Invalid("no index on the key".into()))?;
                 let mut rows = Vec::new();
-                if !value.is_null() {
+                for value in values.iter().filter(|value| !value.is_null()) {
                     index.lookup(value, |row| rows.push(u64::from(row)));
                 }
                 rows.sort_unstable();
+                rows.dedup();
                 Some(rows)
             }
         };
@@ -1305,7 +1307,7 @@ mod tests {
         // Through the primary key: `decide` sees the one row with id 3000 (partition 2), which keeps its id.
         let mut seen = Vec::new();
         let changed = table
-            .rewrite_where(Some((0, &Value::Int(3000))), |row| {
+            .rewrite_where(Some((0, &[Value::Int(3000)][..])), |row| {
                 seen.push(row.to_vec());
                 Ok::<_, StorageError>(RowChange::Replace(vec![row[0].clone(), Value::text("renamed")]))
             })
@@ -1322,7 +1324,9 @@ mod tests {
         assert_eq!(after.value(2999, 1), Some(Value::text("n2999")));
         // A key with no row changes nothing.
         assert_eq!(
-            table.rewrite_where(Some((0, &Value::Int(-1))), |_| Ok::<_, StorageError>(RowChange::Delete)).unwrap(),
+            table
+                .rewrite_where(Some((0, &[Value::Int(-1)][..])), |_| Ok::<_, StorageError>(RowChange::Delete))
+                .unwrap(),
             0
         );
         assert_eq!(table.rows(), 5000);
