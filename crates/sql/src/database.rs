@@ -1052,36 +1052,33 @@ impl Session {
         let deadline = self.settings.statement_timeout().map(|timeout| std::time::Instant::now() + timeout);
         let cancel = &self.cancel;
         let mut seen = 0u64;
-        let changed =
-            change.table.rewrite_where(key.as_ref().map(|(column, keys)| (*column, keys.as_slice())), |row| {
-                seen += 1;
-                if seen.is_multiple_of(1 << 16) {
-                    if cancel.load(Ordering::Relaxed) {
-                        return Err(ExecError::new(
-                            sqlstate::QUERY_CANCELED,
-                            "canceling statement due to user request",
-                        ));
-                    }
-                    if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-                        return Err(ExecError::new(
-                            sqlstate::QUERY_CANCELED,
-                            "canceling statement due to statement timeout",
-                        ));
-                    }
+        let key = key.as_ref().map(|(column, keys)| (*column, keys.as_slice()));
+        let changed = change.table.rewrite_where(key, |row| {
+            seen += 1;
+            if seen.is_multiple_of(1 << 16) {
+                if cancel.load(Ordering::Relaxed) {
+                    return Err(ExecError::new(sqlstate::QUERY_CANCELED, "canceling statement due to user request"));
                 }
-                if let Some(filter) = &filter
-                    && !filter.passes_row(row, params)?
-                {
-                    return Ok(RowChange::Keep);
+                if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                    return Err(ExecError::new(
+                        sqlstate::QUERY_CANCELED,
+                        "canceling statement due to statement timeout",
+                    ));
                 }
-                let Some(assignments) = &assignments else { return Ok(RowChange::Delete) };
-                let mut new_row = row.to_vec();
-                for (column, value) in assignments {
-                    // Every value is computed from the row as it was (`SET a = b, b = a` swaps).
-                    new_row[*column] = value.eval(row, params)?;
-                }
-                Ok(RowChange::Replace(new_row))
-            })?;
+            }
+            if let Some(filter) = &filter
+                && !filter.passes_row(row, params)?
+            {
+                return Ok(RowChange::Keep);
+            }
+            let Some(assignments) = &assignments else { return Ok(RowChange::Delete) };
+            let mut new_row = row.to_vec();
+            for (column, value) in assignments {
+                // Every value is computed from the row as it was (`SET a = b, b = a` swaps).
+                new_row[*column] = value.eval(row, params)?;
+            }
+            Ok(RowChange::Replace(new_row))
+        })?;
         let verb = if change.assignments.is_some() { "UPDATE" } else { "DELETE" };
         Ok(QueryOutput::command(&format!("{verb} {changed}")))
     }

@@ -177,6 +177,18 @@ fn mark_fetch_counts(tokens: Vec<TokenWithSpan>) -> Result<(Vec<TokenWithSpan>, 
     let significant: Vec<usize> =
         (0..tokens.len()).filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_))).collect();
     let token_at = |n: usize| significant.get(n).map(|&i| &tokens[i].token);
+    // The significant token that closes the group opening at `open`.
+    let group_end = |open: usize| {
+        let mut depth = 0usize;
+        (open..significant.len()).find(|&m| {
+            match token_at(m) {
+                Some(Token::LParen) => depth += 1,
+                Some(Token::RParen) => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            depth == 0
+        })
+    };
     // Where each count is: its first and last significant tokens.
     let mut counts: Vec<(usize, usize)> = Vec::new();
     for n in 0..significant.len() {
@@ -186,18 +198,6 @@ fn mark_fetch_counts(tokens: Vec<TokenWithSpan>) -> Result<(Vec<TokenWithSpan>, 
             continue;
         }
         let first = n + 2;
-        // The significant token that closes the group opening at `open`.
-        let group_end = |open: usize| {
-            let mut depth = 0usize;
-            (open..significant.len()).find(|&m| {
-                match token_at(m) {
-                    Some(Token::LParen) => depth += 1,
-                    Some(Token::RParen) => depth = depth.saturating_sub(1),
-                    _ => {}
-                }
-                depth == 0
-            })
-        };
         let last = match token_at(first) {
             Some(Token::LParen) => group_end(first),
             Some(Token::Plus | Token::Minus) if matches!(token_at(first + 1), Some(Token::Number(..))) => {

@@ -1301,7 +1301,7 @@ impl Binder<'_> {
                 _ => None,
             })
             .collect();
-        if !ungrouped || !(select.having.is_some() || items.iter().any(|item| has_plain_aggregate(*item))) {
+        if !ungrouped || !(select.having.is_some() || has_plain_aggregate(&select.projection)) {
             return error;
         }
         let Some(own) = self.names_in(&select.from) else { return error };
@@ -2074,7 +2074,6 @@ fn has_window<N: ast::Visit + 'static>(node: &N) -> bool {
     calls_own(node, |f| f.over.is_some())
 }
 
-/// Whether an aggregate is called in `node` itself other than as a window function (not in a subquery inside it).
 /// The first column of `own` (a FROM's names) that `expr` names outside aggregate calls and subqueries.
 fn ungrouped_own_column(expr: &E, own: &Names) -> Option<String> {
     struct Columns<'n> {
@@ -2098,12 +2097,12 @@ fn ungrouped_own_column(expr: &E, own: &Names) -> Option<String> {
                 return std::ops::ControlFlow::Continue(());
             }
             let name = match expr {
-                E::Function(f) if f.over.is_none() && is_aggregate(&f.name.to_string()) => {
+                E::Function(f) if is_plain_aggregate(f) => {
                     self.aggregates += 1;
                     None
                 }
                 _ if self.aggregates > 0 => None,
-                E::Identifier(name) => self.own.has_column(&fold(name)).then(|| fold(name)),
+                E::Identifier(name) => Some(fold(name)).filter(|name| self.own.has_column(name)),
                 E::CompoundIdentifier(parts) => match parts.as_slice() {
                     [qualifier, name] if self.own.has_qualifier(&fold(qualifier)) => Some(fold(name)),
                     _ => None,
@@ -2113,9 +2112,7 @@ fn ungrouped_own_column(expr: &E, own: &Names) -> Option<String> {
             name.map_or(std::ops::ControlFlow::Continue(()), std::ops::ControlFlow::Break)
         }
         fn post_visit_expr(&mut self, expr: &E) -> std::ops::ControlFlow<String> {
-            if self.queries == 0
-                && matches!(expr, E::Function(f) if f.over.is_none() && is_aggregate(&f.name.to_string()))
-            {
+            if self.queries == 0 && matches!(expr, E::Function(f) if is_plain_aggregate(f)) {
                 self.aggregates -= 1;
             }
             std::ops::ControlFlow::Continue(())
@@ -2127,8 +2124,14 @@ fn ungrouped_own_column(expr: &E, own: &Names) -> Option<String> {
     }
 }
 
+/// Whether an aggregate is called in `node` itself other than as a window function (not in a subquery inside it).
 fn has_plain_aggregate<N: ast::Visit + 'static>(node: &N) -> bool {
-    calls_own(node, |f| f.over.is_none() && is_aggregate(&f.name.to_string()))
+    calls_own(node, is_plain_aggregate)
+}
+
+/// Whether `call` is an aggregate's, not as a window function.
+fn is_plain_aggregate(call: &ast::Function) -> bool {
+    call.over.is_none() && is_aggregate(&call.name.to_string())
 }
 
 /// Whether a function call `test` holds for is in `node` outside the subqueries inside it (`node` itself may be
