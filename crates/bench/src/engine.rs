@@ -7,7 +7,9 @@ use std::time::Instant;
 
 use numadb_execution::morsels_of;
 use numadb_sql::{Database, Session};
-use numadb_storage::{ColumnData, TableSnapshot, Value};
+use numadb_storage::{
+    ColumnData, IntColumn, PREFETCH_BLOCKS_DEFAULT, RangeLeaf, TableSnapshot, Value, reads_by_quarters,
+};
 use serde::Serialize;
 
 use crate::duckdb::{PeerQuery, PeerRun, run_peer};
@@ -147,10 +149,11 @@ pub fn thesis_query(k: u32, range_pred: u64) -> String {
 }
 
 /// The memory the thesis query with `k` predicates on TBL_0 reads at `range_pred`, as the executor's scans read
-/// it with `workers` workers: per morsel of each table's partitions, per predicate column in order, each run of consecutive blocks the
-/// scan loads: those the zone maps cannot settle (`"Cc" < range_pred` is the range `[i64::MIN, range_pred - 1]`),
-/// and the settled ones it loads all the same amid a stream of reads. The runs are those the
-/// scan loop loads ([`numadb_storage::IntColumn::blocks_loaded`]), so their bytes are the scans' `bytes_read`.
+/// it with `workers` workers: per morsel of each table's partitions, per predicate column in order, each run of
+/// consecutive words the scan loads: the blocks the zone maps cannot settle (`"Cc" < range_pred` is the range
+/// `[i64::MIN, range_pred - 1]`), only the quarters of them that may hold a selected row where the morsel is
+/// sparse, and the settled ones it loads all the same amid a stream of reads. The runs are those the scan loop
+/// loads ([`numadb_storage::IntColumn::words_loaded`]), so their bytes are the scans' `bytes_read`.
 fn thesis_scan_spans(snapshots: &[TableSnapshot; 2], k: u32, range_pred: u64, workers: usize) -> Vec<Vec<&[u64]>> {
     let high = i64::try_from(range_pred).unwrap_or(i64::MAX).saturating_sub(1);
     let mut groups = Vec::new();
@@ -162,22 +165,31 @@ fn thesis_scan_spans(snapshots: &[TableSnapshot; 2], k: u32, range_pred: u64, wo
         let partition_blocks: Vec<usize> = snapshot.partitions.iter().map(|partition| partition.blocks()).collect();
         for (partition, morsel) in morsels_of(&partition_blocks, workers, None) {
             let partition = &snapshot.partitions[partition];
+            let ints: Vec<&IntColumn> = columns
+                .clone()
+                .filter_map(|column| match partition.column(column).data() {
+                    ColumnData::Int(ints) => Some(ints),
+                    _ => None,
+                })
+                .collect();
+            let leaves: Vec<RangeLeaf<'_>> =
+                ints.iter().map(|&column| RangeLeaf { column, low: i64::MIN, high }).collect();
+            let by_quarters = reads_by_quarters(&leaves, morsel.clone(), PREFETCH_BLOCKS_DEFAULT);
             let mut spans = Vec::new();
-            for column in columns.clone() {
-                let ColumnData::Int(ints) = partition.column(column).data() else { continue };
+            for ints in ints {
                 let mut run: Option<std::ops::Range<usize>> = None;
-                for block in ints.blocks_loaded(morsel.clone(), i64::MIN, high) {
+                for words in ints.words_loaded(morsel.clone(), i64::MIN, high, by_quarters) {
                     match &mut run {
-                        Some(r) if r.end == block => r.end += 1,
+                        Some(r) if r.end == words.start => r.end = words.end,
                         _ => {
-                            if let Some(done) = run.replace(block..block + 1) {
-                                spans.push(as_words64(ints.blocks_words(done)));
+                            if let Some(done) = run.replace(words) {
+                                spans.push(as_words64(ints.words(done)));
                             }
                         }
                     }
                 }
                 if let Some(done) = run {
-                    spans.push(as_words64(ints.blocks_words(done)));
+                    spans.push(as_words64(ints.words(done)));
                 }
             }
             groups.push(spans);

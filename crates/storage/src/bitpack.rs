@@ -162,16 +162,31 @@ pub fn unpack_with(words: &[u32], width: u32, mut put: impl FnMut(usize, u32)) {
 #[inline(always)]
 fn range_mask_generic<const W: usize>(words: &[u32], lo: u32, span: u32, out: &mut BlockMask) {
     *out = [0; MASK_WORDS];
+    range_mask_positions::<W>(words, 0..POSITIONS, lo, span, out);
+}
+
+/// [`range_mask_generic`] for the rows of `positions` alone: ORs their bits into `out` (whose other bits it leaves
+/// as they are) and loads only the words those positions' codes lie in.
+#[inline(always)]
+fn range_mask_positions<const W: usize>(
+    words: &[u32],
+    positions: std::ops::Range<usize>,
+    lo: u32,
+    span: u32,
+    out: &mut BlockMask,
+) {
     if W == 0 {
         if 0u32.wrapping_sub(lo) <= span {
-            *out = [u64::MAX; MASK_WORDS];
+            for position in positions {
+                out[position / 4] |= 0xffff << ((position % 4) * 16);
+            }
         }
         return;
     }
     let (lanes, _) = words.as_chunks::<LANES>();
     let lanes = &lanes[..2 * W];
     let mask: u32 = if W == 32 { u32::MAX } else { (1u32 << W) - 1 };
-    for position in 0..POSITIONS {
+    for position in positions {
         let bit = position * W;
         let (word, shift) = (bit / 32, bit % 32);
         let current = &lanes[word];
@@ -335,6 +350,57 @@ fn dispatch_top_aligned<const W: usize>(
     kernel(&lanes[..2 * W], TopAligned::new::<W>(range), range.lo == 0, selected);
 }
 
+/// [`dispatch_top_aligned`] for one quarter of a block: W = 0 and empty ranges are settled here (selecting nothing
+/// leaves the quarter's bits as they are), and the kernel writes the quarter's 16 positions of the mask.
+#[inline(always)]
+fn dispatch_top_aligned_quarter<const W: usize>(
+    words: &[u32],
+    quarter: usize,
+    lo: u32,
+    span: u32,
+    out: &mut BlockMask,
+    kernel: impl FnOnce(&[[u32; LANES]], TopAligned, bool, &mut [u16; POSITIONS]),
+) {
+    if W == 0 {
+        let per = POSITIONS / QUARTERS;
+        return range_mask_positions::<0>(words, quarter * per..quarter * per + per, lo, span, out);
+    }
+    let Some(range) = CodeRange::for_width(W as u32, lo, span) else { return };
+    let (lanes, _) = words.as_chunks::<LANES>();
+    let selected: &mut [u16; POSITIONS] = bytemuck::cast_mut(out);
+    kernel(&lanes[..2 * W], TopAligned::new::<W>(range), range.lo == 0, selected);
+}
+
+/// Calls `$positions::<W, LO_ZERO, Q>(args)` for a run-time `lo_zero` and `quarter`: the quarter kernels' eight
+/// compiled variants per width.
+macro_rules! by_quarter {
+    ($positions:ident::<$w:ident>($lo_zero:expr, $quarter:expr, $($arg:expr),*)) => {
+        match ($lo_zero, $quarter) {
+            (true, 0) => $positions::<$w, true, 0>($($arg),*),
+            (true, 1) => $positions::<$w, true, 1>($($arg),*),
+            (true, 2) => $positions::<$w, true, 2>($($arg),*),
+            (true, _) => $positions::<$w, true, 3>($($arg),*),
+            (false, 0) => $positions::<$w, false, 0>($($arg),*),
+            (false, 1) => $positions::<$w, false, 1>($($arg),*),
+            (false, 2) => $positions::<$w, false, 2>($($arg),*),
+            (false, _) => $positions::<$w, false, 3>($($arg),*),
+        }
+    };
+}
+
+/// Calls `$step::<W, LO_ZERO, P>(args)` for the 16 positions `P` of quarter `Q` (a constant), each unrolled as in
+/// [`for_each_position`].
+macro_rules! for_each_quarter_position {
+    ($q:ident, $step:ident::<$w:ident, $z:tt>($($arg:expr),*)) => {
+        match $q {
+            0 => { for_each_position!(@ $step $w $z ($($arg),*) 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15); }
+            1 => { for_each_position!(@ $step $w $z ($($arg),*) 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31); }
+            2 => { for_each_position!(@ $step $w $z ($($arg),*) 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47); }
+            _ => { for_each_position!(@ $step $w $z ($($arg),*) 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63); }
+        }
+    };
+}
+
 /// Hand-written AVX-512 kernel: per position one left shift (or two shifts and an OR where codes straddle
 /// words), a subtract unless `lo` is 0, and one unsigned compare into a 16-bit mask register, stored as is.
 #[cfg(all(target_arch = "x86_64", target_endian = "little"))]
@@ -398,6 +464,34 @@ mod avx512 {
         selected[P] = _mm512_cmple_epu32_mask(offset, bound_vector);
     }
     pub(super) const TABLE: [RangeKernel; 33] = width_table!(kernel);
+
+    /// One quarter of [`kernel`]: its 16 positions.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,bmi2")]
+    pub(super) fn quarter_kernel<const W: usize>(
+        words: &[u32],
+        quarter: usize,
+        lo: u32,
+        span: u32,
+        out: &mut BlockMask,
+    ) {
+        dispatch_top_aligned_quarter::<W>(words, quarter, lo, span, out, |lanes, range, lo_zero, selected| {
+            by_quarter!(quarter_positions::<W>(lo_zero, quarter, lanes, range, selected))
+        });
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,bmi2")]
+    #[inline(never)]
+    fn quarter_positions<const W: usize, const LO_ZERO: bool, const Q: usize>(
+        lanes: &[[u32; LANES]],
+        range: TopAligned,
+        selected: &mut [u16; POSITIONS],
+    ) {
+        assert!(lanes.len() == 2 * W);
+        let lo_vector = _mm512_set1_epi32(range.lo as i32);
+        let bound_vector = _mm512_set1_epi32(range.bound as i32);
+        for_each_quarter_position!(Q, step::<W, LO_ZERO>(lanes, lo_vector, bound_vector, selected));
+    }
+    pub(super) const QUARTER_TABLE: [QuarterKernel; 33] = width_table!(quarter_kernel);
 }
 
 /// Hand-written AVX2 kernel: the 16 lanes as two 256-bit halves; unsigned `<=` as `min(x, bound) == x`.
@@ -467,6 +561,34 @@ mod avx2 {
         selected[P] = bits as u16;
     }
     pub(super) const TABLE: [RangeKernel; 33] = width_table!(kernel);
+
+    /// One quarter of [`kernel`]: its 16 positions.
+    #[target_feature(enable = "avx2,bmi2")]
+    pub(super) fn quarter_kernel<const W: usize>(
+        words: &[u32],
+        quarter: usize,
+        lo: u32,
+        span: u32,
+        out: &mut BlockMask,
+    ) {
+        dispatch_top_aligned_quarter::<W>(words, quarter, lo, span, out, |lanes, range, lo_zero, selected| {
+            by_quarter!(quarter_positions::<W>(lo_zero, quarter, lanes, range, selected))
+        });
+    }
+
+    #[target_feature(enable = "avx2,bmi2")]
+    #[inline(never)]
+    fn quarter_positions<const W: usize, const LO_ZERO: bool, const Q: usize>(
+        lanes: &[[u32; LANES]],
+        range: TopAligned,
+        selected: &mut [u16; POSITIONS],
+    ) {
+        assert!(lanes.len() == 2 * W);
+        let lo_vector = _mm256_set1_epi32(range.lo as i32);
+        let bound_vector = _mm256_set1_epi32(range.bound as i32);
+        for_each_quarter_position!(Q, step::<W, LO_ZERO>(lanes, lo_vector, bound_vector, selected));
+    }
+    pub(super) const QUARTER_TABLE: [QuarterKernel; 33] = width_table!(quarter_kernel);
 }
 
 /// An instruction set the scan kernels are compiled for.
@@ -551,6 +673,113 @@ pub fn range_mask_with(isa: Isa, words: &[u32], width: u32, lo: u32, span: u32, 
     // SAFETY: `isa` is available on this CPU (checked just above), so the kernel's target features are present;
     // the word slice is long enough for the width (asserted), which is all the kernel indexes.
     unsafe { kernel(words, lo, span, out) }
+}
+
+/// Rows of a quarter block: the unit of a block's finer zone map ([`quarter_words`]).
+pub const QUARTER_ROWS: usize = BLOCK_ROWS / QUARTERS;
+/// Quarters per block.
+pub const QUARTERS: usize = 4;
+/// A set of quarters (bit `q` is quarter `q`) holding every quarter of a block.
+pub const ALL_QUARTERS: u8 = (1 << QUARTERS) - 1;
+
+/// The words of a packed block of `width`-bit codes that hold quarter `quarter`'s codes (rows `256q..256q+256`,
+/// positions `16q..16q+16` of every lane): whole 64-byte lines, from the line where the quarter's first code
+/// starts to the one where its last code ends. With an even width a quarter is exactly `width / 2` lines; with
+/// an odd one, neighbouring quarters share the line a code straddles.
+pub fn quarter_words(width: u32, quarter: usize) -> std::ops::Range<usize> {
+    let width = width as usize;
+    let positions = POSITIONS / QUARTERS;
+    let first_bit = quarter * positions * width;
+    let end_bit = (quarter + 1) * positions * width;
+    (first_bit / 32) * LANES..end_bit.div_ceil(32) * LANES
+}
+
+/// The words of the quarters in `quarters` (a set, [`ALL_QUARTERS`] for all), as maximal runs of consecutive
+/// words in order: what a scan loads when it reads only those quarters of a block.
+pub fn quarter_runs(width: u32, quarters: u8) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let mut chosen = (0..QUARTERS)
+        .filter(move |&quarter| quarters >> quarter & 1 == 1)
+        .map(move |quarter| quarter_words(width, quarter))
+        .filter(|words| !words.is_empty())
+        .peekable();
+    std::iter::from_fn(move || {
+        let mut run = chosen.next()?;
+        // Quarters of narrow codes can share a line even when the quarter between them is not chosen.
+        while let Some(next) = chosen.next_if(|next| next.start <= run.end) {
+            run.end = next.end;
+        }
+        Some(run)
+    })
+}
+
+type QuarterKernel = unsafe fn(&[u32], usize, u32, u32, &mut BlockMask);
+
+/// Quarter kernels: one quarter's 16 positions, hand-written per instruction set as the block kernels are, and
+/// [`range_mask_positions`] for the baseline.
+mod quarters {
+    use super::*;
+
+    pub(super) fn baseline<const W: usize>(words: &[u32], quarter: usize, lo: u32, span: u32, out: &mut BlockMask) {
+        let per = POSITIONS / QUARTERS;
+        range_mask_positions::<W>(words, quarter * per..quarter * per + per, lo, span, out)
+    }
+
+    pub(super) const BASELINE: [QuarterKernel; 33] = width_table!(baseline);
+
+    pub(super) fn table(isa: Isa) -> &'static [QuarterKernel; 33] {
+        match isa {
+            #[cfg(all(target_arch = "x86_64", target_endian = "little"))]
+            Isa::Avx512 => &avx512::QUARTER_TABLE,
+            #[cfg(all(target_arch = "x86_64", target_endian = "little"))]
+            Isa::Avx2 => &avx2::QUARTER_TABLE,
+            _ => &BASELINE,
+        }
+    }
+}
+
+/// As [`range_mask`] for the quarters in `quarters` alone: the rows of the other quarters are left unselected and
+/// their words unread.
+#[inline]
+pub fn range_mask_quarters(words: &[u32], width: u32, lo: u32, span: u32, quarters: u8, out: &mut BlockMask) {
+    static BEST: OnceLock<&'static [QuarterKernel; 33]> = OnceLock::new();
+    let table = BEST.get_or_init(|| quarters::table(Isa::best()));
+    range_mask_quarters_on(table, words, width, lo, span, quarters, out);
+}
+
+/// As [`range_mask_quarters`] with a chosen kernel variant (which must be available: checked).
+pub fn range_mask_quarters_with(
+    isa: Isa,
+    words: &[u32],
+    width: u32,
+    lo: u32,
+    span: u32,
+    quarters: u8,
+    out: &mut BlockMask,
+) {
+    let isa = if isa.is_available() { isa } else { Isa::Baseline };
+    range_mask_quarters_on(quarters::table(isa), words, width, lo, span, quarters, out);
+}
+
+#[inline]
+fn range_mask_quarters_on(
+    table: &[QuarterKernel; 33],
+    words: &[u32],
+    width: u32,
+    lo: u32,
+    span: u32,
+    quarters: u8,
+    out: &mut BlockMask,
+) {
+    assert!(width <= MAX_WIDTH);
+    assert!(words.len() >= words_for_width(width), "block of width {width} needs {} words", words_for_width(width));
+    *out = [0; MASK_WORDS];
+    for quarter in 0..QUARTERS {
+        if quarters >> quarter & 1 == 1 {
+            // SAFETY: the table is that of an instruction set this CPU runs (the best, or one checked
+            // available); the word slice is long enough for the width (asserted), which is all it indexes.
+            unsafe { table[width as usize](words, quarter, lo, span, out) }
+        }
+    }
 }
 
 /// Asks the CPU to start loading `words` into its L1 cache, one `prefetcht0` per 64-byte line, paced; never
@@ -759,6 +988,48 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn quarter_kernels_select_their_quarters_rows_reading_only_their_runs() {
+        let isas: Vec<Isa> = [Isa::Baseline, Isa::Avx2, Isa::Avx512].into_iter().filter(|i| i.is_available()).collect();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        for width in 0..=MAX_WIDTH {
+            let codes = random_codes(width, 100 + u64::from(width));
+            let mut words = vec![0u32; words_for_width(width)];
+            pack(&codes, width, &mut words);
+            let max = if width == 0 { 0 } else { u32::MAX >> (32 - width) };
+            for quarters in 0..=ALL_QUARTERS {
+                // Words outside the quarters' runs hold garbage: a kernel that read them would select wrongly.
+                let mut poisoned: Vec<u32> = (0..words.len()).map(|_| rng.random()).collect();
+                let runs: Vec<_> = quarter_runs(width, quarters).collect();
+                for run in &runs {
+                    assert!(run.start % LANES == 0 && run.end % LANES == 0, "runs are whole lines");
+                    poisoned[run.clone()].copy_from_slice(&words[run.clone()]);
+                }
+                for pair in runs.windows(2) {
+                    assert!(pair[0].end < pair[1].start, "runs are maximal and ordered: {runs:?}");
+                }
+                for _ in 0..4 {
+                    let lo = rng.random_range(0..=max);
+                    let span = rng.random_range(0..=max - lo);
+                    let mut expected = reference(&codes, lo, span);
+                    for (row_word, word) in expected.iter_mut().enumerate() {
+                        if quarters >> (row_word * 64 / QUARTER_ROWS) & 1 == 0 {
+                            *word = 0;
+                        }
+                    }
+                    for &isa in &isas {
+                        let mut got = [u64::MAX; MASK_WORDS];
+                        range_mask_quarters_with(isa, &poisoned, width, lo, span, quarters, &mut got);
+                        assert_eq!(got, expected, "{isa:?} width {width} quarters {quarters:04b} [{lo}, +{span}]");
+                    }
+                }
+            }
+        }
+        assert_eq!(quarter_words(26, 1), 13 * LANES..26 * LANES, "an even width's quarter is width / 2 lines");
+        assert_eq!(quarter_words(13, 1), 6 * LANES..13 * LANES, "odd widths share a line between quarters");
+        assert_eq!(quarter_runs(26, 0b1011).collect::<Vec<_>>(), [0..26 * LANES, 39 * LANES..52 * LANES]);
     }
 
     #[test]

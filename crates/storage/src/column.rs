@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use numadb_placement::{HugePages, NumaBuffer, PageHistogram, PlacementError, Policy, Region};
 
-use crate::bitpack::{self, BLOCK_ROWS, BlockMask, MASK_WORDS};
+use crate::bitpack::{self, ALL_QUARTERS, BLOCK_ROWS, BlockMask, MASK_WORDS, QUARTER_ROWS, QUARTERS};
 use crate::types::{DataType, Value};
 
 /// Width marking a block stored as full 64-bit codes (two words per row, low word first).
@@ -181,8 +181,9 @@ impl CombinedMasks {
 /// query) asking for them made full scans 1.1% faster.
 const META_AHEAD: usize = 24;
 
-/// Below this share of blocks to read (percent of those sampled at the start of a morsel), a scan's prefetch ring
-/// reaches [`SPARSE_L2_AHEAD_BLOCKS`] blocks further ahead, into L2.
+/// Below this share of blocks to read (percent of those sampled at the start of a morsel), a scan is sparse: it
+/// reads by quarters, and its prefetch ring is deeper and reaches further ahead, into L2 (see
+/// [`combine_range_leaves`]).
 ///
 /// A scan reading a few scattered blocks gets no help from the hardware prefetchers, which must learn each block
 /// as a new stream, so the lines the core has in flight are only those it asked for: the L1's few miss buffers'
@@ -200,7 +201,8 @@ const META_AHEAD: usize = 24;
 /// so only scans below 30% take the longer ring: where most blocks are read, the hardware's streams do better
 /// than further requests of our own. With that threshold, against the binary before it (same method, three
 /// rounds): range_pred 10 000 5.40-5.46 → 4.55-4.62 ms fast, 6.63-6.79 → 6.28-6.45 slow; 30 000 to 1 000 000
-/// between 1% faster and 4% slower, as the noise between rounds of one binary.
+/// between 1% faster and 4% slower, as the noise between rounds of one binary. (Those were whole blocks; for
+/// the reads by quarters that replaced them in sparse scans, see [`QUARTER_READ_PERCENT`].)
 const SPARSE_READ_PERCENT: usize = 30;
 
 /// A block the zone map settles is loaded all the same (asked for into L2 as the scan passes it, with no kernel
@@ -221,22 +223,124 @@ const SPARSE_READ_PERCENT: usize = 30;
 /// - 38 (59%): 4-5% slower than 44 at range_pred 40 000 (56% to read) and 2% at 50 000 when the memory is slow.
 const STREAM_READS_MIN: u32 = 44;
 
-/// How many blocks beyond the L1 prefetch ring a sparse scan asks for into L2 (see [`SPARSE_READ_PERCENT`]). Four
-/// measured the same as two.
-const SPARSE_L2_AHEAD_BLOCKS: usize = 2;
+/// Below this share of the quarters of the blocks sampled to read (percent, see [`Reading`]), a scan that is not
+/// sparse reads by quarters too.
+///
+/// Reading by quarters ([`QuarterZones`]) is for uniform data, where a block's zone map rarely settles it but a
+/// quarter's often does: at range_pred 10 000 on the thesis tables (values uniform in 1..50 million) a block holds
+/// a selected row with probability 18%, a quarter with 5%, so a sparse scan loads 3.7 times fewer bytes. Measured
+/// in stop 48 on the thesis aggregation (50 million rows, 2 workers, processes alternating, 35 queries each,
+/// medians of two or three rounds):
+/// - range_pred 10 000 (sparse): whole blocks 7.3-8.7 ms, 172 MiB loaded; by quarters 47 MiB, 3.6-4.1 ms with the
+///   ring at twice the blocks into L1 and four times more into L2 (with the blocks' ring: 4.3-5.3 ms; 4 and 8
+///   times: 3.6-4.1; 1 and 7 times: 4.5-4.6). The first quarter kernels, a portable loop compiled per
+///   instruction set, took 5.3-5.6 ms: decoding counts once a read is a quarter of the bytes.
+/// - range_pred 100 000 (87% of blocks, 40% of quarters to read): whole blocks 22.8-25.3 ms, by quarters with the
+///   ring of whole blocks 21.3-22.3; with the sparse scans' deeper ring 20-22 ms there, but 27-34 ms against
+///   22-24 at range_pred 1 000 000, where every quarter is read and this threshold keeps whole blocks.
+const QUARTER_READ_PERCENT: usize = 70;
 
-/// A block waiting to be read: its words, its width, its query range in code space (`code_low`, `span`), the
-/// index of its mask and that of its leaf.
-type PendingRead<'s> = (&'s [u32], u8, u64, u64, usize, usize);
+/// Slots of the scan loop's ring of pending reads: a sparse scan's, whose reads are quarters, is six times as
+/// deep as the prefetch setting.
+const RING_SLOTS: usize = 6 * PREFETCH_BLOCKS_MAX;
+
+/// A block waiting to be read.
+#[derive(Clone, Copy)]
+struct PendingRead<'s> {
+    /// All the block's words (of which only `quarters` are loaded).
+    words: &'s [u32],
+    /// Bits per code.
+    width: u8,
+    /// The query's range in the block's code space: `[code_low, code_low + span]`.
+    code_low: u64,
+    span: u64,
+    /// The quarters read ([`ALL_QUARTERS`] for the whole block).
+    quarters: u8,
+    /// The index of its mask.
+    block: usize,
+    /// The index of its leaf.
+    leaf: usize,
+}
+
+impl PendingRead<'_> {
+    /// Asks for the lines the read will load, into L1 or, further ahead, into L2.
+    #[inline]
+    fn ask_for(&self, into_l1: bool) {
+        let ask = if into_l1 { bitpack::prefetch } else { bitpack::prefetch_to_l2 };
+        if self.quarters == ALL_QUARTERS {
+            ask(self.words);
+        } else {
+            bitpack::quarter_runs(u32::from(self.width), self.quarters).for_each(|run| ask(&self.words[run]));
+        }
+    }
+
+    /// Reads the block into `out` and returns the bytes it loaded.
+    #[inline]
+    fn read(&self, out: &mut BlockMask) -> u64 {
+        if self.quarters == ALL_QUARTERS {
+            read_words_mask(self.words, self.width, self.code_low, self.span, out);
+            return std::mem::size_of_val(self.words) as u64;
+        }
+        // Partial reads happen only for blocks that are not wide, whose range fits in 32 bits.
+        let width = u32::from(self.width);
+        bitpack::range_mask_quarters(self.words, width, self.code_low as u32, self.span as u32, self.quarters, out);
+        quarter_bytes(width, self.quarters)
+    }
+}
+
+/// Bytes a read of `quarters` of a block of `width`-bit codes loads.
+fn quarter_bytes(width: u32, quarters: u8) -> u64 {
+    bitpack::quarter_runs(width, quarters).map(|run| run.len() as u64 * 4).sum()
+}
+
+/// A block's finer zone map: the lowest and the highest code of each of its quarters ([`QUARTER_ROWS`] rows;
+/// lows first), shifted right by [`quarter_shift`] so that 16 bits hold them. Codes of NULL rows and of rows past
+/// the end (0) count, as the kernels read them too.
+pub type QuarterZones = [u16; 2 * QUARTERS];
+
+/// How far a block's quarter zones are shifted: not at all for codes of up to 16 bits, where they are exact.
+fn quarter_shift(width: u8) -> u32 {
+    u32::from(width).saturating_sub(16)
+}
+
+fn quarter_zones(codes: &[u32; BLOCK_ROWS], width: u8) -> QuarterZones {
+    let shift = quarter_shift(width);
+    let mut zones = [0; 2 * QUARTERS];
+    for (quarter, codes) in codes.chunks_exact(QUARTER_ROWS).enumerate() {
+        let (low, high) = codes.iter().fold((u32::MAX, 0), |(low, high), &code| (low.min(code), high.max(code)));
+        zones[quarter] = (low >> shift) as u16;
+        zones[QUARTERS + quarter] = (high >> shift) as u16;
+    }
+    zones
+}
+
+/// The quarters of a block (not wide) whose zones meet the codes `[code_low, code_low + span]`: those a scan must
+/// read. Each zone is widened to whole steps of its shift, so no quarter holding a selected code is missed.
+#[inline]
+fn quarters_to_read(zones: &QuarterZones, width: u8, code_low: u64, span: u64) -> u8 {
+    let shift = quarter_shift(width);
+    let below = (1u64 << shift) - 1;
+    let code_high = code_low + span;
+    let mut quarters = 0;
+    for quarter in 0..QUARTERS {
+        let low = u64::from(zones[quarter]) << shift;
+        let high = u64::from(zones[QUARTERS + quarter]) << shift | below;
+        quarters |= u8::from(low <= code_high && code_low <= high) << quarter;
+    }
+    quarters
+}
 
 /// A block's zone-map verdict for a value range.
+#[derive(Clone, Copy)]
 enum Zone {
     None,
     All,
-    /// Codes in `[code_low, code_low + span]` are selected (the query's range in the block's code space).
+    /// Codes in `[code_low, code_low + span]` are selected (the query's range in the block's code space), in the
+    /// quarters `quarters` ([`ALL_QUARTERS`] unless the scan reads by quarters).
     Some {
         code_low: u64,
         span: u64,
+        quarters: u8,
     },
 }
 
@@ -244,6 +348,9 @@ enum Zone {
 pub struct IntColumn {
     rows: usize,
     blocks: Vec<BlockMeta>,
+    /// One per block: consulted only by scans that read a few scattered blocks, so kept apart from the
+    /// descriptors every scan streams through.
+    quarters: Vec<QuarterZones>,
     words: NumaBuffer<u32>,
 }
 
@@ -252,6 +359,7 @@ impl IntColumn {
     pub fn encode(values: &[i64], nulls: Option<&[u64]>, policy: &Policy) -> Result<Self, PlacementError> {
         let is_null = |row: usize| nulls.is_some_and(|bits| bits[row / 64] >> (row % 64) & 1 == 1);
         let mut blocks = Vec::with_capacity(values.len().div_ceil(BLOCK_ROWS));
+        let mut quarters = Vec::with_capacity(blocks.capacity());
         let mut words: Vec<u32> = Vec::new();
         let mut codes = [0u32; BLOCK_ROWS];
         for (block_index, chunk) in values.chunks(BLOCK_ROWS).enumerate() {
@@ -273,6 +381,7 @@ impl IntColumn {
                 words.resize(start + bitpack::words_for_width(width), 0);
                 bitpack::pack(&codes, width, &mut words[start..]);
                 blocks.push(BlockMeta { base, max, width: width as u8, offset });
+                quarters.push(quarter_zones(&codes, width as u8));
             } else {
                 for row in 0..BLOCK_ROWS {
                     let code = match chunk.get(row) {
@@ -283,12 +392,14 @@ impl IntColumn {
                     words.push((code >> 32) as u32);
                 }
                 blocks.push(BlockMeta { base, max, width: WIDE, offset });
+                // Never read: a wide block is always read whole.
+                quarters.push([0; 2 * QUARTERS]);
             }
         }
         if words.is_empty() {
             words.push(0);
         }
-        Ok(IntColumn { rows: values.len(), blocks, words: placed(&words, policy)? })
+        Ok(IntColumn { rows: values.len(), blocks, quarters, words: placed(&words, policy)? })
     }
 
     /// Rows.
@@ -319,12 +430,37 @@ impl IntColumn {
         &self.words[start..start + self.bytes_of_blocks(blocks) as usize / 4]
     }
 
-    /// The blocks of `blocks` whose data [`IntColumn::combine_range_masks`] loads for `[low, high]`: those the
-    /// zone map cannot settle, and those settled amid a stream of reads (`STREAM_READS_MIN`).
-    /// Benchmarks use it to read exactly the bytes a scan reads, without decoding them.
-    pub fn blocks_loaded(&self, blocks: std::ops::Range<usize>, low: i64, high: i64) -> impl Iterator<Item = usize> {
+    /// The words of `blocks` that [`combine_range_leaves`] loads for `[low, high]`, as runs in order (offsets into
+    /// the column's words, [`IntColumn::words`]): the blocks the zone map cannot settle, only the quarters of
+    /// them it must read when `by_quarters` ([`reads_by_quarters`]), and the blocks settled amid a stream of reads
+    /// (`STREAM_READS_MIN`). Benchmarks use it to read exactly the bytes a scan reads, without decoding them.
+    pub fn words_loaded(
+        &self,
+        blocks: std::ops::Range<usize>,
+        low: i64,
+        high: i64,
+        by_quarters: bool,
+    ) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
         let mut stream = Stream::default();
-        blocks.filter(move |&block| stream.loads(matches!(zone(&self.blocks[block], low, high), Zone::Some { .. })))
+        blocks.flat_map(move |block| {
+            let meta = &self.blocks[block];
+            let start = meta.offset as usize;
+            let quarters = match verdict(meta, &self.quarters[block], low, high, by_quarters) {
+                Zone::Some { quarters, .. } => {
+                    stream.loads(true);
+                    quarters
+                }
+                _ if stream.loads(false) => ALL_QUARTERS,
+                _ => 0,
+            };
+            // All quarters' runs are the block's words (a wide block's too: 64-bit codes, 2 048 words).
+            bitpack::quarter_runs(u32::from(meta.width), quarters).map(move |run| start + run.start..start + run.end)
+        })
+    }
+
+    /// Words `range` of the column's encoded data.
+    pub fn words(&self, range: std::ops::Range<usize>) -> &[u32] {
+        &self.words[range]
     }
 
     /// The value of a row (meaningless for a NULL row).
@@ -369,8 +505,10 @@ impl IntColumn {
     /// [`PREFETCH_BLOCKS_MAX`]; 0 reads at once and leaves prefetching to the hardware). So the reads run a fixed
     /// number of read blocks behind the requests, whichever blocks the zone maps skip in between: the hardware
     /// prefetchers alone left a scanning thread well below the memory's bandwidth, and they cannot know which
-    /// blocks come next. A sparse scan, one that will read under 30% of the first blocks of its leaves, also asks
-    /// for 2 blocks beyond those into L2 (`SPARSE_READ_PERCENT`). Until stop 28 the kernels spread the next
+    /// blocks come next. A sparse scan, one that will read under 30% of the first blocks of its leaves
+    /// (`SPARSE_READ_PERCENT`), reads only the quarters of a block whose [`QuarterZones`] meet the range, keeps
+    /// twice as many reads asked for into L1 and four times as many more into L2; a dense scan reads by quarters
+    /// too where under 70% of the quarters are to be read (`QUARTER_READ_PERCENT`). Until stop 28 the kernels spread the next
     /// block's requests over their decoding instead, one per line decoded, and the thesis aggregation's full scans
     /// reached 59-72% of the reference bandwidth
     /// (see [`bitpack::prefetch`] for what replaced that, and the measurements). Verdicts are never stored or
@@ -415,7 +553,7 @@ impl IntColumn {
                 *out = [u64::MAX; MASK_WORDS];
                 return false;
             }
-            Zone::Some { code_low, span } => (code_low, span),
+            Zone::Some { code_low, span, .. } => (code_low, span),
         };
         read_words_mask(self.meta_words(meta), meta.width, code_low, span, out);
         true
@@ -439,7 +577,9 @@ impl IntColumn {
 
     /// All bytes the column holds: its data and its block descriptors (the zone map).
     pub fn held_bytes(&self) -> u64 {
-        self.bytes() + std::mem::size_of_val(self.blocks.as_slice()) as u64
+        self.bytes()
+            + std::mem::size_of_val(self.blocks.as_slice()) as u64
+            + std::mem::size_of_val(self.quarters.as_slice()) as u64
     }
 
     fn regions(&self) -> Vec<&Region> {
@@ -485,39 +625,43 @@ pub fn combine_range_leaves(
         for meta in leaf.column.blocks[blocks.clone()].iter().take(META_AHEAD).step_by(2) {
             bitpack::prefetch_line(meta);
         }
+        for zones in leaf.column.quarters[blocks.clone()].iter().take(META_AHEAD).step_by(4) {
+            bitpack::prefetch_line(zones);
+        }
     }
-    // A sparse scan (few of the first `META_AHEAD` blocks of its leaves to read) keeps `SPARSE_L2_AHEAD_BLOCKS`
-    // more blocks in the ring, asked for into L2 only; each is asked for into L1 when it comes `near` reads
-    // from due.
-    let far = if near > 0 && is_sparse(leaves, blocks.clone()) {
-        SPARSE_L2_AHEAD_BLOCKS.min(PREFETCH_BLOCKS_MAX - near)
-    } else {
-        0
-    };
+    // A sparse scan (few of the first `META_AHEAD` blocks of its leaves to read) reads only the quarters of a block
+    // that may hold selected rows, and keeps twice as many reads in its ring asked for into L1 and four times as
+    // many more asked for into L2 only (each is asked for into L1 when it comes `near` reads from due): they are
+    // a quarter of a block or so each. A dense one reads by quarters too where few of its blocks' quarters are to
+    // be read, with the ring of whole blocks.
+    let reading = reading(leaves, blocks.clone(), prefetch_blocks);
+    let by_quarters = reading.by_quarters;
+    let (near, far) = if reading.sparse { (2 * near, 4 * near) } else { (near, 0) };
     let depth = near + far;
     let mut selected = [0u64; MASK_WORDS];
-    let mut read = |(words, width, code_low, span, i, leaf): PendingRead<'_>,
-                    masks: &mut CombinedMasks,
-                    bytes_read: &mut [u64]| {
-        read_words_mask(words, width, code_low, span, &mut selected);
-        bytes_read[leaf] += std::mem::size_of_val(words) as u64;
-        masks.merge(i, &selected);
+    let mut read = |due: PendingRead<'_>, masks: &mut CombinedMasks, bytes_read: &mut [u64]| {
+        bytes_read[due.leaf] += due.read(&mut selected);
+        masks.merge(due.block, &selected);
     };
     // Blocks found to need reading and already asked for, a ring of `depth` slots: `count` of them from
     // `oldest` on, each waiting until the block `depth` reads later has been found (or the last leaf ends). The
     // first `near` of them (from `oldest`) have been asked for into L1, the rest into L2.
-    let mut pending: [Option<PendingRead<'_>>; PREFETCH_BLOCKS_MAX] = [None; PREFETCH_BLOCKS_MAX];
+    let mut pending: [Option<PendingRead<'_>>; RING_SLOTS] = [None; RING_SLOTS];
     let (mut oldest, mut count) = (0, 0);
     for (leaf_index, leaf) in leaves.iter().enumerate() {
         let column = leaf.column;
         let mut stream = Stream::default();
         // Each block's descriptor is looked at once, here: the verdict and, for a block to read, its words.
         let metas = &column.blocks[blocks.clone()];
+        let quarter_zones = &column.quarters[blocks.clone()];
         for (i, meta) in metas.iter().enumerate() {
             if let Some(ahead) = metas.get(i + META_AHEAD) {
                 bitpack::prefetch_line(ahead);
+                if by_quarters {
+                    bitpack::prefetch_line(&quarter_zones[i + META_AHEAD]);
+                }
             }
-            let verdict = zone(meta, leaf.low, leaf.high);
+            let verdict = verdict(meta, &quarter_zones[i], leaf.low, leaf.high, by_quarters);
             let must_read = matches!(verdict, Zone::Some { .. });
             if stream.loads(must_read) && !must_read {
                 // Settled, but loaded all the same to keep the stream whole (`STREAM_READS_MIN`).
@@ -526,9 +670,10 @@ pub fn combine_range_leaves(
                 bytes_read[leaf_index] += std::mem::size_of_val(words) as u64;
             }
             match (verdict, combine) {
-                (Zone::Some { code_low, span }, _) => {
+                (Zone::Some { code_low, span, quarters }, _) => {
                     let words = column.meta_words(meta);
-                    let found = (words, meta.width, code_low, span, i, leaf_index);
+                    let found =
+                        PendingRead { words, width: meta.width, code_low, span, quarters, block: i, leaf: leaf_index };
                     if depth == 0 {
                         read(found, masks, bytes_read);
                         continue;
@@ -547,14 +692,14 @@ pub fn combine_range_leaves(
                         count += 1;
                     }
                     if count <= near {
-                        bitpack::prefetch(words);
+                        found.ask_for(true);
                     } else {
-                        bitpack::prefetch_to_l2(words);
+                        found.ask_for(false);
                         if count == depth {
                             // The block that has just come `near` reads from due (asked for into L1 already
                             // if it entered while the ring was filling: the hint costs little twice).
-                            if let Some((words, ..)) = pending[(oldest + near - 1) % depth] {
-                                bitpack::prefetch(words);
+                            if let Some(soon) = pending[(oldest + near - 1) % depth] {
+                                soon.ask_for(true);
                             }
                         }
                     }
@@ -574,24 +719,51 @@ pub fn combine_range_leaves(
         }
         if far > 0
             && slot + near < count
-            && let Some((words, ..)) = pending[(oldest + slot + near) % depth]
+            && let Some(soon) = pending[(oldest + slot + near) % depth]
         {
-            bitpack::prefetch(words);
+            soon.ask_for(true);
         }
     }
 }
 
-/// Whether fewer than [`SPARSE_READ_PERCENT`] of the first [`META_AHEAD`] blocks of `leaves` in `blocks` must be
-/// read: a scan that will jump over most of its blocks. Their descriptors have just been asked for.
-fn is_sparse(leaves: &[RangeLeaf<'_>], blocks: std::ops::Range<usize>) -> bool {
-    let (mut sampled, mut to_read) = (0, 0);
+/// Whether [`combine_range_leaves`] reads only the quarters of a block that may hold selected rows, over
+/// `blocks` of `leaves` with `prefetch_blocks` blocks prefetched. Benchmarks use it with
+/// [`IntColumn::words_loaded`].
+pub fn reads_by_quarters(leaves: &[RangeLeaf<'_>], blocks: std::ops::Range<usize>, prefetch_blocks: usize) -> bool {
+    reading(leaves, blocks, prefetch_blocks).by_quarters
+}
+
+/// How a scan reads a morsel, from the verdicts of the first [`META_AHEAD`] blocks of each of its leaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Reading {
+    /// Fewer than [`SPARSE_READ_PERCENT`] of the blocks sampled must be read: the scan will jump over most.
+    sparse: bool,
+    /// It reads only the quarters of a block that may hold selected rows: it is sparse, or fewer than
+    /// [`QUARTER_READ_PERCENT`] of the sampled blocks' quarters must be read.
+    by_quarters: bool,
+}
+
+/// [`Reading`] for `blocks` of `leaves`, whose first descriptors and quarter zones have just been asked for. A
+/// scan without prefetching reads whole blocks.
+fn reading(leaves: &[RangeLeaf<'_>], blocks: std::ops::Range<usize>, prefetch_blocks: usize) -> Reading {
+    if prefetch_blocks.min(PREFETCH_BLOCKS_MAX) == 0 {
+        return Reading { sparse: false, by_quarters: false };
+    }
+    let (mut sampled, mut to_read, mut quarters) = (0, 0, 0);
     for leaf in leaves {
-        for meta in leaf.column.blocks[blocks.clone()].iter().take(META_AHEAD) {
+        let column = leaf.column;
+        for block in blocks.clone().take(META_AHEAD) {
             sampled += 1;
-            to_read += usize::from(matches!(zone(meta, leaf.low, leaf.high), Zone::Some { .. }));
+            if let Zone::Some { quarters: read, .. } =
+                verdict(&column.blocks[block], &column.quarters[block], leaf.low, leaf.high, true)
+            {
+                to_read += 1;
+                quarters += read.count_ones() as usize;
+            }
         }
     }
-    to_read * 100 < sampled * SPARSE_READ_PERCENT
+    let sparse = to_read * 100 < sampled * SPARSE_READ_PERCENT;
+    Reading { sparse, by_quarters: sparse || quarters * 100 < sampled * QUARTERS * QUARTER_READ_PERCENT }
 }
 
 /// The verdicts of the last 64 blocks a scan of one leaf passed, to tell which settled blocks it loads anyway
@@ -625,7 +797,26 @@ fn zone(meta: &BlockMeta, low: i64, high: i64) -> Zone {
     } else {
         let (from, to) = (low.max(min), high.min(max));
         // `min <= from <= to <= max`: both differences are exact in u64 (wrapping i64 arithmetic).
-        Zone::Some { code_low: from.wrapping_sub(min) as u64, span: to.wrapping_sub(from) as u64 }
+        Zone::Some {
+            code_low: from.wrapping_sub(min) as u64,
+            span: to.wrapping_sub(from) as u64,
+            quarters: ALL_QUARTERS,
+        }
+    }
+}
+
+/// [`zone`], then, for a scan reading by quarters, the quarters of a block to read that its `quarter_zones`
+/// leave: a block none of whose quarters meets the range selects nothing.
+#[inline]
+fn verdict(meta: &BlockMeta, quarter_zones: &QuarterZones, low: i64, high: i64, by_quarters: bool) -> Zone {
+    match zone(meta, low, high) {
+        Zone::Some { code_low, span, .. } if by_quarters && meta.width != WIDE => {
+            match quarters_to_read(quarter_zones, meta.width, code_low, span) {
+                0 => Zone::None,
+                quarters => Zone::Some { code_low, span, quarters },
+            }
+        }
+        verdict => verdict,
     }
 }
 
@@ -1126,6 +1317,17 @@ mod tests {
         assert!((0..200).all(|i| masks.get(i) == [0; MASK_WORDS]), "grown and reset: nothing selected");
     }
 
+    /// The blocks whose words `runs` (from [`IntColumn::words_loaded`]) touch, in order.
+    fn blocks_touched(column: &IntColumn, runs: &[std::ops::Range<usize>]) -> Vec<usize> {
+        (0..column.blocks().len())
+            .filter(|&block| {
+                let meta = &column.blocks()[block];
+                let words = meta.offset as usize..meta.offset as usize + meta.words();
+                runs.iter().any(|run| run.start < words.end && words.start < run.end)
+            })
+            .collect()
+    }
+
     #[test]
     fn combined_range_masks_equal_block_by_block_masks_and_count_only_blocks_read() {
         // Blocks of different kinds: sorted (zone maps settle most), random narrow, random with a wide outlier
@@ -1150,17 +1352,21 @@ mod tests {
                 let mut combined = CombinedMasks::new(combine, range.len());
                 combined.set(0, initial[1]);
                 let bytes = column.combine_range_masks(range.clone(), low, high, &mut combined, depth);
-                let loaded: Vec<usize> = column.blocks_loaded(range.clone(), low, high).collect();
-                let mut expected_bytes = 0;
+                let by_quarters = reads_by_quarters(&[RangeLeaf { column: &column, low, high }], range.clone(), depth);
+                let runs: Vec<_> = column.words_loaded(range.clone(), low, high, by_quarters).collect();
+                let expected_bytes: u64 = runs.iter().map(|run| run.len() as u64 * 4).sum();
+                let loaded = blocks_touched(&column, &runs);
                 for block in range.clone() {
                     let mut leaf = [0u64; MASK_WORDS];
                     if column.range_mask(block, low, high, &mut leaf) {
-                        expected_bytes += column.bytes_of_blocks(block..block + 1);
-                        assert!(loaded.contains(&block), "block {block} is read, [{low}, {high}]");
+                        assert!(loaded.contains(&block) || leaf == [0; MASK_WORDS], "block {block}, [{low}, {high}]");
                         assert!(combined.is_written(block - range.start), "block {block} read, not written");
                         assert_eq!(column.blocks_words(block..block + 1), column.block_words(block));
                     } else {
                         assert!(!loaded.contains(&block), "block {block} is settled, [{low}, {high}]");
+                    }
+                    if !by_quarters {
+                        assert_eq!(loaded.contains(&block), column.range_mask(block, low, high, &mut leaf));
                     }
                     let expected: BlockMask = std::array::from_fn(|i| match combine {
                         Combine::Or => initial[block][i] | leaf[i],
@@ -1219,9 +1425,13 @@ mod tests {
                     let mut bytes = vec![0; leaves.len()];
                     combine_range_leaves(&leaves, range.clone(), &mut together, depth, &mut bytes);
                     let mut apart = CombinedMasks::new(combine, range.len());
+                    let by_quarters = reads_by_quarters(&leaves, range.clone(), depth);
                     for (leaf, &leaf_bytes) in leaves.iter().zip(&bytes) {
                         let alone = leaf.column.combine_range_masks(range.clone(), leaf.low, leaf.high, &mut apart, 0);
-                        assert_eq!(leaf_bytes, alone, "{combine:?}, depth {depth}, {range:?}");
+                        let runs = leaf.column.words_loaded(range.clone(), leaf.low, leaf.high, by_quarters);
+                        let loaded: u64 = runs.map(|run| run.len() as u64 * 4).sum();
+                        assert_eq!(leaf_bytes, loaded, "{combine:?}, depth {depth}, {range:?}");
+                        assert!(leaf_bytes <= alone, "{combine:?}, depth {depth}, {range:?}: whole blocks read alone");
                     }
                     for i in 0..range.len() {
                         assert_eq!(together.get(i), apart.get(i), "block {i}, {combine:?}, depth {depth}");
@@ -1258,10 +1468,12 @@ mod tests {
         let sparse = IntColumn::encode(&sparse_values, None, &Policy::OsDefault).unwrap();
         let dense = IntColumn::encode(&dense_values, None, &Policy::OsDefault).unwrap();
         let leaf = |column| RangeLeaf { column, low: i64::MIN, high: 10 };
-        assert!(is_sparse(&[leaf(&sparse)], 0..200));
-        assert!(!is_sparse(&[leaf(&dense)], 0..200));
-        assert!(!is_sparse(&[leaf(&sparse), leaf(&dense)], 0..200), "the leaves are sampled together");
-        assert!(is_sparse(&[leaf(&sparse)], 3..200), "a morsel starting later");
+        let sparse_at = |leaves: &[RangeLeaf<'_>], blocks| reading(leaves, blocks, PREFETCH_BLOCKS_DEFAULT).sparse;
+        assert!(sparse_at(&[leaf(&sparse)], 0..200));
+        assert!(!sparse_at(&[leaf(&dense)], 0..200));
+        assert!(!sparse_at(&[leaf(&sparse), leaf(&dense)], 0..200), "the leaves are sampled together");
+        assert!(sparse_at(&[leaf(&sparse)], 3..200), "a morsel starting later");
+        assert!(!reading(&[leaf(&sparse)], 0..200, 0).sparse, "no prefetching: no ring to deepen");
         let cases = [
             (vec![leaf(&sparse)], vec![&sparse_values]),
             (vec![leaf(&sparse), leaf(&sparse)], vec![&sparse_values, &sparse_values]),
@@ -1277,13 +1489,116 @@ mod tests {
                     let mut ringed = CombinedMasks::new(Combine::Or, range.len());
                     let mut bytes = vec![0; leaves.len()];
                     combine_range_leaves(leaves, range.clone(), &mut ringed, depth, &mut bytes);
-                    assert_eq!(bytes, at_once_bytes, "depth {depth}, {range:?}");
+                    let by_quarters = reads_by_quarters(leaves, range.clone(), depth);
+                    for (leaf, (&bytes, &at_once)) in leaves.iter().zip(bytes.iter().zip(&at_once_bytes)) {
+                        let runs = leaf.column.words_loaded(range.clone(), leaf.low, leaf.high, by_quarters);
+                        assert_eq!(bytes, runs.map(|run| run.len() as u64 * 4).sum::<u64>(), "depth {depth}");
+                        assert!(bytes <= at_once, "depth {depth}, {range:?}: quarters read, not more");
+                    }
                     for (i, block) in range.clone().enumerate() {
                         assert_eq!(ringed.get(i), at_once.get(i), "block {block}, depth {depth}, {range:?}");
                         let mask = ringed.get(i);
                         for row in block * BLOCK_ROWS..(block + 1) * BLOCK_ROWS {
                             let expected = values.iter().any(|v| v[row] <= 10);
                             assert_eq!(mask[row % BLOCK_ROWS / 64] >> (row % 64) & 1 == 1, expected, "row {row}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn quarter_zones_never_miss_a_selected_code() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(13);
+        for width in [1u8, 7, 16, 17, 26, 32] {
+            let max = u64::from(u32::MAX >> (32 - u32::from(width)));
+            for _ in 0..300 {
+                // Clustered codes, so that quarters differ and some ranges miss some of them.
+                let centre = rng.random_range(0..=max);
+                let codes: [u32; BLOCK_ROWS] = std::array::from_fn(|row| {
+                    let spread = (max >> (row / QUARTER_ROWS * 2 + 1)).max(1);
+                    centre.saturating_sub(spread / 2).saturating_add(rng.random_range(0..=spread)).min(max) as u32
+                });
+                let zones = quarter_zones(&codes, width);
+                let code_low = rng.random_range(0..=max);
+                let narrowing = rng.random_range(0..8);
+                let span = rng.random_range(0..=(max - code_low).min(max >> narrowing));
+                let quarters = quarters_to_read(&zones, width, code_low, span);
+                for (quarter, codes) in codes.chunks_exact(QUARTER_ROWS).enumerate() {
+                    let hit = codes.iter().any(|&code| (code_low..=code_low + span).contains(&u64::from(code)));
+                    assert!(!hit || quarters >> quarter & 1 == 1, "width {width}: quarter {quarter} missed");
+                    if width <= 16 {
+                        // Exact zones: a quarter read holds codes on both sides of the range or inside it.
+                        let (low, high) = (codes.iter().min().unwrap(), codes.iter().max().unwrap());
+                        let meets = u64::from(*low) <= code_low + span && code_low <= u64::from(*high);
+                        assert_eq!(quarters >> quarter & 1 == 1, meets, "width {width}, quarter {quarter}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sparse_scans_read_only_the_quarters_that_may_hold_selected_rows() {
+        // Wide random values (30-bit codes: quarter zones shifted by 14 bits) and, in every 5th block, a few
+        // small ones in one quarter (which one changes from block to block) or, in every 25th, in two.
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(14);
+        let rows = 200 * BLOCK_ROWS + 100;
+        let small_quarters = |block: usize| -> u8 {
+            match block {
+                _ if !block.is_multiple_of(5) => 0,
+                _ if block.is_multiple_of(25) => 0b1001,
+                _ => 1 << (block / 5 % 4),
+            }
+        };
+        let values: Vec<i64> = (0..rows)
+            .map(|row| {
+                let (block, quarter) = (row / BLOCK_ROWS, row % BLOCK_ROWS / QUARTER_ROWS);
+                if small_quarters(block) >> quarter & 1 == 1 && row % 50 == 7 {
+                    rng.random_range(0..10)
+                } else {
+                    rng.random_range(1 << 20..1 << 30)
+                }
+            })
+            .collect();
+        let column = IntColumn::encode(&values, None, &Policy::OsDefault).unwrap();
+        assert!(column.blocks().iter().all(|meta| meta.width == 30));
+        let other = IntColumn::encode(&vec![1 << 25; rows], None, &Policy::OsDefault).unwrap();
+        let blocks = column.blocks().len();
+        for (low, high) in [(i64::MIN, 9), (3, 5), (0, 0)] {
+            let leaves = [RangeLeaf { column: &column, low, high }, RangeLeaf { column: &other, low, high }];
+            for range in [0..blocks, 13..170] {
+                assert!(reads_by_quarters(&leaves, range.clone(), 2));
+                assert!(!reads_by_quarters(&leaves, range.clone(), 0), "no prefetching: whole blocks");
+                for combine in [Combine::Or, Combine::And] {
+                    let mut masks = CombinedMasks::new(combine, range.len());
+                    let mut bytes = [0; 2];
+                    combine_range_leaves(&leaves, range.clone(), &mut masks, 2, &mut bytes);
+                    let runs: Vec<_> = column.words_loaded(range.clone(), low, high, true).collect();
+                    assert_eq!(bytes[0], runs.iter().map(|run| run.len() as u64 * 4).sum::<u64>());
+                    assert_eq!(bytes[1], 0, "the constant column is settled by its zone map");
+                    // Every block with small values has one or two of its quarters read, 15 lines each.
+                    let quarter_bytes = 15 * 64;
+                    let expected: u64 =
+                        range.clone().map(|block| u64::from(small_quarters(block).count_ones()) * quarter_bytes).sum();
+                    if low == i64::MIN {
+                        assert!(bytes[0] >= expected, "[{low}, {high}] {range:?}: {} < {expected}", bytes[0]);
+                    }
+                    assert!(bytes[0] < expected + 4 * quarter_bytes, "[{low}, {high}] {range:?}: {}", bytes[0]);
+                    for (i, block) in range.clone().enumerate() {
+                        let mask = masks.get(i);
+                        for row in block * BLOCK_ROWS..rows.min((block + 1) * BLOCK_ROWS) {
+                            let selected = mask[row % BLOCK_ROWS / 64] >> (row % 64) & 1 == 1;
+                            let hit = (low..=high).contains(&values[row]);
+                            let other_hit = (low..=high).contains(&(1 << 25));
+                            let expected = match combine {
+                                Combine::Or => hit || other_hit,
+                                Combine::And => hit && other_hit,
+                            };
+                            assert_eq!(selected, expected, "row {row}, [{low}, {high}], {combine:?}");
                         }
                     }
                 }
@@ -1318,7 +1633,8 @@ mod tests {
                             || before.filter(|&b| has_small(b, dense_until)).count() >= STREAM_READS_MIN as usize
                     })
                     .collect();
-                let loaded: Vec<usize> = column.blocks_loaded(range.clone(), i64::MIN, 10).collect();
+                let runs: Vec<_> = column.words_loaded(range.clone(), i64::MIN, 10, false).collect();
+                let loaded = blocks_touched(&column, &runs);
                 assert_eq!(loaded, expected, "{range:?}, dense until block {dense_until}");
                 let settled_loaded = loaded.iter().filter(|&&b| !has_small(b, dense_until)).count();
                 if dense_until == 200 && range.start <= 100 && range.end >= 150 {

@@ -23,7 +23,7 @@ pub mod types;
 pub use catalog::{Catalog, Replaced};
 pub use column::{
     ColumnChunk, ColumnData, Combine, CombinedMasks, Dictionary, IntColumn, PREFETCH_BLOCKS_DEFAULT,
-    PREFETCH_BLOCKS_MAX, RangeLeaf, combine_range_leaves,
+    PREFETCH_BLOCKS_MAX, QuarterZones, RangeLeaf, combine_range_leaves, reads_by_quarters,
 };
 pub use index::{DuplicateKey, Index, IndexKind};
 pub use placement::TablePlacement;
