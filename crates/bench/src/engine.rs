@@ -66,7 +66,7 @@ pub struct AggregationRow {
     /// Encoded bytes numadb's scans read per query.
     pub scan_bytes: u64,
     /// Encoded bytes of every block of the columns the query's predicates read: what a scan the zone maps
-    /// settled nothing of would read. `scan_bytes` over this is the share of the blocks read.
+    /// settled nothing of would read. `scan_bytes` over this is the share of those bytes read.
     pub full_scan_bytes: u64,
     /// Those bytes over numadb's median time.
     pub scan_bytes_per_s: f64,
@@ -462,8 +462,8 @@ fn run_fractions(scan_bytes: u64, times: &[f64], around: &[(f64, f64)]) -> Vec<f
 }
 
 /// Full scans are the cells whose range_pred reads (nearly) every block of the columns it filters: one sequential
-/// stream per column, the access the reference measures. Selective ones read a scattered share of the blocks, which
-/// the zone maps pick. The share is of the columns' own blocks ([`AggregationRow::full_scan_bytes`]), not of the
+/// stream per column, the access the reference measures. Selective ones read a scattered share of the blocks and
+/// of their quarters, which the zone maps pick. The share is of the columns' own blocks ([`AggregationRow::full_scan_bytes`]), not of the
 /// most any swept range_pred read: a sweep of range_pred 10 000 alone once called its 19% a full scan.
 const FULL_SCAN_SHARE: f64 = 0.99;
 
@@ -471,7 +471,7 @@ const FULL_SCAN_SHARE: f64 = 0.99;
 /// A full scan streams every block; a selective one jumps from block to block, waiting out memory latency at
 /// every jump (and the hardware prefetchers fetch some skipped lines anyway), so its rate falls with its share.
 fn scan_rate_goal(aggregation: &[AggregationRow]) -> String {
-    // Per range_pred: the lowest fraction of the reference, and the highest share of the blocks read.
+    // Per range_pred: the lowest fraction of the reference, and the highest share of the columns' bytes read.
     let mut by_range_pred: Vec<(u64, f64, f64)> = Vec::new();
     for row in aggregation {
         let share = row.scan_bytes as f64 / row.full_scan_bytes.max(1) as f64;
@@ -485,7 +485,11 @@ fn scan_rate_goal(aggregation: &[AggregationRow]) -> String {
     }
     let verdict = |fraction: f64| if fraction >= 0.85 { "met" } else { "NOT met" };
     let describe = |(range_pred, fraction, share): &(u64, f64, f64)| {
-        format!("range_pred {range_pred} at {:.1}% (reads {:.0}% of the blocks)", fraction * 100.0, share * 100.0)
+        format!(
+            "range_pred {range_pred} at {:.1}% (reads {:.0}% of the columns' bytes)",
+            fraction * 100.0,
+            share * 100.0
+        )
     };
     let (full, selective): (Vec<_>, Vec<_>) = by_range_pred.iter().partition(|(.., share)| *share >= FULL_SCAN_SHARE);
     let mut out = String::new();
@@ -771,9 +775,9 @@ mod tests {
         let text = scan_rate_goal(&cells);
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].contains("full scans: met"), "{text}");
-        assert!(lines[0].contains("range_pred 1000 at 86.0% (reads 100% of the blocks)"), "{text}");
+        assert!(lines[0].contains("range_pred 1000 at 86.0% (reads 100% of the columns' bytes)"), "{text}");
         assert!(lines[1].contains("selective scans") && lines[1].contains("NOT met"), "{text}");
-        assert!(lines[1].contains("range_pred 10 at 45.0% (reads 19% of the blocks)"), "{text}");
+        assert!(lines[1].contains("range_pred 10 at 45.0% (reads 19% of the columns' bytes)"), "{text}");
 
         let cells = [row(1000, 0, 1000, 0.84), row(1000, 6, 1000, 0.90)];
         let text = scan_rate_goal(&cells);
@@ -784,6 +788,6 @@ mod tests {
         let text = scan_rate_goal(&cells);
         assert!(!text.contains("full scans"), "{text}");
         assert!(text.contains("selective scans (scattered blocks, latency-bound): NOT met"), "{text}");
-        assert!(text.contains("range_pred 10 at 60.0% (reads 19% of the blocks)"), "{text}");
+        assert!(text.contains("range_pred 10 at 60.0% (reads 19% of the columns' bytes)"), "{text}");
     }
 }

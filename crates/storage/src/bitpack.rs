@@ -16,6 +16,13 @@
 //! producing a 1024-bit selection mask for the block. It never writes the decoded codes anywhere: decoding lives
 //! in registers between the load and the compare ("scanned without unpacking first").
 //!
+//! # Quarters
+//! A quarter of a block (rows `256q..256q + 256`) is positions `16q..16q + 16` of every lane, so its codes fill
+//! consecutive 64-byte lines of the block ([`quarter_words`]; exactly `width / 2` lines for an even width). A
+//! scan that knows which quarters may hold selected rows (the column's quarter zones) loads and decodes only
+//! those ([`range_mask_quarters`]): on uniform data, where a block's zone map rarely settles it, a quarter's
+//! settles it four times as often.
+//!
 //! The kernel is one generic function, monomorphised per width (so shifts are constants and the 64 positions of
 //! a lane unroll) and compiled three times: for AVX-512, for AVX2 and for the baseline target. The variant is
 //! chosen once at run time from the CPU's features; tests check all available variants against each other.
