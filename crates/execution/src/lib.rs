@@ -31,7 +31,9 @@ pub mod window;
 pub use aggregate::{AggregateCall, AggregateFunction};
 pub use error::{ExecError, sqlstate};
 pub use expr::{BinaryOp, Expr, ScalarFunction};
-pub use plan::{Dedup, JoinKind, JoinPlan, LookupPlan, Plan, ScanOutput, ScanPlan, SeriesPlan, SetOp, SortKey};
+pub use plan::{
+    Dedup, JoinKind, JoinPlan, KeyRange, LookupPlan, Plan, ScanOutput, ScanPlan, SeriesPlan, SetOp, SortKey,
+};
 pub use run::{
     ExecutionResult, Executor, MORSEL_BLOCKS_MAX, MORSEL_BLOCKS_MIN, MORSEL_TASKS_PER_WORKER, OperatorStats, ScanStats,
     execute, morsel_blocks_for, morsels_of,

@@ -63,12 +63,24 @@ pub struct LookupPlan {
     /// The indexed column.
     pub column: usize,
     /// The keys (constants or parameters): one for `c = k`, those of the list for `c IN (k1, k2, …)`. A row is
-    /// found once however many of them it has.
+    /// found once however many of them it has. Empty for a range lookup.
     pub keys: Vec<Expr>,
+    /// The bounds of a range lookup through a sorted index (`c < 5`, `c BETWEEN 1 AND 9`, `c >= 'm' AND c < 'n'`):
+    /// constants, each `None` where the range is open.
+    pub range: Option<Box<KeyRange>>,
     /// The rest of `WHERE`, checked on the rows found.
     pub residual: Option<Expr>,
     /// What to produce.
     pub output: ScanOutput,
+}
+
+/// The bounds of an index range lookup.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyRange {
+    /// The lower bound: the constant and whether it is included.
+    pub low: Option<(Expr, bool)>,
+    /// The upper bound.
+    pub high: Option<(Expr, bool)>,
 }
 
 /// An `ORDER BY` key, over the input of the [`Plan::Post`] node.
@@ -533,6 +545,21 @@ impl Plan {
                 table: Arc::clone(&lookup.table),
                 column: lookup.column,
                 keys: lookup.keys.iter().map(&mut *f).collect::<Result<_, _>>()?,
+                range: match &lookup.range {
+                    Some(range) => Some(Box::new(KeyRange {
+                        low: range
+                            .low
+                            .as_ref()
+                            .map(|(e, included)| Ok::<_, ExecError>((f(e)?, *included)))
+                            .transpose()?,
+                        high: range
+                            .high
+                            .as_ref()
+                            .map(|(e, included)| Ok::<_, ExecError>((f(e)?, *included)))
+                            .transpose()?,
+                    })),
+                    None => None,
+                },
                 residual: lookup.residual.as_ref().map(&mut *f).transpose()?,
                 output: map_output(&lookup.output, f)?,
             }),
@@ -642,9 +669,25 @@ impl Plan {
                     names.get(lookup.column).map(String::as_str).unwrap_or("?"),
                     output_kind(&lookup.output, true, &[])
                 );
-                let keys: Vec<String> = lookup.keys.iter().map(|key| show_expr(key, &names)).collect();
-                let label = if keys.len() == 1 { "Key" } else { "Keys" };
-                let _ = writeln!(out, "{indent}      {label}: {}", keys.join(", "));
+                if let Some(range) = &lookup.range {
+                    let column = names.get(lookup.column).map(String::as_str).unwrap_or("?");
+                    let bound = |bound: &Option<(Expr, bool)>, inclusive: &str, exclusive: &str| {
+                        bound.as_ref().map(|(e, included)| {
+                            format!(
+                                "{column} {} {}",
+                                if *included { inclusive } else { exclusive },
+                                show_expr(e, &names)
+                            )
+                        })
+                    };
+                    let bounds: Vec<String> =
+                        [bound(&range.low, ">=", ">"), bound(&range.high, "<=", "<")].into_iter().flatten().collect();
+                    let _ = writeln!(out, "{indent}      Range: {}", bounds.join(" AND "));
+                } else {
+                    let keys: Vec<String> = lookup.keys.iter().map(|key| show_expr(key, &names)).collect();
+                    let label = if keys.len() == 1 { "Key" } else { "Keys" };
+                    let _ = writeln!(out, "{indent}      {label}: {}", keys.join(", "));
+                }
                 if let Some(residual) = &lookup.residual {
                     let _ = writeln!(out, "{indent}      Filter: {}", show_expr(residual, &names));
                 }

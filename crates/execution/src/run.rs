@@ -9,7 +9,7 @@
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::ops::Range;
+use std::ops::{Bound, Range};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -3496,17 +3496,41 @@ pub fn run_lookup(lookup: &LookupPlan, params: &[Value]) -> Result<(Vec<Vec<Valu
     let mut out = Vec::new();
     let mut partial = PartialAggregate::default();
     let snapshot = lookup.table.snapshot();
-    let index = snapshot.index_on(lookup.column).ok_or_else(|| ExecError::internal("the planned index is gone"))?;
+    let gone = || ExecError::internal("the planned index is gone");
     // The index takes inserts made after the snapshot (and, for a table ALTER TABLE has since replaced, those made
     // to its copy, which shares the keys): rows past the snapshot's are not this statement's to read.
     let rows = snapshot.rows();
     let mut found_rows: Vec<u32> = Vec::new();
-    for key in &keys {
-        index.lookup(key, |row| {
-            if u64::from(row) < rows {
-                found_rows.push(row);
-            }
-        });
+    let mut keep = |row: u32| {
+        if u64::from(row) < rows {
+            found_rows.push(row);
+        }
+    };
+    if let Some(range) = &lookup.range {
+        let index = (snapshot.indexes_on(lookup.column))
+            .find(|index| index.kind() == numadb_storage::IndexKind::Sorted)
+            .ok_or_else(gone)?;
+        let bound = |bound: &Option<(Expr, bool)>| -> Result<Option<Bound<Value>>, ExecError> {
+            Ok(match bound {
+                None => Some(Bound::Unbounded),
+                Some((expr, included)) => match expr.eval(&[], params)? {
+                    // A comparison with NULL is never true.
+                    Value::Null => None,
+                    value if *included => Some(Bound::Included(value)),
+                    value => Some(Bound::Excluded(value)),
+                },
+            })
+        };
+        if let (Some(low), Some(high)) = (bound(&range.low)?, bound(&range.high)?) {
+            index.lookup_range(low.as_ref(), high.as_ref(), &mut keep);
+        }
+        // In table order, as a scan finds them.
+        found_rows.sort_unstable();
+    } else {
+        let index = snapshot.index_on(lookup.column).ok_or_else(gone)?;
+        for key in &keys {
+            index.lookup(key, &mut keep);
+        }
     }
     if keys.len() > 1 {
         // A key listed twice (or two that are equal, `1` and `1::bigint`) finds its rows once, in table order.

@@ -234,7 +234,13 @@ impl Prepared {
         fn unique_lookup(plan: &Plan) -> bool {
             match plan {
                 Plan::Lookup(lookup) => {
-                    lookup.table.snapshot().indexes_on(lookup.column).next().is_some_and(|index| index.is_unique())
+                    lookup.range.is_none()
+                        && lookup
+                            .table
+                            .snapshot()
+                            .indexes_on(lookup.column)
+                            .next()
+                            .is_some_and(|index| index.is_unique())
                 }
                 Plan::Post { input, order_by, .. } => order_by.is_empty() && unique_lookup(input),
                 _ => false,

@@ -10,6 +10,7 @@
 //! layout and single-row inserts stay cheap. Row ids are `u32`: a table holds fewer than 2^32 rows.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
 use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
@@ -70,6 +71,52 @@ fn lower_bound(keys: &[i64], fences: &[i64], key: i64) -> usize {
     let low = (fence - 1) * FENCE_STRIDE + 1;
     let high = (fence * FENCE_STRIDE).min(keys.len());
     low + keys[low..high].partition_point(|&k| k < key)
+}
+
+/// The position past the last key in `keys` that is `<= key`.
+#[inline]
+fn upper_bound(keys: &[i64], fences: &[i64], key: i64) -> usize {
+    match key.checked_add(1) {
+        Some(next) => lower_bound(keys, fences, next),
+        None => keys.len(),
+    }
+}
+
+/// Integer bounds as the inclusive range `[from, to]`; `None` when it is empty or a bound is not an integer.
+fn int_bounds(low: Bound<&Value>, high: Bound<&Value>) -> Option<(i64, i64)> {
+    let from = match low {
+        Bound::Unbounded => i64::MIN,
+        Bound::Included(Value::Int(k)) => *k,
+        Bound::Excluded(Value::Int(k)) => k.checked_add(1)?,
+        _ => return None,
+    };
+    let to = match high {
+        Bound::Unbounded => i64::MAX,
+        Bound::Included(Value::Int(k)) => *k,
+        Bound::Excluded(Value::Int(k)) => k.checked_sub(1)?,
+        _ => return None,
+    };
+    (from <= to).then_some((from, to))
+}
+
+/// Text bounds as `str` bounds; `None` when the range is empty (which `BTreeMap::range` refuses) or a bound is not
+/// text.
+fn text_bounds<'v>(low: Bound<&'v Value>, high: Bound<&'v Value>) -> Option<(Bound<&'v str>, Bound<&'v str>)> {
+    fn text(bound: Bound<&Value>) -> Option<Bound<&str>> {
+        match bound {
+            Bound::Unbounded => Some(Bound::Unbounded),
+            Bound::Included(Value::Text(s)) => Some(Bound::Included(s)),
+            Bound::Excluded(Value::Text(s)) => Some(Bound::Excluded(s)),
+            _ => None,
+        }
+    }
+    let (low, high) = (text(low)?, text(high)?);
+    let empty = match (low, high) {
+        (Bound::Included(a), Bound::Included(b)) => a > b,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => a >= b,
+        _ => false,
+    };
+    (!empty).then_some((low, high))
 }
 
 /// An open-addressing hash table from integer keys to row ids (duplicates allowed; they sit in one probe run).
@@ -285,6 +332,45 @@ impl Index {
         }
     }
 
+    /// Calls `found` with every row whose key lies within `low` and `high`, in key order (a sorted index only: a
+    /// hash index finds nothing). Bounds of another type than the keys find nothing.
+    pub fn lookup_range(&self, low: Bound<&Value>, high: Bound<&Value>, mut found: impl FnMut(u32)) {
+        let data = self.data.read().unwrap_or_else(|p| p.into_inner());
+        match &*data {
+            IndexData::IntSorted { keys, fences, rows, recent } => {
+                let Some((from, to)) = int_bounds(low, high) else { return };
+                let (start, end) = (lower_bound(keys, fences, from), upper_bound(keys, fences, to));
+                rows[start..end.max(start)].iter().copied().for_each(&mut found);
+                recent.range(from..=to).flat_map(|(_, rows)| rows).copied().for_each(found);
+            }
+            IndexData::TextSorted(map) => {
+                if let Some(bounds) = text_bounds(low, high) {
+                    map.range::<str, _>(bounds).flat_map(|(_, rows)| rows).copied().for_each(found);
+                }
+            }
+            IndexData::IntHash(_) | IndexData::TextHash(_) => {}
+        }
+    }
+
+    /// How many rows [`Index::lookup_range`] would find, in O(log n) for integer keys (`None` for a hash index);
+    /// it counts rows inserted after a statement's snapshot too, so it is an upper bound for the statement.
+    pub fn count_range(&self, low: Bound<&Value>, high: Bound<&Value>) -> Option<u64> {
+        let data = self.data.read().unwrap_or_else(|p| p.into_inner());
+        match &*data {
+            IndexData::IntSorted { keys, fences, recent, .. } => {
+                let Some((from, to)) = int_bounds(low, high) else { return Some(0) };
+                let (start, end) = (lower_bound(keys, fences, from), upper_bound(keys, fences, to));
+                let recent: usize = recent.range(from..=to).map(|(_, rows)| rows.len()).sum();
+                Some((end.saturating_sub(start) + recent) as u64)
+            }
+            IndexData::TextSorted(map) => Some(
+                text_bounds(low, high)
+                    .map_or(0, |bounds| map.range::<str, _>(bounds).map(|(_, rows)| rows.len() as u64).sum()),
+            ),
+            IndexData::IntHash(_) | IndexData::TextHash(_) => None,
+        }
+    }
+
     /// The first row whose key equals `key`.
     pub fn lookup_one(&self, key: &Value) -> Option<u32> {
         let mut first = None;
@@ -409,6 +495,91 @@ mod tests {
             assert_eq!(lower_bound(&keys, &fences, key), keys.partition_point(|&k| k < key), "key {key}");
         }
         assert_eq!(lower_bound(&[], &[], 5), 0);
+    }
+
+    #[test]
+    fn range_lookups_find_the_rows_between_their_bounds_and_count_them() {
+        use std::ops::Bound::{Excluded, Included, Unbounded};
+        // Duplicates, a gap, the extremes of i64, and rows inserted later into the side map.
+        let mut keys: Vec<i64> = (0..3000).map(|i| (i * 7) % 1000 - 500).collect();
+        keys.extend([i64::MIN, i64::MAX, i64::MAX - 1]);
+        let index = Index::build("i", 0, "c", IndexKind::Sorted, false, false, ints(&keys).into_iter()).unwrap();
+        let later: Vec<(Value, u32)> =
+            (0..50).map(|i| (Value::Int(i * 3 - 60), (keys.len() + i as usize) as u32)).collect();
+        index.insert(&later);
+        let all: Vec<(i64, u32)> = ints(&keys)
+            .into_iter()
+            .chain(later)
+            .map(|(k, r)| (if let Value::Int(k) = k { k } else { unreachable!() }, r))
+            .collect();
+        let points = [i64::MIN, i64::MIN + 1, -501, -500, -42, 0, 7, 499, 500, i64::MAX - 1, i64::MAX];
+        let bounds = |v: i64| [Included(Value::Int(v)), Excluded(Value::Int(v))];
+        let mut checked = 0;
+        for low in points.iter().flat_map(|&v| bounds(v)).chain([Unbounded]) {
+            for high in points.iter().flat_map(|&v| bounds(v)).chain([Unbounded]) {
+                let inside = |k: i64| {
+                    let above = match &low {
+                        Included(Value::Int(v)) => k >= *v,
+                        Excluded(Value::Int(v)) => k > *v,
+                        _ => true,
+                    };
+                    let below = match &high {
+                        Included(Value::Int(v)) => k <= *v,
+                        Excluded(Value::Int(v)) => k < *v,
+                        _ => true,
+                    };
+                    above && below
+                };
+                let mut expected: Vec<u32> = all.iter().filter(|(k, _)| inside(*k)).map(|(_, r)| *r).collect();
+                let mut found = Vec::new();
+                index.lookup_range(low.as_ref(), high.as_ref(), |row| found.push(row));
+                assert_eq!(index.count_range(low.as_ref(), high.as_ref()), Some(found.len() as u64));
+                expected.sort_unstable();
+                found.sort_unstable();
+                assert_eq!(found, expected, "{low:?} .. {high:?}");
+                checked += usize::from(!expected.is_empty());
+            }
+        }
+        assert!(checked > 100, "most ranges hold rows");
+        // Bounds of another type find nothing; a hash index takes no ranges.
+        let text = Value::text("a");
+        assert_eq!(index.count_range(Included(&text), Unbounded), Some(0));
+        let hash = Index::build("h", 0, "c", IndexKind::Hash, false, false, ints(&keys).into_iter()).unwrap();
+        assert_eq!(hash.count_range(Unbounded, Unbounded), None);
+    }
+
+    #[test]
+    fn text_range_lookups_follow_byte_order_and_refuse_no_empty_range() {
+        use std::ops::Bound::{Excluded, Included, Unbounded};
+        let words = ["pear", "apple", "fig", "apple", "Banana", "figs", ""];
+        let entries = words.iter().enumerate().map(|(r, t)| (Value::text(t), r as u32));
+        let index = Index::build("t", 1, "name", IndexKind::Sorted, false, true, entries).unwrap();
+        let points = ["", "B", "apple", "fig", "figs", "zz"];
+        for low in points.iter().flat_map(|v| [Included(Value::text(v)), Excluded(Value::text(v))]).chain([Unbounded]) {
+            for high in
+                points.iter().flat_map(|v| [Included(Value::text(v)), Excluded(Value::text(v))]).chain([Unbounded])
+            {
+                let inside = |w: &str| {
+                    let above = match &low {
+                        Included(Value::Text(v)) => w >= &**v,
+                        Excluded(Value::Text(v)) => w > &**v,
+                        _ => true,
+                    };
+                    let below = match &high {
+                        Included(Value::Text(v)) => w <= &**v,
+                        Excluded(Value::Text(v)) => w < &**v,
+                        _ => true,
+                    };
+                    above && below
+                };
+                let expected: Vec<u32> = (0..words.len() as u32).filter(|&r| inside(words[r as usize])).collect();
+                let mut found = Vec::new();
+                index.lookup_range(low.as_ref(), high.as_ref(), |row| found.push(row));
+                assert_eq!(index.count_range(low.as_ref(), high.as_ref()), Some(found.len() as u64));
+                found.sort_unstable();
+                assert_eq!(found, expected, "{low:?} .. {high:?}");
+            }
+        }
     }
 
     #[test]
