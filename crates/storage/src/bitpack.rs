@@ -408,6 +408,42 @@ macro_rules! for_each_quarter_position {
     };
 }
 
+/// Defines, inside a SIMD kernel module, `quarter_kernel::<W>` (one quarter of the module's `kernel`: its 16
+/// positions, each through the module's `step`) and its `QUARTER_TABLE`, compiled with `$features`; `$set1`
+/// broadcasts a word to the module's vector type.
+macro_rules! quarter_kernels {
+    ($features:literal, $set1:ident) => {
+        /// One quarter of [`kernel`]: its 16 positions.
+        #[target_feature(enable = $features)]
+        pub(super) fn quarter_kernel<const W: usize>(
+            words: &[u32],
+            quarter: usize,
+            lo: u32,
+            span: u32,
+            out: &mut BlockMask,
+        ) {
+            dispatch_top_aligned_quarter::<W>(words, quarter, lo, span, out, |lanes, range, lo_zero, selected| {
+                by_quarter!(quarter_positions::<W>(lo_zero, quarter, lanes, range, selected))
+            });
+        }
+
+        #[target_feature(enable = $features)]
+        #[inline(never)]
+        fn quarter_positions<const W: usize, const LO_ZERO: bool, const Q: usize>(
+            lanes: &[[u32; LANES]],
+            range: TopAligned,
+            selected: &mut [u16; POSITIONS],
+        ) {
+            assert!(lanes.len() == 2 * W);
+            let lo_vector = $set1(range.lo as i32);
+            let bound_vector = $set1(range.bound as i32);
+            for_each_quarter_position!(Q, step::<W, LO_ZERO>(lanes, lo_vector, bound_vector, selected));
+        }
+
+        pub(super) const QUARTER_TABLE: [QuarterKernel; 33] = width_table!(quarter_kernel);
+    };
+}
+
 /// Hand-written AVX-512 kernel: per position one left shift (or two shifts and an OR where codes straddle
 /// words), a subtract unless `lo` is 0, and one unsigned compare into a 16-bit mask register, stored as is.
 #[cfg(all(target_arch = "x86_64", target_endian = "little"))]
@@ -472,33 +508,7 @@ mod avx512 {
     }
     pub(super) const TABLE: [RangeKernel; 33] = width_table!(kernel);
 
-    /// One quarter of [`kernel`]: its 16 positions.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,bmi2")]
-    pub(super) fn quarter_kernel<const W: usize>(
-        words: &[u32],
-        quarter: usize,
-        lo: u32,
-        span: u32,
-        out: &mut BlockMask,
-    ) {
-        dispatch_top_aligned_quarter::<W>(words, quarter, lo, span, out, |lanes, range, lo_zero, selected| {
-            by_quarter!(quarter_positions::<W>(lo_zero, quarter, lanes, range, selected))
-        });
-    }
-
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,bmi2")]
-    #[inline(never)]
-    fn quarter_positions<const W: usize, const LO_ZERO: bool, const Q: usize>(
-        lanes: &[[u32; LANES]],
-        range: TopAligned,
-        selected: &mut [u16; POSITIONS],
-    ) {
-        assert!(lanes.len() == 2 * W);
-        let lo_vector = _mm512_set1_epi32(range.lo as i32);
-        let bound_vector = _mm512_set1_epi32(range.bound as i32);
-        for_each_quarter_position!(Q, step::<W, LO_ZERO>(lanes, lo_vector, bound_vector, selected));
-    }
-    pub(super) const QUARTER_TABLE: [QuarterKernel; 33] = width_table!(quarter_kernel);
+    quarter_kernels!("avx512f,avx512bw,avx512vl,bmi2", _mm512_set1_epi32);
 }
 
 /// Hand-written AVX2 kernel: the 16 lanes as two 256-bit halves; unsigned `<=` as `min(x, bound) == x`.
@@ -569,33 +579,7 @@ mod avx2 {
     }
     pub(super) const TABLE: [RangeKernel; 33] = width_table!(kernel);
 
-    /// One quarter of [`kernel`]: its 16 positions.
-    #[target_feature(enable = "avx2,bmi2")]
-    pub(super) fn quarter_kernel<const W: usize>(
-        words: &[u32],
-        quarter: usize,
-        lo: u32,
-        span: u32,
-        out: &mut BlockMask,
-    ) {
-        dispatch_top_aligned_quarter::<W>(words, quarter, lo, span, out, |lanes, range, lo_zero, selected| {
-            by_quarter!(quarter_positions::<W>(lo_zero, quarter, lanes, range, selected))
-        });
-    }
-
-    #[target_feature(enable = "avx2,bmi2")]
-    #[inline(never)]
-    fn quarter_positions<const W: usize, const LO_ZERO: bool, const Q: usize>(
-        lanes: &[[u32; LANES]],
-        range: TopAligned,
-        selected: &mut [u16; POSITIONS],
-    ) {
-        assert!(lanes.len() == 2 * W);
-        let lo_vector = _mm256_set1_epi32(range.lo as i32);
-        let bound_vector = _mm256_set1_epi32(range.bound as i32);
-        for_each_quarter_position!(Q, step::<W, LO_ZERO>(lanes, lo_vector, bound_vector, selected));
-    }
-    pub(super) const QUARTER_TABLE: [QuarterKernel; 33] = width_table!(quarter_kernel);
+    quarter_kernels!("avx2,bmi2", _mm256_set1_epi32);
 }
 
 /// An instruction set the scan kernels are compiled for.

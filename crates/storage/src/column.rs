@@ -508,10 +508,10 @@ impl IntColumn {
     /// blocks come next. A sparse scan, one that will read under 30% of the first blocks of its leaves
     /// (`SPARSE_READ_PERCENT`), reads only the quarters of a block whose [`QuarterZones`] meet the range, keeps
     /// twice as many reads asked for into L1 and four times as many more into L2; a dense scan reads by quarters
-    /// too where under 70% of the quarters are to be read (`QUARTER_READ_PERCENT`). Until stop 28 the kernels spread the next
-    /// block's requests over their decoding instead, one per line decoded, and the thesis aggregation's full scans
-    /// reached 59-72% of the reference bandwidth
-    /// (see [`bitpack::prefetch`] for what replaced that, and the measurements). Verdicts are never stored or
+    /// too where under 70% of the quarters are to be read (`QUARTER_READ_PERCENT`). Until stop 28 the kernels
+    /// spread the next block's requests over their decoding instead, one per line decoded, and the thesis
+    /// aggregation's full scans reached 59-72% of the reference bandwidth (see [`bitpack::prefetch`] for what
+    /// replaced that, and the measurements). Verdicts are never stored or
     /// taken twice: an earlier version collected them for the whole range first (0.5-3% slower), and one with a
     /// cursor running ahead took the verdict of every settled block twice (3.5% slower on a scan reading a fifth
     /// of its blocks). In stop 46, verdicts taken 64 blocks at a time as bitmaps, from dense arrays of the blocks'
@@ -653,15 +653,15 @@ pub fn combine_range_leaves(
         let mut stream = Stream::default();
         // Each block's descriptor is looked at once, here: the verdict and, for a block to read, its words.
         let metas = &column.blocks[blocks.clone()];
-        let quarter_zones = &column.quarters[blocks.clone()];
+        let zones = &column.quarters[blocks.clone()];
         for (i, meta) in metas.iter().enumerate() {
             if let Some(ahead) = metas.get(i + META_AHEAD) {
                 bitpack::prefetch_line(ahead);
                 if by_quarters {
-                    bitpack::prefetch_line(&quarter_zones[i + META_AHEAD]);
+                    bitpack::prefetch_line(&zones[i + META_AHEAD]);
                 }
             }
-            let verdict = verdict(meta, &quarter_zones[i], leaf.low, leaf.high, by_quarters);
+            let verdict = verdict(meta, &zones[i], leaf.low, leaf.high, by_quarters);
             let must_read = matches!(verdict, Zone::Some { .. });
             if stream.loads(must_read) && !must_read {
                 // Settled, but loaded all the same to keep the stream whole (`STREAM_READS_MIN`).
