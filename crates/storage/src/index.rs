@@ -82,6 +82,13 @@ fn upper_bound(keys: &[i64], fences: &[i64], key: i64) -> usize {
     }
 }
 
+/// The positions in `keys` of the keys within `[from, to]` (`from <= to`).
+#[inline]
+fn sorted_span(keys: &[i64], fences: &[i64], from: i64, to: i64) -> std::ops::Range<usize> {
+    let start = lower_bound(keys, fences, from);
+    start..upper_bound(keys, fences, to).max(start)
+}
+
 /// Integer bounds as the inclusive range `[from, to]`; `None` when it is empty or a bound is not an integer.
 fn int_bounds(low: Bound<&Value>, high: Bound<&Value>) -> Option<(i64, i64)> {
     let from = match low {
@@ -332,15 +339,15 @@ impl Index {
         }
     }
 
-    /// Calls `found` with every row whose key lies within `low` and `high`, in key order (a sorted index only: a
-    /// hash index finds nothing). Bounds of another type than the keys find nothing.
+    /// Calls `found` with every row whose key lies within `low` and `high` (a sorted index only: a hash index finds
+    /// nothing), those of the sorted arrays in key order, then those inserted since they were merged. Bounds of
+    /// another type than the keys find nothing.
     pub fn lookup_range(&self, low: Bound<&Value>, high: Bound<&Value>, mut found: impl FnMut(u32)) {
         let data = self.data.read().unwrap_or_else(|p| p.into_inner());
         match &*data {
             IndexData::IntSorted { keys, fences, rows, recent } => {
                 let Some((from, to)) = int_bounds(low, high) else { return };
-                let (start, end) = (lower_bound(keys, fences, from), upper_bound(keys, fences, to));
-                rows[start..end.max(start)].iter().copied().for_each(&mut found);
+                rows[sorted_span(keys, fences, from, to)].iter().copied().for_each(&mut found);
                 recent.range(from..=to).flat_map(|(_, rows)| rows).copied().for_each(found);
             }
             IndexData::TextSorted(map) => {
@@ -359,9 +366,8 @@ impl Index {
         match &*data {
             IndexData::IntSorted { keys, fences, recent, .. } => {
                 let Some((from, to)) = int_bounds(low, high) else { return Some(0) };
-                let (start, end) = (lower_bound(keys, fences, from), upper_bound(keys, fences, to));
                 let recent: usize = recent.range(from..=to).map(|(_, rows)| rows.len()).sum();
-                Some((end.saturating_sub(start) + recent) as u64)
+                Some((sorted_span(keys, fences, from, to).len() + recent) as u64)
             }
             IndexData::TextSorted(map) => Some(
                 text_bounds(low, high)
