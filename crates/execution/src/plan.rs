@@ -1,6 +1,7 @@
 //! Physical plans: what the SQL layer hands to the executor.
 
 use std::fmt::Write as _;
+use std::ops::Bound;
 use std::sync::Arc;
 
 use numadb_storage::{DataType, Partition, Table, Value};
@@ -77,10 +78,95 @@ pub struct LookupPlan {
 /// The bounds of an index range lookup.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KeyRange {
-    /// The lower bound: the constant and whether it is included.
+    /// The lower bound: the constant (or parameter) and whether it is included.
     pub low: Option<(Expr, bool)>,
     /// The upper bound.
     pub high: Option<(Expr, bool)>,
+    /// Whether a bound is a parameter, so that how many rows the index finds is known only as the statement runs:
+    /// [`Plan::chosen`] then counts them and scans the table instead where they are too many
+    /// ([`range_lookup_pays`]), as PostgreSQL plans a prepared statement for its parameters' values.
+    pub scan_when_wide: bool,
+}
+
+/// Most rows a range lookup through a sorted index may find, as a share of the table's (`1 / RANGE_LOOKUP_SHARE`,
+/// and at least [`RANGE_LOOKUP_ROWS_MIN`]): each row found is a few cache misses on the calling thread, where a
+/// scan streams the column on every worker. On the thesis tables (50 million rows, 2 workers) a scan filtering
+/// one column takes 10-20 ms, about as long as looking up some 30 000 rows one by one.
+pub const RANGE_LOOKUP_SHARE: u64 = 2048;
+/// See [`RANGE_LOOKUP_SHARE`].
+pub const RANGE_LOOKUP_ROWS_MIN: u64 = 16;
+
+/// Most rows a range lookup may find among a table's `rows` and still beat a scan ([`RANGE_LOOKUP_SHARE`]).
+pub fn range_lookup_rows_max(rows: u64) -> u64 {
+    (rows / RANGE_LOOKUP_SHARE).max(RANGE_LOOKUP_ROWS_MIN)
+}
+
+/// A range's bounds as values: low, high.
+pub type KeyBounds = (Bound<Value>, Bound<Value>);
+
+impl KeyRange {
+    /// The bounds' values for `params`, as the index takes them; `None` where a bound is NULL (a comparison with
+    /// NULL is never true, so the range holds nothing).
+    pub fn values(&self, params: &[Value]) -> Result<Option<KeyBounds>, ExecError> {
+        let bound = |bound: &Option<(Expr, bool)>| -> Result<Option<Bound<Value>>, ExecError> {
+            Ok(match bound {
+                None => Some(Bound::Unbounded),
+                Some((expr, included)) => match expr.eval(&[], params)? {
+                    Value::Null => None,
+                    value if *included => Some(Bound::Included(value)),
+                    value => Some(Bound::Excluded(value)),
+                },
+            })
+        };
+        Ok(bound(&self.low)?.zip(bound(&self.high)?))
+    }
+
+    /// The range as conditions on `column` of `table` (`c >= low AND c < high`), `None` when it is open on both
+    /// sides: what a scan filters where the lookup is not taken.
+    fn conditions(&self, table: &Table, column: usize) -> Option<Expr> {
+        let data_type = table.columns().get(column).map_or(DataType::Integer, |c| c.data_type);
+        let condition = |(bound, included): &(Expr, bool), inclusive: BinaryOp, exclusive: BinaryOp| Expr::Binary {
+            op: if *included { inclusive } else { exclusive },
+            left: Box::new(Expr::Column { index: column, data_type }),
+            right: Box::new(bound.clone()),
+            data_type: DataType::Boolean,
+        };
+        let low = self.low.as_ref().map(|b| condition(b, BinaryOp::GtEq, BinaryOp::Gt));
+        let high = self.high.as_ref().map(|b| condition(b, BinaryOp::LtEq, BinaryOp::Lt));
+        low.into_iter().chain(high).reduce(and)
+    }
+}
+
+/// `a AND b`.
+fn and(a: Expr, b: Expr) -> Expr {
+    Expr::Binary { op: BinaryOp::And, left: Box::new(a), right: Box::new(b), data_type: DataType::Boolean }
+}
+
+impl LookupPlan {
+    /// The scan that finds the same rows: the range's conditions and the residual as its filter.
+    pub fn as_scan(&self) -> ScanPlan {
+        let range = self.range.as_ref().and_then(|range| range.conditions(&self.table, self.column));
+        ScanPlan {
+            table: Arc::clone(&self.table),
+            filter: range.into_iter().chain(self.residual.clone()).reduce(and),
+            output: self.output.clone(),
+            join_keys: None,
+        }
+    }
+
+    /// Whether the lookup is to run for `params` rather than [`LookupPlan::as_scan`]: always, but for a range whose
+    /// bounds are parameters ([`KeyRange::scan_when_wide`]), where the sorted index counts the rows first.
+    pub fn pays(&self, params: &[Value]) -> Result<bool, ExecError> {
+        let Some(range) = self.range.as_ref().filter(|range| range.scan_when_wide) else { return Ok(true) };
+        let Some((low, high)) = range.values(params)? else { return Ok(true) };
+        let snapshot = self.table.snapshot();
+        let Some(index) = snapshot.indexes_on(self.column).find(|i| i.kind() == numadb_storage::IndexKind::Sorted)
+        else {
+            return Err(ExecError::internal("the planned index is gone"));
+        };
+        let most = range_lookup_rows_max(snapshot.rows());
+        Ok(index.count_range(low.as_ref(), high.as_ref(), most).is_some_and(|found| found <= most))
+    }
 }
 
 /// An `ORDER BY` key, over the input of the [`Plan::Post`] node.
@@ -452,7 +538,9 @@ impl Plan {
     pub fn scans(&self) -> bool {
         match self {
             Plan::Scan(_) => true,
-            Plan::Lookup(_) | Plan::Values(_) | Plan::Series(_) | Plan::WorkingTable { .. } => false,
+            // It may yet be a scan: see [`Plan::chosen`].
+            Plan::Lookup(lookup) => lookup.range.as_ref().is_some_and(|range| range.scan_when_wide),
+            Plan::Values(_) | Plan::Series(_) | Plan::WorkingTable { .. } => false,
             Plan::Recursive { base, step, .. } => base.scans() || step.scans(),
             Plan::UnionAll(inputs) => inputs.iter().any(Plan::scans),
             Plan::Post { input, .. } | Plan::Aggregate { input, .. } | Plan::Window { input, .. } => input.scans(),
@@ -460,6 +548,49 @@ impl Plan {
             Plan::SetOperation { left, right, .. } => left.scans() || right.scans(),
             Plan::Join(join) => join.left.scans() || join.right.scans(),
         }
+    }
+
+    /// Whether a choice in the plan waits for the statement's parameters ([`KeyRange::scan_when_wide`]).
+    pub fn chooses_as_it_runs(&self) -> bool {
+        match self {
+            Plan::Lookup(lookup) => lookup.range.as_ref().is_some_and(|range| range.scan_when_wide),
+            Plan::Scan(_) | Plan::Values(_) | Plan::Series(_) | Plan::WorkingTable { .. } => false,
+            Plan::UnionAll(inputs) => inputs.iter().any(Plan::chooses_as_it_runs),
+            Plan::Post { input, .. } | Plan::Aggregate { input, .. } | Plan::Window { input, .. } => {
+                input.chooses_as_it_runs()
+            }
+            Plan::Subqueries { subqueries, main } => {
+                main.chooses_as_it_runs() || subqueries.iter().any(Plan::chooses_as_it_runs)
+            }
+            Plan::SetOperation { left, right, .. } | Plan::Join(JoinPlan { left, right, .. }) => {
+                left.chooses_as_it_runs() || right.chooses_as_it_runs()
+            }
+            Plan::Recursive { base, step, .. } => base.chooses_as_it_runs() || step.chooses_as_it_runs(),
+        }
+    }
+
+    /// The plan with the choices that waited for the statement's parameters made for `params`: a range lookup
+    /// whose bounds are parameters stays one where the index finds few enough rows, and is a scan of its table
+    /// otherwise ([`LookupPlan::pays`]).
+    pub fn chosen(&self, params: &[Value]) -> Result<Plan, ExecError> {
+        let mut plan = self.clone();
+        let mut pending = vec![&mut plan];
+        while let Some(node) = pending.pop() {
+            if let Plan::Lookup(lookup) = node
+                && lookup.range.as_ref().is_some_and(|range| range.scan_when_wide)
+            {
+                if lookup.pays(params)? {
+                    if let Some(range) = lookup.range.as_mut() {
+                        range.scan_when_wide = false;
+                    }
+                } else {
+                    *node = Plan::Scan(lookup.as_scan());
+                }
+                continue;
+            }
+            pending.extend(node.children_mut());
+        }
+        Ok(plan)
     }
 
     /// The plans this one reads (its inputs, a statement's subqueries, a recursion's terms).
@@ -557,6 +688,7 @@ impl Plan {
                             .as_ref()
                             .map(|(e, included)| Ok::<_, ExecError>((f(e)?, *included)))
                             .transpose()?,
+                        scan_when_wide: range.scan_when_wide,
                     })),
                     None => None,
                 },

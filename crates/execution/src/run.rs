@@ -9,7 +9,7 @@
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::ops::{Bound, Range};
+use std::ops::Range;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -601,6 +601,9 @@ enum Morsel {
 /// Runs a plan.
 pub fn execute(plan: &Plan, executor: &Executor<'_>) -> Result<ExecutionResult, ExecError> {
     check_interrupts(executor)?;
+    if plan.chooses_as_it_runs() {
+        return execute(&plan.chosen(executor.params)?, executor);
+    }
     if let Plan::Subqueries { subqueries, main } = plan {
         return execute_with_subqueries(subqueries, main, executor);
     }
@@ -3510,18 +3513,7 @@ pub fn run_lookup(lookup: &LookupPlan, params: &[Value]) -> Result<(Vec<Vec<Valu
         let index = (snapshot.indexes_on(lookup.column))
             .find(|index| index.kind() == numadb_storage::IndexKind::Sorted)
             .ok_or_else(gone)?;
-        let bound = |bound: &Option<(Expr, bool)>| -> Result<Option<Bound<Value>>, ExecError> {
-            Ok(match bound {
-                None => Some(Bound::Unbounded),
-                Some((expr, included)) => match expr.eval(&[], params)? {
-                    // A comparison with NULL is never true.
-                    Value::Null => None,
-                    value if *included => Some(Bound::Included(value)),
-                    value => Some(Bound::Excluded(value)),
-                },
-            })
-        };
-        if let (Some(low), Some(high)) = (bound(&range.low)?, bound(&range.high)?) {
+        if let Some((low, high)) = range.values(params)? {
             index.lookup_range(low.as_ref(), high.as_ref(), &mut keep);
         }
         // In table order, as a scan finds them.

@@ -69,6 +69,41 @@ async fn prepared_statements_with_binary_parameters_and_results() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_prepared_range_is_looked_up_or_scanned_as_its_values_ask() {
+    // 40 000 keys: a range lookup may find at most 40 000 / 2048 = 19 of them; wider ranges are scanned.
+    let server = start_with(
+        "CREATE TABLE w (k INTEGER PRIMARY KEY, v INTEGER); INSERT INTO w SELECT g, g % 7 FROM generate_series(1, 40000) AS s(g);",
+    );
+    let client = connect(&server.url("rust")).await.unwrap();
+    let counted = client.prepare("SELECT count(*), sum(k) FROM w WHERE k BETWEEN $1 AND $2").await.unwrap();
+    assert_eq!(counted.params(), &[Type::INT4, Type::INT4]);
+    let sum = |low: i64, high: i64| (high - low + 1) * (low + high) / 2;
+    for (low, high) in [(100i32, 110i32), (100, 118), (100, 119), (1, 40000), (39990, 50000), (-5, 3), (7, 6)] {
+        let row = client.query_one(&counted, &[&low, &high]).await.unwrap();
+        let (low, high) = (i64::from(low.max(1)), i64::from(high.min(40000)));
+        let expected = (high >= low).then(|| (high - low + 1, sum(low, high)));
+        let found = (row.get::<_, i64>(0), row.get::<_, Option<i64>>(1));
+        assert_eq!(found, (expected.map_or(0, |e| e.0), expected.map(|e| e.1)), "{low}..={high}");
+    }
+    // EXPLAIN with the same values shows which way each took.
+    let plan = |low: i32, high: i32| {
+        let client = &client;
+        async move {
+            let rows =
+                client.query("EXPLAIN SELECT count(*) FROM w WHERE k >= $1 AND k < $2", &[&low, &high]).await.unwrap();
+            rows.iter().map(|row| row.get::<_, String>(0)).collect::<Vec<_>>().join("\n")
+        }
+    };
+    assert!(plan(10, 29).await.contains("Index Lookup on w using k"), "{}", plan(10, 29).await);
+    assert!(plan(10, 30).await.contains("Parallel Scan on w"), "{}", plan(10, 30).await);
+    // A DELETE bounded by parameters deletes exactly the rows in its range.
+    let deleted = client.execute("DELETE FROM w WHERE k > $1 AND k <= $2", &[&1000i32, &1500i32]).await.unwrap();
+    assert_eq!(deleted, 500);
+    let row = client.query_one(&counted, &[&990i32, &1510i32]).await.unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, Option<i64>>(1)), (21, Some(sum(990, 1000) + sum(1501, 1510))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_transactions_copy_and_pipelining() {
     let server = start_with(SETUP);
     let mut client = connect(&server.url("rust")).await.unwrap();

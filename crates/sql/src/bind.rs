@@ -5,7 +5,9 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use numadb_execution::expr::{Expr, ScalarFunction, cast, parse_value};
-use numadb_execution::plan::{Dedup, KeyRange, LookupPlan, Plan, ScanOutput, ScanPlan, SeriesPlan, SetOp, SortKey};
+use numadb_execution::plan::{
+    Dedup, KeyRange, LookupPlan, Plan, ScanOutput, ScanPlan, SeriesPlan, SetOp, SortKey, range_lookup_rows_max,
+};
 use numadb_execution::{AggregateCall, AggregateFunction, BinaryOp, ExecError, WindowCall, WindowFunction, sqlstate};
 use numadb_storage::{DataType, IndexKind, Table, TableSnapshot, Value};
 
@@ -422,12 +424,18 @@ impl<'a> Binder<'a> {
         if context == "WHERE" { self.expect_boolean(bound, "WHERE") } else { Ok(bound) }
     }
 
-    /// The indexed column and keys a condition over `table`'s rows pins (`k = 5 AND …`, `k IN (1, 2)`), if it
-    /// pins one: an UPDATE or DELETE then looks only at the rows the index finds.
-    pub fn index_key(&self, table: &Arc<Table>, filter: &Expr) -> Option<(usize, Vec<Expr>)> {
+    /// The indexed column and keys a condition over `table`'s rows pins (`k = 5 AND …`, `k IN (1, 2)`), else the
+    /// range it bounds a column with a sorted index to (`k BETWEEN $1 AND $2`), if any: an UPDATE or DELETE then
+    /// looks only at the rows the index finds (for a range, where it finds few enough as the statement runs).
+    pub fn index_rows(&self, table: &Arc<Table>, filter: &Expr) -> Option<(usize, IndexedBy)> {
         match self.scan_or_lookup(table, Some(filter.clone()), ScanOutput::Rows(Vec::new())) {
-            Plan::Lookup(LookupPlan { column, keys, range: None, .. }) => Some((column, keys)),
-            _ => None,
+            Plan::Lookup(LookupPlan { column, keys, range: None, .. }) => Some((column, IndexedBy::Keys(keys))),
+            _ => {
+                let mut conjuncts = Vec::new();
+                flatten_and(filter.clone(), &mut conjuncts);
+                let (column, range, _) = sorted_index_range(&conjuncts, &table.snapshot(), None)?;
+                Some((column, IndexedBy::Range(range)))
+            }
         }
     }
 
@@ -2943,7 +2951,9 @@ impl<'a> Binder<'a> {
                     output,
                 });
             }
-            if let Some((column, range, used)) = sorted_index_range(&conjuncts, &snapshot) {
+            if let Some((column, range, used)) =
+                sorted_index_range(&conjuncts, &snapshot, Some(range_lookup_rows_max(snapshot.rows())))
+            {
                 let residual = (conjuncts.into_iter().enumerate())
                     .filter(|(position, _)| !used.contains(position))
                     .map(|(_, conjunct)| conjunct)
@@ -2968,35 +2978,38 @@ impl<'a> Binder<'a> {
     }
 }
 
-/// Most rows a range lookup through a sorted index may find, as a share of the table's (`1 / RANGE_LOOKUP_SHARE`,
-/// and at least [`RANGE_LOOKUP_ROWS_MIN`]): each row found is a few cache misses on the calling thread, where a
-/// scan streams the column on every worker. On the thesis tables (50 million rows, 2 workers) a scan filtering
-/// one column takes 10-20 ms, about as long as looking up some 30 000 rows one by one.
-const RANGE_LOOKUP_SHARE: u64 = 2048;
-/// See [`RANGE_LOOKUP_SHARE`].
-const RANGE_LOOKUP_ROWS_MIN: u64 = 16;
+/// The rows of an UPDATE or DELETE that an index can find ([`Binder::index_rows`]).
+pub enum IndexedBy {
+    /// Those whose key is one of these (constants or parameters).
+    Keys(Vec<Expr>),
+    /// Those whose key lies in this range, through a sorted index.
+    Range(KeyRange),
+}
 
-/// A range on a column with a sorted index that the `conjuncts` of a WHERE clause bound with constants (`c < 5`,
-/// `5 >= c`, `c BETWEEN 1 AND 9`, several of them tightened into one), when the index counts few enough rows in
-/// it ([`RANGE_LOOKUP_SHARE`]): the column, the range and the positions of the conjuncts it replaces. The count
-/// is taken now, from the literal bounds, as PostgreSQL's planner estimates from its statistics; a parameter
-/// bound is left to the scan.
-fn sorted_index_range(conjuncts: &[Expr], snapshot: &TableSnapshot) -> Option<(usize, KeyRange, Vec<usize>)> {
-    // (column, low, high) of one conjunct: each bound a non-NULL literal of the column's type and whether it is
-    // included.
-    type Bound = Option<(Value, bool, DataType)>;
-    type Bounds = (usize, Bound, Bound);
-    let literal = |expr: &Expr, column_type: DataType| match expr {
-        Expr::Literal { value, data_type }
-            if !value.is_null()
-                && (*data_type == column_type || data_type.is_integer() && column_type.is_integer())
-                && (column_type.is_integer() || column_type == DataType::Text) =>
-        {
-            Some((value.clone(), *data_type))
-        }
-        _ => None,
+/// A range on a column with a sorted index that the `conjuncts` of a WHERE clause bound with constants or
+/// parameters (`c < 5`, `5 >= c`, `c BETWEEN $1 AND $2`, several of them tightened into one), when the index counts
+/// at most `most` rows in it: the column, the range and the positions of the conjuncts it replaces. The count is
+/// taken now, from literal bounds, as PostgreSQL's planner estimates from its statistics; with a parameter as a
+/// bound it is taken as the statement runs ([`KeyRange::scan_when_wide`]); with no `most`, not at all. A bound
+/// that cannot be tightened with another (two parameters on one side) stays in the residual.
+fn sorted_index_range(
+    conjuncts: &[Expr],
+    snapshot: &TableSnapshot,
+    most: Option<u64>,
+) -> Option<(usize, KeyRange, Vec<usize>)> {
+    // A bound: its expression (a literal, or one of parameters and constants to evaluate as the statement runs)
+    // and whether it is included.
+    type Bound = Option<(Expr, bool)>;
+    let fits = |expr: &Expr, column_type: DataType| {
+        let data_type = expr.data_type();
+        (data_type == column_type || data_type.is_integer() && column_type.is_integer())
+            && (column_type.is_integer() || column_type == DataType::Text)
+            && match expr {
+                Expr::Literal { value, .. } => !value.is_null(),
+                _ => expr.is_constant() && !expr.any_node(&|node| matches!(node, Expr::Subquery { .. })),
+            }
     };
-    let bounds = |conjunct: &Expr| -> Option<Bounds> {
+    let bounds = |conjunct: &Expr| -> Option<(usize, Bound, Bound)> {
         match conjunct {
             Expr::Binary { op, left, right, .. } => {
                 let (column, data_type, value, op) = match (left.as_ref(), right.as_ref()) {
@@ -3004,65 +3017,74 @@ fn sorted_index_range(conjuncts: &[Expr], snapshot: &TableSnapshot) -> Option<(u
                     (other, Expr::Column { index, data_type }) => (*index, *data_type, other, op.flipped()),
                     _ => return None,
                 };
-                let (value, data_type) = literal(value, data_type)?;
+                if !fits(value, data_type) {
+                    return None;
+                }
+                let value = value.clone();
                 match op {
-                    BinaryOp::Lt => Some((column, None, Some((value, false, data_type)))),
-                    BinaryOp::LtEq => Some((column, None, Some((value, true, data_type)))),
-                    BinaryOp::Gt => Some((column, Some((value, false, data_type)), None)),
-                    BinaryOp::GtEq => Some((column, Some((value, true, data_type)), None)),
+                    BinaryOp::Lt => Some((column, None, Some((value, false)))),
+                    BinaryOp::LtEq => Some((column, None, Some((value, true)))),
+                    BinaryOp::Gt => Some((column, Some((value, false)), None)),
+                    BinaryOp::GtEq => Some((column, Some((value, true)), None)),
                     _ => None,
                 }
             }
             Expr::Between { expr, low, high, negated: false } => {
                 let Expr::Column { index, data_type } = expr.as_ref() else { return None };
-                let ((low, low_type), (high, high_type)) = (literal(low, *data_type)?, literal(high, *data_type)?);
-                Some((*index, Some((low, true, low_type)), Some((high, true, high_type))))
+                if !fits(low, *data_type) || !fits(high, *data_type) {
+                    return None;
+                }
+                Some((*index, Some((low.as_ref().clone(), true)), Some((high.as_ref().clone(), true))))
             }
             _ => None,
         }
     };
-    // The tighter of two bounds: the higher low, the lower high; at equal values an excluded one.
-    let tighter = |a: Bound, b: Bound, low: bool| match (a, b) {
-        (Some(a), Some(b)) => {
-            let order = a.0.sort_cmp(&b.0);
-            let keep_a = match order {
-                std::cmp::Ordering::Equal => !a.1 || b.1,
-                std::cmp::Ordering::Greater => low,
-                std::cmp::Ordering::Less => !low,
-            };
-            Some(if keep_a { a } else { b })
+    // `bound` added to the side `current` holds: the tighter of two literals (the higher low, the lower high; at
+    // equal values an excluded one), or `None` where they cannot be compared now.
+    let merged = |current: &Bound, bound: Bound, low: bool| -> Option<Bound> {
+        let literal = |b: &(Expr, bool)| match &b.0 {
+            Expr::Literal { value, .. } => Some(value.clone()),
+            _ => None,
+        };
+        match (current, bound) {
+            (current, None) => Some(current.clone()),
+            (None, bound) => Some(bound),
+            (Some(a), Some(b)) => {
+                let keep_a = match literal(a)?.sort_cmp(&literal(&b)?) {
+                    std::cmp::Ordering::Equal => !a.1 || b.1,
+                    std::cmp::Ordering::Greater => low,
+                    std::cmp::Ordering::Less => !low,
+                };
+                Some(Some(if keep_a { a.clone() } else { b }))
+            }
         }
-        (a, b) => a.or(b),
     };
-    let found: Vec<(usize, Bounds)> =
+    let found: Vec<(usize, (usize, Bound, Bound))> =
         conjuncts.iter().enumerate().filter_map(|(position, c)| Some((position, bounds(c)?))).collect();
     let mut columns: Vec<usize> = found.iter().map(|(_, (column, ..))| *column).collect();
     columns.dedup();
-    let rows = snapshot.rows();
     for column in columns {
         let Some(index) = snapshot.indexes_on(column).find(|index| index.kind() == IndexKind::Sorted) else {
             continue;
         };
         let (mut low, mut high, mut used) = (None, None, Vec::new());
         for (position, (_, l, h)) in found.iter().filter(|(_, (c, ..))| *c == column) {
-            low = tighter(low, l.clone(), true);
-            high = tighter(high, h.clone(), false);
-            used.push(*position);
-        }
-        fn as_bound(bound: &Option<(Value, bool, DataType)>) -> std::ops::Bound<&Value> {
-            match bound {
-                None => std::ops::Bound::Unbounded,
-                Some((value, true, _)) => std::ops::Bound::Included(value),
-                Some((value, false, _)) => std::ops::Bound::Excluded(value),
+            if let (Some(new_low), Some(new_high)) = (merged(&low, l.clone(), true), merged(&high, h.clone(), false)) {
+                (low, high) = (new_low, new_high);
+                used.push(*position);
             }
         }
-        let count = index.count_range(as_bound(&low), as_bound(&high))?;
-        if count > (rows / RANGE_LOOKUP_SHARE).max(RANGE_LOOKUP_ROWS_MIN) {
+        let mut range = KeyRange { low, high, scan_when_wide: false };
+        range.scan_when_wide =
+            [&range.low, &range.high].into_iter().flatten().any(|(bound, _)| !matches!(bound, Expr::Literal { .. }));
+        if !range.scan_when_wide
+            && let Some(most) = most
+            && let Some((low, high)) = range.values(&[]).ok()?
+            && index.count_range(low.as_ref(), high.as_ref(), most)? > most
+        {
             continue;
         }
-        let constant =
-            |bound: Bound| bound.map(|(value, included, data_type)| (Expr::Literal { value, data_type }, included));
-        return Some((column, KeyRange { low: constant(low), high: constant(high) }, used));
+        return Some((column, range, used));
     }
     None
 }

@@ -10,12 +10,13 @@ use numadb_execution::plan::Plan;
 use numadb_execution::{ExecError, ExecutionResult, Executor, execute, sqlstate};
 use numadb_scheduler::{ByteMatrix, Scheduler, SchedulerConfig};
 use numadb_storage::{
-    Catalog, ColumnDef, DataType, IndexKind, RowChange, StorageError, Table, TableOptions, TablePlacement, Value,
+    Catalog, ColumnDef, DataType, IndexKind, IndexedRows, RowChange, StorageError, Table, TableOptions, TablePlacement,
+    Value,
 };
 use numadb_topology::Topology;
 use sqlparser::ast::{self, ObjectName, ObjectType, Statement};
 
-use crate::bind::{Binder, BoundQuery, OutputColumn, TableSource, data_type, fold, object_name};
+use crate::bind::{Binder, BoundQuery, IndexedBy, OutputColumn, TableSource, data_type, fold, object_name};
 use crate::parse::{Parsed, PlacementSpec, parse};
 use crate::settings::Settings;
 use crate::system;
@@ -490,7 +491,11 @@ impl Session {
                 Statement::Update(update) => {
                     self.bind_update(update, &binder)?;
                 }
-                Statement::Explain { .. } => {
+                Statement::Explain { statement, .. } => {
+                    // Bound once to infer its parameters' types, as for the query itself.
+                    if let Statement::Query(q) = statement.as_ref() {
+                        binder.plan_query(q)?;
+                    }
                     columns = vec![OutputColumn { name: "QUERY PLAN".into(), data_type: DataType::Text }];
                 }
                 Statement::ShowVariable { variable } => {
@@ -529,6 +534,34 @@ impl Session {
     /// Runs a prepared statement with parameter values.
     pub fn execute_prepared(&mut self, name: &str, params: &[Value]) -> Result<QueryOutput, ExecError> {
         self.begin();
+        let (prepared, params) = self.ready_to_run(name, params)?;
+        match &prepared.query {
+            Some(bound) => self.run_query(bound, &params, &prepared.sql),
+            None => self.run_parsed(&prepared.statement, &prepared.sql, &params, Some(&prepared.param_types)),
+        }
+    }
+
+    /// The values of `EXECUTE name(arguments)`'s arguments (constants, or the parameters `params` of the
+    /// statement around it), each taken as the prepared statement's parameter type.
+    fn execute_arguments(
+        &self,
+        name: &str,
+        arguments: &[ast::Expr],
+        params: &[Value],
+    ) -> Result<Vec<Value>, ExecError> {
+        let types = self.prepared(name)?.param_types.clone();
+        let binder = Binder::new(self.db.as_ref(), &[]);
+        let mut values = Vec::with_capacity(arguments.len());
+        for (i, argument) in arguments.iter().enumerate() {
+            let expr = binder.bind_constant(argument, types.get(i).copied())?;
+            values.push(expr.eval(&[], params)?);
+        }
+        Ok(values)
+    }
+
+    /// Prepared statement `name` made ready to run with `params`: their number checked, each coerced to its
+    /// parameter's type, and the statement planned again if a table it reads has been altered or replaced.
+    fn ready_to_run(&mut self, name: &str, params: &[Value]) -> Result<(Arc<Prepared>, Vec<Value>), ExecError> {
         self.prepared(name)?;
         let mut prepared = Arc::clone(&self.prepared[name]);
         if params.len() != prepared.param_types.len() {
@@ -561,10 +594,7 @@ impl Session {
             prepared = Arc::new(Prepared { param_types: prepared.param_types.clone(), ..again });
             self.prepared.insert(name.to_string(), Arc::clone(&prepared));
         }
-        match &prepared.query {
-            Some(bound) => self.run_query(bound, &params, &prepared.sql),
-            None => self.run_parsed(&prepared.statement, &prepared.sql, &params, Some(&prepared.param_types)),
-        }
+        Ok((prepared, params))
     }
 
     fn executor_run(&mut self, plan: &Plan, params: &[Value], sql: &str) -> Result<ExecutionResult, ExecError> {
@@ -900,13 +930,7 @@ impl Session {
             }
             Statement::Execute { name: Some(name), parameters, .. } => {
                 let name = object_name(name).join(".");
-                let types = self.prepared(&name)?.param_types.clone();
-                let binder = Binder::new(self.db.as_ref(), &[]);
-                let mut values = Vec::with_capacity(parameters.len());
-                for (i, parameter) in parameters.iter().enumerate() {
-                    let expr = binder.bind_constant(parameter, types.get(i).copied())?;
-                    values.push(expr.eval(&[], params)?);
-                }
+                let values = self.execute_arguments(&name, parameters, params)?;
                 self.execute_prepared(&name, &values)
             }
             Statement::Deallocate { name, .. } => {
@@ -977,7 +1001,7 @@ impl Session {
         let (table, qualifier) = self.changed_table(item, "DELETE")?;
         let filter = delete.selection.as_ref().map(|e| binder.bind_over_table(&table, &qualifier, e, "WHERE"));
         let filter = filter.transpose()?;
-        let key = filter.as_ref().and_then(|f| binder.index_key(&table, f));
+        let key = filter.as_ref().and_then(|f| binder.index_rows(&table, f));
         Ok(Change { table, filter, key, assignments: None })
     }
 
@@ -1018,7 +1042,7 @@ impl Session {
         }
         let filter = update.selection.as_ref().map(|e| binder.bind_over_table(&table, &qualifier, e, "WHERE"));
         let filter = filter.transpose()?;
-        let key = filter.as_ref().and_then(|f| binder.index_key(&table, f));
+        let key = filter.as_ref().and_then(|f| binder.index_rows(&table, f));
         Ok(Change { table, filter, key, assignments: Some(assignments) })
     }
 
@@ -1048,17 +1072,32 @@ impl Session {
             }
             None => None,
         };
-        let key = match &change.key {
-            Some((column, keys)) => {
+        let (keys, range) = match &change.key {
+            Some((_, IndexedBy::Keys(keys))) => {
                 let keys = keys.iter().map(|key| substitute(key)?.eval(&[], params)).collect::<Result<Vec<_>, _>>()?;
-                Some((*column, keys))
+                (keys, None)
             }
-            None => None,
+            // No bound reads a subquery ([`Binder::index_rows`]); a NULL one holds no row.
+            Some((_, IndexedBy::Range(range))) => (Vec::new(), Some(range.values(params)?)),
+            None => (Vec::new(), None),
+        };
+        let key = match (&change.key, &range) {
+            (Some((column, IndexedBy::Keys(_))), _) => Some((*column, IndexedRows::Keys(&keys))),
+            (Some((column, IndexedBy::Range(_))), Some(None)) => Some((*column, IndexedRows::Keys(&[]))),
+            (Some((column, IndexedBy::Range(_))), Some(Some((low, high)))) => {
+                let snapshot = change.table.snapshot();
+                let most = snapshot.rows() / CHANGE_RANGE_SHARE;
+                let few = (snapshot.indexes_on(*column))
+                    .find(|index| index.kind() == IndexKind::Sorted)
+                    .and_then(|index| index.count_range(low.as_ref(), high.as_ref(), most))
+                    .is_some_and(|found| found <= most);
+                few.then_some((*column, IndexedRows::Range(low.as_ref(), high.as_ref())))
+            }
+            _ => None,
         };
         let deadline = self.settings.statement_timeout().map(|timeout| std::time::Instant::now() + timeout);
         let cancel = &self.cancel;
         let mut seen = 0u64;
-        let key = key.as_ref().map(|(column, keys)| (*column, keys.as_slice()));
         let changed = change.table.rewrite_where(key, |row| {
             seen += 1;
             if seen.is_multiple_of(1 << 16) {
@@ -1594,14 +1633,29 @@ impl Session {
         declared: Option<&[Option<DataType>]>,
         sql: &str,
     ) -> Result<QueryOutput, ExecError> {
-        let Statement::Query(query) = statement else {
-            return Err(unsupported("EXPLAIN of anything but a query"));
+        // EXPLAIN EXECUTE: the prepared query, planned for the values given.
+        let (plan, params): (Plan, Vec<Value>) = match statement {
+            Statement::Query(query) => {
+                let binder = binder_for(self.db.as_ref(), declared);
+                (binder.plan_query(query)?.plan, params.to_vec())
+            }
+            Statement::Execute { name: Some(name), parameters, .. } => {
+                let name = object_name(name).join(".");
+                let values = self.execute_arguments(&name, parameters, params)?;
+                let (prepared, values) = self.ready_to_run(&name, &values)?;
+                let Some(query) = &prepared.query else {
+                    return Err(unsupported("EXPLAIN EXECUTE of anything but a query"));
+                };
+                (query.plan.clone(), values)
+            }
+            _ => return Err(unsupported("EXPLAIN of anything but a query")),
         };
-        let binder = binder_for(self.db.as_ref(), declared);
-        let bound = binder.plan_query(query)?;
+        // The plan that runs: a choice that waits for parameters is made for those given.
+        let plan = if plan.chooses_as_it_runs() { plan.chosen(&params)? } else { plan };
+        let params = params.as_slice();
         let config = self.settings.scheduler_config().clone();
         let mut lines: Vec<String> =
-            bound.plan.describe(self.settings.join_key_filter()).lines().map(str::to_string).collect();
+            plan.describe(self.settings.join_key_filter()).lines().map(str::to_string).collect();
         lines.push(format!(
             "Scheduler: stealing={} binding={} workers={} domains={}",
             config.stealing,
@@ -1614,7 +1668,7 @@ impl Session {
         }
         let scheduler = self.db.scheduler(&config)?;
         lines.push(format!("Workers: {} in {} domains", scheduler.worker_count(), scheduler.domains().len()));
-        let result = self.executor_run(&bound.plan, params, sql)?;
+        let result = self.executor_run(&plan, params, sql)?;
         lines.extend(crate::explain::analyze_lines(&result, &scheduler));
         self.last_result = Some(result);
         Ok(QueryOutput::text("QUERY PLAN", lines))
@@ -1654,14 +1708,21 @@ fn table_options(create: &ast::CreateTable) -> Result<TableOptions, ExecError> {
     Ok(options)
 }
 
+/// Most rows an UPDATE or DELETE finds through a range of a sorted index, as a share of the table's
+/// (`1 / CHANGE_RANGE_SHARE`); beyond, it looks at every row. Both ways decode each row they look at, one value at a
+/// time, so the index's way is the cheaper one for far more rows than a query's range lookup
+/// ([`numadb_execution::plan::RANGE_LOOKUP_SHARE`]), which competes with a scan of packed blocks; its cost is the
+/// list of rows found, sorted into row order.
+const CHANGE_RANGE_SHARE: u64 = 8;
+
 /// An UPDATE or DELETE, bound.
 struct Change {
     table: Arc<Table>,
     /// WHERE, over the table's columns.
     filter: Option<numadb_execution::Expr>,
-    /// An indexed column and the keys WHERE pins it to (one, or an IN list's): only the rows the index finds can
-    /// change.
-    key: Option<(usize, Vec<numadb_execution::Expr>)>,
+    /// An indexed column and the keys WHERE pins it to (one, or an IN list's), or the range it bounds it to: only
+    /// the rows the index finds can change.
+    key: Option<(usize, IndexedBy)>,
     /// UPDATE's SET (column, value over the row as it was); `None` for DELETE.
     assignments: Option<Vec<(usize, numadb_execution::Expr)>>,
 }

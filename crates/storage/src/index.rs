@@ -359,9 +359,11 @@ impl Index {
         }
     }
 
-    /// How many rows [`Index::lookup_range`] would find, in O(log n) for integer keys (`None` for a hash index);
-    /// it counts rows inserted after a statement's snapshot too, so it is an upper bound for the statement.
-    pub fn count_range(&self, low: Bound<&Value>, high: Bound<&Value>) -> Option<u64> {
+    /// How many rows [`Index::lookup_range`] would find (`None` for a hash index), or some number above `at_most`
+    /// once the count passes it: in O(log n) for integer keys, and in O(log n + at_most) for text, whose keys are
+    /// counted one by one. It counts rows inserted after a statement's snapshot too, so it is an upper bound for
+    /// the statement.
+    pub fn count_range(&self, low: Bound<&Value>, high: Bound<&Value>, at_most: u64) -> Option<u64> {
         let data = self.data.read().unwrap_or_else(|p| p.into_inner());
         match &*data {
             IndexData::IntSorted { keys, fences, recent, .. } => {
@@ -369,10 +371,17 @@ impl Index {
                 let recent: usize = recent.range(from..=to).map(|(_, rows)| rows.len()).sum();
                 Some((sorted_span(keys, fences, from, to).len() + recent) as u64)
             }
-            IndexData::TextSorted(map) => Some(
-                text_bounds(low, high)
-                    .map_or(0, |bounds| map.range::<str, _>(bounds).map(|(_, rows)| rows.len() as u64).sum()),
-            ),
+            IndexData::TextSorted(map) => {
+                let Some(bounds) = text_bounds(low, high) else { return Some(0) };
+                let mut count = 0u64;
+                for (_, rows) in map.range::<str, _>(bounds) {
+                    count += rows.len() as u64;
+                    if count > at_most {
+                        break;
+                    }
+                }
+                Some(count)
+            }
             IndexData::IntHash(_) | IndexData::TextHash(_) => None,
         }
     }
@@ -539,7 +548,7 @@ mod tests {
                 let mut expected: Vec<u32> = all.iter().filter(|(k, _)| inside(*k)).map(|(_, r)| *r).collect();
                 let mut found = Vec::new();
                 index.lookup_range(low.as_ref(), high.as_ref(), |row| found.push(row));
-                assert_eq!(index.count_range(low.as_ref(), high.as_ref()), Some(found.len() as u64));
+                assert_eq!(index.count_range(low.as_ref(), high.as_ref(), u64::MAX), Some(found.len() as u64));
                 expected.sort_unstable();
                 found.sort_unstable();
                 assert_eq!(found, expected, "{low:?} .. {high:?}");
@@ -549,9 +558,9 @@ mod tests {
         assert!(checked > 100, "most ranges hold rows");
         // Bounds of another type find nothing; a hash index takes no ranges.
         let text = Value::text("a");
-        assert_eq!(index.count_range(Included(&text), Unbounded), Some(0));
+        assert_eq!(index.count_range(Included(&text), Unbounded, u64::MAX), Some(0));
         let hash = Index::build("h", 0, "c", IndexKind::Hash, false, false, ints(&keys).into_iter()).unwrap();
-        assert_eq!(hash.count_range(Unbounded, Unbounded), None);
+        assert_eq!(hash.count_range(Unbounded, Unbounded, u64::MAX), None);
     }
 
     #[test]
@@ -581,7 +590,13 @@ mod tests {
                 let expected: Vec<u32> = (0..words.len() as u32).filter(|&r| inside(words[r as usize])).collect();
                 let mut found = Vec::new();
                 index.lookup_range(low.as_ref(), high.as_ref(), |row| found.push(row));
-                assert_eq!(index.count_range(low.as_ref(), high.as_ref()), Some(found.len() as u64));
+                assert_eq!(index.count_range(low.as_ref(), high.as_ref(), u64::MAX), Some(found.len() as u64));
+                // A count that passes its cap stops there, above it.
+                let capped = index.count_range(low.as_ref(), high.as_ref(), 1).unwrap();
+                match found.len() {
+                    0 | 1 => assert_eq!(capped, found.len() as u64),
+                    all => assert!(capped > 1 && capped <= all as u64, "{capped} of {all}"),
+                }
                 found.sort_unstable();
                 assert_eq!(found, expected, "{low:?} .. {high:?}");
             }

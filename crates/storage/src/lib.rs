@@ -28,7 +28,7 @@ pub use column::{
 pub use index::{DuplicateKey, Index, IndexKind};
 pub use placement::TablePlacement;
 pub use table::{
-    ChunkPlacement, ColumnChange, ColumnInput, DELTA_SEAL_ROWS, Delta, PARTITION_ROWS_DEFAULT, Partition, RowChange,
-    StorageError, Table, TableOptions, TableSnapshot, check_placement,
+    ChunkPlacement, ColumnChange, ColumnInput, DELTA_SEAL_ROWS, Delta, IndexedRows, PARTITION_ROWS_DEFAULT, Partition,
+    RowChange, StorageError, Table, TableOptions, TableSnapshot, check_placement,
 };
 pub use types::{ColumnDef, DataType, FitError, Value, compare_doubles, format_double};

@@ -13,6 +13,7 @@
 //! takes the table's place, so what was bound to the old columns reads them, or writes nothing.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
@@ -97,6 +98,15 @@ pub enum RowChange {
     Delete,
     /// Puts these values (one per column, of the column's type) in its place.
     Replace(Vec<Value>),
+}
+
+/// The rows of an UPDATE or DELETE that an index finds ([`Table::rewrite_where`]).
+#[derive(Debug, Clone, Copy)]
+pub enum IndexedRows<'a> {
+    /// Those whose key is one of these values (a NULL finds none).
+    Keys(&'a [Value]),
+    /// Those whose key lies within these bounds, through a sorted index.
+    Range(Bound<&'a Value>, Bound<&'a Value>),
 }
 
 /// How a column's values are handed to [`Partition::build`].
@@ -746,8 +756,8 @@ impl Table {
     }
 
     /// UPDATE and DELETE: `decide` says what becomes of each row it sees, in row order; with `key` =
-    /// `(column, values)`, it sees only the rows an index on that column finds for one of the values, each once
-    /// (the others stay; a NULL value finds none).
+    /// `(column, rows)`, it sees only the rows an index on that column finds ([`IndexedRows`]), each once (the
+    /// others stay).
     ///
     /// A partition without a change is kept as it is while its rows keep their ids; the others are encoded anew
     /// from the rows that remain (placed as the table's placement says for their positions), the last incomplete
@@ -756,21 +766,31 @@ impl Table {
     /// keep the snapshot they took; writers wait. Returns how many rows were deleted or replaced.
     pub fn rewrite_where<E: From<StorageError>>(
         &self,
-        key: Option<(usize, &[Value])>,
+        key: Option<(usize, IndexedRows<'_>)>,
         mut decide: impl FnMut(&[Value]) -> Result<RowChange, E>,
     ) -> Result<u64, E> {
         let _writer = self.writer()?;
         let snapshot = self.snapshot();
         let width = self.columns.len();
-        // The rows `decide` sees: all, or those the index finds.
+        // The rows `decide` sees: all, or those the index finds, in row order.
         let candidates: Option<Vec<u64>> = match key {
             None => None,
-            Some((column, values)) => {
-                let index =
-                    snapshot.index_on(column).ok_or_else(|| StorageError::Invalid("no index on the key".into()))?;
+            Some((column, found)) => {
+                let missing = || StorageError::Invalid("no index on the key".into());
                 let mut rows = Vec::new();
-                for value in values.iter().filter(|value| !value.is_null()) {
-                    index.lookup(value, |row| rows.push(u64::from(row)));
+                match found {
+                    IndexedRows::Keys(values) => {
+                        let index = snapshot.index_on(column).ok_or_else(missing)?;
+                        for value in values.iter().filter(|value| !value.is_null()) {
+                            index.lookup(value, |row| rows.push(u64::from(row)));
+                        }
+                    }
+                    IndexedRows::Range(low, high) => {
+                        let index = (snapshot.indexes_on(column))
+                            .find(|index| index.kind() == IndexKind::Sorted)
+                            .ok_or_else(missing)?;
+                        index.lookup_range(low, high, |row| rows.push(u64::from(row)));
+                    }
                 }
                 rows.sort_unstable();
                 rows.dedup();
@@ -796,11 +816,11 @@ impl Table {
             };
             let seen: Vec<usize> = match &candidates {
                 None => (0..rows).collect(),
-                Some(all) => all
-                    .iter()
-                    .filter(|&&id| id >= first_row && id < first_row + rows as u64)
-                    .map(|&id| (id - first_row) as usize)
-                    .collect(),
+                Some(all) => {
+                    let inside = all.partition_point(|&id| id < first_row)
+                        ..all.partition_point(|&id| id < first_row + rows as u64);
+                    all[inside].iter().map(|&id| (id - first_row) as usize).collect()
+                }
             };
             let mut changes: Vec<(usize, RowChange)> = Vec::new();
             for r in seen {
@@ -1307,7 +1327,7 @@ mod tests {
         // Through the primary key: `decide` sees the one row with id 3000 (partition 2), which keeps its id.
         let mut seen = Vec::new();
         let changed = table
-            .rewrite_where(Some((0, &[Value::Int(3000)][..])), |row| {
+            .rewrite_where(Some((0, IndexedRows::Keys(&[Value::Int(3000)]))), |row| {
                 seen.push(row.to_vec());
                 Ok::<_, StorageError>(RowChange::Replace(vec![row[0].clone(), Value::text("renamed")]))
             })
@@ -1325,11 +1345,30 @@ mod tests {
         // A key with no row changes nothing.
         assert_eq!(
             table
-                .rewrite_where(Some((0, &[Value::Int(-1)][..])), |_| Ok::<_, StorageError>(RowChange::Delete))
+                .rewrite_where(Some((0, IndexedRows::Keys(&[Value::Int(-1)]))), |_| Ok::<_, StorageError>(
+                    RowChange::Delete
+                ))
                 .unwrap(),
             0
         );
         assert_eq!(table.rows(), 5000);
+        // Through a range of the (sorted) primary key: the rows within it, once each, in row order, across a
+        // partition boundary (row 2048).
+        let mut seen = Vec::new();
+        let range = IndexedRows::Range(Bound::Excluded(&Value::Int(2040)), Bound::Included(&Value::Int(2050)));
+        let deleted = table
+            .rewrite_where(Some((0, range)), |row| {
+                seen.push(row[0].clone());
+                Ok::<_, StorageError>(if row[0] == Value::Int(2045) { RowChange::Delete } else { RowChange::Keep })
+            })
+            .unwrap();
+        assert_eq!(seen, (2041..=2050).map(Value::Int).collect::<Vec<_>>());
+        assert_eq!((deleted, table.rows()), (1, 4999));
+        // A hash index takes no range.
+        let hashed =
+            Table::new("h", schema(), Some(0), TableOptions { primary_key_index: IndexKind::Hash, ..small() }).unwrap();
+        let range = IndexedRows::Range(Bound::Unbounded, Bound::Unbounded);
+        assert!(hashed.rewrite_where(Some((0, range)), |_| Ok::<_, StorageError>(RowChange::Delete)).is_err());
     }
 
     #[test]
