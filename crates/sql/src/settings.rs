@@ -47,7 +47,7 @@ const KNOWN: &[Known] = &[
     Known {
         name: "numadb.scan_prefetch_blocks",
         default: "2",
-        description: "Blocks a scan keeps asked for ahead of the one it decodes (0: leave it to the hardware prefetchers; at most 8)",
+        description: "Blocks a scan keeps asked for ahead of the one it decodes (half as many, rounded up, where it reads whole blocks in one stream; 0: leave it to the hardware prefetchers; at most 8)",
     },
     Known {
         name: "numadb.join_key_filter",

@@ -71,6 +71,12 @@ pub enum Combine {
 /// blocks, 20.6 with one, 22.0 with three; scans at range_pred 100 000 (87% of the blocks read, with gaps) took
 /// 21.8 ms with two, 23.1 with one, 22.5 with three. Two is the best compromise. With the kernels' earlier
 /// prefetching (stop 27), none at all (hardware prefetchers alone) took 30 ms against 17-23 ms.
+///
+/// Scans at range_pred 100 000 have read by quarters since (stop 48), so the whole-block ring serves the full
+/// scans alone, and keeps half as many blocks ahead (one by default). On an Intel Xeon guest (stop 49, same
+/// method, 12 runs each, a prober reference of 34.5 GB/s) full scans took 39.4 ms two blocks ahead against 35.7 with
+/// one and 35.5 with none, then 34.1 with this rule, while the quarter-reading scans kept two ahead: at 100 000,
+/// 32.1 ms with two, 32.9 with one, 35.9 with none; at 30 000 (sparse), 13.0, 14.2 and 25.7.
 pub const PREFETCH_BLOCKS_DEFAULT: usize = 2;
 
 /// The most blocks the scan loop keeps prefetched ahead.
@@ -633,10 +639,15 @@ pub fn combine_range_leaves(
     // that may hold selected rows, and keeps twice as many reads in its ring asked for into L1 and four times as
     // many more asked for into L2 only (each is asked for into L1 when it comes `near` reads from due): they are
     // a quarter of a block or so each. A dense one reads by quarters too where few of its blocks' quarters are to
-    // be read, with the ring of whole blocks.
+    // be read, with `near` reads in its ring; one that reads whole blocks, one long stream the hardware's
+    // prefetchers follow, keeps half as many ahead, rounded up ([`PREFETCH_BLOCKS_DEFAULT`]).
     let reading = reading(leaves, blocks.clone(), prefetch_blocks);
     let by_quarters = reading.by_quarters;
-    let (near, far) = if reading.sparse { (2 * near, 4 * near) } else { (near, 0) };
+    let (near, far) = match reading {
+        Reading { sparse: true, .. } => (2 * near, 4 * near),
+        Reading { by_quarters: true, .. } => (near, 0),
+        Reading { .. } => (near.div_ceil(2), 0),
+    };
     let depth = near + far;
     let mut selected = [0u64; MASK_WORDS];
     let mut read = |due: PendingRead<'_>, masks: &mut CombinedMasks, bytes_read: &mut [u64]| {
