@@ -84,7 +84,7 @@ pub struct KeyRange {
     pub high: Option<(Expr, bool)>,
     /// Whether a bound is a parameter, so that how many rows the index finds is known only as the statement runs:
     /// [`Plan::chosen`] then counts them and scans the table instead where they are too many
-    /// ([`range_lookup_pays`]), as PostgreSQL plans a prepared statement for its parameters' values.
+    /// ([`range_lookup_rows_max`]), as PostgreSQL plans a prepared statement for its parameters' values.
     pub scan_when_wide: bool,
 }
 

@@ -300,7 +300,7 @@ fn quarter_bytes(width: u32, quarters: u8) -> u64 {
 }
 
 /// A block's finer zone map: the lowest and the highest code of each of its quarters ([`QUARTER_ROWS`] rows;
-/// lows first), shifted right by [`quarter_shift`] so that 16 bits hold them. Codes of NULL rows and of rows past
+/// lows first), shifted right by `quarter_shift` so that 16 bits hold them. Codes of NULL rows and of rows past
 /// the end (0) count, as the kernels read them too.
 pub type QuarterZones = [u16; 2 * QUARTERS];
 
