@@ -143,6 +143,11 @@ fn and(a: Expr, b: Expr) -> Expr {
 }
 
 impl LookupPlan {
+    /// Whether it is a range lookup that may yet be a scan ([`KeyRange::scan_when_wide`]).
+    pub fn waits_for_params(&self) -> bool {
+        self.range.as_ref().is_some_and(|range| range.scan_when_wide)
+    }
+
     /// The scan that finds the same rows: the range's conditions and the residual as its filter.
     pub fn as_scan(&self) -> ScanPlan {
         let range = self.range.as_ref().and_then(|range| range.conditions(&self.table, self.column));
@@ -157,13 +162,11 @@ impl LookupPlan {
     /// Whether the lookup is to run for `params` rather than [`LookupPlan::as_scan`]: always, but for a range whose
     /// bounds are parameters ([`KeyRange::scan_when_wide`]), where the sorted index counts the rows first.
     pub fn pays(&self, params: &[Value]) -> Result<bool, ExecError> {
-        let Some(range) = self.range.as_ref().filter(|range| range.scan_when_wide) else { return Ok(true) };
+        let Some(range) = self.range.as_ref().filter(|_| self.waits_for_params()) else { return Ok(true) };
         let Some((low, high)) = range.values(params)? else { return Ok(true) };
         let snapshot = self.table.snapshot();
-        let Some(index) = snapshot.indexes_on(self.column).find(|i| i.kind() == numadb_storage::IndexKind::Sorted)
-        else {
-            return Err(ExecError::internal("the planned index is gone"));
-        };
+        let index =
+            snapshot.sorted_index_on(self.column).ok_or_else(|| ExecError::internal("the planned index is gone"))?;
         let most = range_lookup_rows_max(snapshot.rows());
         Ok(index.count_range(low.as_ref(), high.as_ref(), most).is_some_and(|found| found <= most))
     }
@@ -539,7 +542,7 @@ impl Plan {
         match self {
             Plan::Scan(_) => true,
             // It may yet be a scan: see [`Plan::chosen`].
-            Plan::Lookup(lookup) => lookup.range.as_ref().is_some_and(|range| range.scan_when_wide),
+            Plan::Lookup(lookup) => lookup.waits_for_params(),
             Plan::Values(_) | Plan::Series(_) | Plan::WorkingTable { .. } => false,
             Plan::Recursive { base, step, .. } => base.scans() || step.scans(),
             Plan::UnionAll(inputs) => inputs.iter().any(Plan::scans),
@@ -553,7 +556,7 @@ impl Plan {
     /// Whether a choice in the plan waits for the statement's parameters ([`KeyRange::scan_when_wide`]).
     pub fn chooses_as_it_runs(&self) -> bool {
         match self {
-            Plan::Lookup(lookup) => lookup.range.as_ref().is_some_and(|range| range.scan_when_wide),
+            Plan::Lookup(lookup) => lookup.waits_for_params(),
             Plan::Scan(_) | Plan::Values(_) | Plan::Series(_) | Plan::WorkingTable { .. } => false,
             Plan::UnionAll(inputs) => inputs.iter().any(Plan::chooses_as_it_runs),
             Plan::Post { input, .. } | Plan::Aggregate { input, .. } | Plan::Window { input, .. } => {
@@ -577,7 +580,7 @@ impl Plan {
         let mut pending = vec![&mut plan];
         while let Some(node) = pending.pop() {
             if let Plan::Lookup(lookup) = node
-                && lookup.range.as_ref().is_some_and(|range| range.scan_when_wide)
+                && lookup.waits_for_params()
             {
                 if lookup.pays(params)? {
                     if let Some(range) = lookup.range.as_mut() {

@@ -3510,9 +3510,7 @@ pub fn run_lookup(lookup: &LookupPlan, params: &[Value]) -> Result<(Vec<Vec<Valu
         }
     };
     if let Some(range) = &lookup.range {
-        let index = (snapshot.indexes_on(lookup.column))
-            .find(|index| index.kind() == numadb_storage::IndexKind::Sorted)
-            .ok_or_else(gone)?;
+        let index = snapshot.sorted_index_on(lookup.column).ok_or_else(gone)?;
         if let Some((low, high)) = range.values(params)? {
             index.lookup_range(low.as_ref(), high.as_ref(), &mut keep);
         }

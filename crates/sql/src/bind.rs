@@ -9,7 +9,7 @@ use numadb_execution::plan::{
     Dedup, KeyRange, LookupPlan, Plan, ScanOutput, ScanPlan, SeriesPlan, SetOp, SortKey, range_lookup_rows_max,
 };
 use numadb_execution::{AggregateCall, AggregateFunction, BinaryOp, ExecError, WindowCall, WindowFunction, sqlstate};
-use numadb_storage::{DataType, IndexKind, Table, TableSnapshot, Value};
+use numadb_storage::{DataType, Table, TableSnapshot, Value};
 
 mod decorrelate;
 mod frame;
@@ -3064,7 +3064,7 @@ fn sorted_index_range(
     let mut columns: Vec<usize> = found.iter().map(|(_, (column, ..))| *column).collect();
     columns.dedup();
     for column in columns {
-        let Some(index) = snapshot.indexes_on(column).find(|index| index.kind() == IndexKind::Sorted) else {
+        let Some(index) = snapshot.sorted_index_on(column) else {
             continue;
         };
         let (mut low, mut high, mut used) = (None, None, Vec::new());

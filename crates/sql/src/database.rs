@@ -1072,28 +1072,28 @@ impl Session {
             }
             None => None,
         };
-        let (keys, range) = match &change.key {
-            Some((_, IndexedBy::Keys(keys))) => {
-                let keys = keys.iter().map(|key| substitute(key)?.eval(&[], params)).collect::<Result<Vec<_>, _>>()?;
-                (keys, None)
+        // The values the index is asked for live here, borrowed by `key`.
+        let (keys, bounds);
+        let key = match &change.key {
+            None => None,
+            Some((column, IndexedBy::Keys(exprs))) => {
+                keys = exprs.iter().map(|key| substitute(key)?.eval(&[], params)).collect::<Result<Vec<_>, _>>()?;
+                Some((*column, IndexedRows::Keys(&keys)))
             }
             // No bound reads a subquery ([`Binder::index_rows`]); a NULL one holds no row.
-            Some((_, IndexedBy::Range(range))) => (Vec::new(), Some(range.values(params)?)),
-            None => (Vec::new(), None),
-        };
-        let key = match (&change.key, &range) {
-            (Some((column, IndexedBy::Keys(_))), _) => Some((*column, IndexedRows::Keys(&keys))),
-            (Some((column, IndexedBy::Range(_))), Some(None)) => Some((*column, IndexedRows::Keys(&[]))),
-            (Some((column, IndexedBy::Range(_))), Some(Some((low, high)))) => {
-                let snapshot = change.table.snapshot();
-                let most = snapshot.rows() / CHANGE_RANGE_SHARE;
-                let few = (snapshot.indexes_on(*column))
-                    .find(|index| index.kind() == IndexKind::Sorted)
-                    .and_then(|index| index.count_range(low.as_ref(), high.as_ref(), most))
-                    .is_some_and(|found| found <= most);
-                few.then_some((*column, IndexedRows::Range(low.as_ref(), high.as_ref())))
-            }
-            _ => None,
+            Some((column, IndexedBy::Range(range))) => match range.values(params)? {
+                None => Some((*column, IndexedRows::Keys(&[]))),
+                Some(values) => {
+                    bounds = values;
+                    let (low, high) = (bounds.0.as_ref(), bounds.1.as_ref());
+                    let snapshot = change.table.snapshot();
+                    let most = snapshot.rows() / CHANGE_RANGE_SHARE;
+                    let few = (snapshot.sorted_index_on(*column))
+                        .and_then(|index| index.count_range(low, high, most))
+                        .is_some_and(|found| found <= most);
+                    few.then_some((*column, IndexedRows::Range(low, high)))
+                }
+            },
         };
         let deadline = self.settings.statement_timeout().map(|timeout| std::time::Instant::now() + timeout);
         let cancel = &self.cancel;

@@ -277,6 +277,11 @@ impl TableSnapshot {
         self.indexes_on(column).next()
     }
 
+    /// A sorted index on `column` (the kind that finds ranges), if there is one.
+    pub fn sorted_index_on(&self, column: usize) -> Option<&Arc<Index>> {
+        self.indexes_on(column).find(|index| index.kind() == IndexKind::Sorted)
+    }
+
     /// Indexes on `column`, unique ones first.
     pub fn indexes_on(&self, column: usize) -> impl Iterator<Item = &Arc<Index>> {
         let mut found: Vec<&Arc<Index>> = self.indexes.iter().filter(|i| i.column() == column).collect();
@@ -786,9 +791,7 @@ impl Table {
                         }
                     }
                     IndexedRows::Range(low, high) => {
-                        let index = (snapshot.indexes_on(column))
-                            .find(|index| index.kind() == IndexKind::Sorted)
-                            .ok_or_else(missing)?;
+                        let index = snapshot.sorted_index_on(column).ok_or_else(missing)?;
                         index.lookup_range(low, high, |row| rows.push(u64::from(row)));
                     }
                 }
