@@ -513,6 +513,31 @@ fn scan_rate_goal(aggregation: &[AggregationRow]) -> String {
     out
 }
 
+/// The share of a full scan's bytes the last-level cache holds, above which [`cache_caution`] speaks.
+const CACHE_SHARE_CAUTION: f64 = 0.25;
+
+/// A caution where the last-level cache holds a large share of the bytes a full scan reads: a repeated query
+/// then finds part of its columns in the cache, and how large a part depends on what ran just before it (here,
+/// the reference samples between the runs) and on the cache's replacement policy, so its rate mixes DRAM and
+/// cache reads and moves with the harness. On an Intel Xeon guest reporting a 480 MiB L3 (half the thesis
+/// query's 930 MiB of columns), stop 50 measured two changes to the scan loop's prefetching (none for whole
+/// blocks; one block more into L2) that ran full scans 4-10% faster in a shell repeating the query and 7-11%
+/// slower in this benchmark. Empty where the cache is small or unknown.
+fn cache_caution(last_level_cache_bytes: Option<u64>, aggregation: &[AggregationRow]) -> String {
+    let full_scan_bytes = aggregation.iter().map(|row| row.full_scan_bytes).max().unwrap_or(0);
+    let Some(cache_bytes) = last_level_cache_bytes else { return String::new() };
+    let share = cache_bytes as f64 / full_scan_bytes.max(1) as f64;
+    if full_scan_bytes == 0 || share < CACHE_SHARE_CAUTION {
+        return String::new();
+    }
+    let size = if share >= 1.0 { "is larger than".to_string() } else { format!("is {:.0}% of", share * 100.0) };
+    format!(
+        "  caution: the last-level cache ({} MiB as reported) {size} the {} MiB a full scan reads: a repeated query finds part of its columns there, how much depending on what ran before it, so these scan rates mix DRAM and cache reads and shift with the harness (more rows, --rows, make them DRAM's)\n\n",
+        cache_bytes >> 20,
+        full_scan_bytes >> 20
+    )
+}
+
 /// What the prober's kernel makes of each range_pred's bytes, read in the scans' order: how fast that access is
 /// (as a share of the streaming reference) and how much of it the scans get (their lowest cell). A selective
 /// scan's bytes are scattered blocks; where the kernel reading just those blocks, with no decoding at all, falls
@@ -643,6 +668,7 @@ pub fn render(report: &EngineReport) -> String {
         ));
     }
     out.push_str(&scan_rate_goal(&report.aggregation));
+    out.push_str(&cache_caution(report.machine.last_level_cache_bytes, &report.aggregation));
     out.push_str(&format!(
         "point lookups (prepared SELECT \"C1\" … WHERE \"C0\" = $1, one session, random keys): {:.0} per second per core ({:.2} µs each)\n",
         report.sql_lookups_per_s,
@@ -767,6 +793,19 @@ mod tests {
         // 100 bytes: 1 s then 2 s; the first run's samples 50 (noisy) and 200 B/s, the second's 80 and 40 B/s.
         let fractions = run_fractions(100, &[1.0, 2.0], &[(50.0, 200.0), (80.0, 40.0)]);
         assert_eq!(fractions, vec![0.5, 0.625]);
+    }
+
+    #[test]
+    fn a_cache_holding_a_quarter_of_a_full_scan_or_more_is_called_out() {
+        let mut cells = vec![row(1_000_000, 3, 1000 << 20, 0.8)];
+        cells[0].full_scan_bytes = 1000 << 20;
+        let text = cache_caution(Some(480 << 20), &cells);
+        assert!(text.contains("caution: the last-level cache (480 MiB as reported) is 48% of the 1000 MiB"), "{text}");
+        assert_eq!(cache_caution(Some(200 << 20), &cells), "", "a fifth of the scan: no caution");
+        assert!(cache_caution(Some(2000 << 20), &cells).contains("(2000 MiB as reported) is larger than the 1000 MiB"));
+        assert_eq!(cache_caution(None, &cells), "", "an unknown cache: no caution");
+        cells[0].full_scan_bytes = 0;
+        assert_eq!(cache_caution(Some(480 << 20), &cells), "", "no scan: no caution");
     }
 
     #[test]

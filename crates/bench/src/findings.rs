@@ -444,6 +444,7 @@ mod tests {
             packages: 1,
             transparent_hugepages: "madvise".into(),
             numa_balancing: "off".into(),
+            last_level_cache_bytes: Some(32 << 20),
         };
         ResultSet {
             experiment: ExperimentFile::parse(FILE).unwrap(),

@@ -51,6 +51,9 @@ pub struct Machine {
     pub transparent_hugepages: String,
     /// Automatic NUMA balancing.
     pub numa_balancing: String,
+    /// The last-level cache seen from the first CPU, as the kernel reports it (in a VM, possibly more than the
+    /// guest gets): what a benchmark's data must outgrow for its reads to come from DRAM.
+    pub last_level_cache_bytes: Option<u64>,
 }
 
 impl Machine {
@@ -68,18 +71,20 @@ impl Machine {
             numa_balancing: info
                 .numa_balancing
                 .map_or("unknown".into(), |b| if b { "on".into() } else { "off".into() }),
+            last_level_cache_bytes: topology.last_level_cache_bytes(),
         }
     }
 
     /// One line for a report header.
     pub fn line(&self) -> String {
         format!(
-            "{} | {} CPUs ({} allowed) in {} package(s), {} NUMA node(s) | Linux {} | THP {} | NUMA balancing {}",
+            "{} | {} CPUs ({} allowed) in {} package(s), {} NUMA node(s) | last-level cache {} | Linux {} | THP {} | NUMA balancing {}",
             self.cpu_model,
             self.cpus,
             self.allowed_cpus,
             self.packages,
             self.nodes,
+            self.last_level_cache_bytes.map_or("unknown".into(), |bytes| format!("{} MiB", bytes >> 20)),
             self.kernel,
             self.transparent_hugepages,
             self.numa_balancing
