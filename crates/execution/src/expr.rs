@@ -328,6 +328,103 @@ impl Expr {
         })
     }
 
+    /// The expression with its constant parts evaluated, as PostgreSQL's planner folds them, errors included:
+    /// `SELECT 1/0 FROM t WHERE false` and `… WHERE a = 2 AND 1/0 = 1` raise division by zero whatever the rows,
+    /// as they do there. What the planner does not reach is left alone, in its order:
+    /// - AND and OR fold their operands left to right and stop at a constant FALSE (AND) or TRUE (OR), which is
+    ///   then the whole value: `false AND 1/0 = 1` is false, `1/0 = 1 AND false` raises;
+    /// - CASE drops the arms whose condition folds to FALSE or NULL, results unfolded, and stops at one that folds
+    ///   to TRUE, whose result is then the ELSE;
+    /// - COALESCE drops NULL constants and stops at its first other constant.
+    ///
+    /// Parameters, subqueries and `random()` are not constants here; parts of the expression beside them still
+    /// fold.
+    pub fn folded(&self) -> Result<Expr, ExecError> {
+        let foldable = |e: &Expr| {
+            !matches!(e, Expr::Literal { .. })
+                && e.is_constant()
+                && !e.any_node(&|node| {
+                    matches!(node, Expr::Param { .. } | Expr::Subquery { .. } | Expr::QuantifiedSubquery { .. })
+                })
+        };
+        let evaluated = |e: Expr| -> Result<Expr, ExecError> {
+            if foldable(&e) { Ok(Expr::literal(e.eval(&[], &[])?, e.data_type())) } else { Ok(e) }
+        };
+        let truth = |e: &Expr| match e {
+            Expr::Literal { value: Value::Bool(b), .. } => Some(Some(*b)),
+            Expr::Literal { value: Value::Null, .. } => Some(None),
+            _ => None,
+        };
+        match self {
+            Expr::Binary { op: op @ (BinaryOp::And | BinaryOp::Or), left, right, data_type } => {
+                // The value that settles the operator: FALSE for AND, TRUE for OR.
+                let settles = *op == BinaryOp::Or;
+                let left = left.folded()?;
+                if truth(&left) == Some(Some(settles)) {
+                    return Ok(left);
+                }
+                let right = right.folded()?;
+                match (truth(&left), truth(&right)) {
+                    (_, Some(Some(value))) if value == settles => Ok(right),
+                    (Some(Some(_)), _) => Ok(right),
+                    (_, Some(Some(_))) => Ok(left),
+                    _ => evaluated(Expr::Binary {
+                        op: *op,
+                        left: Box::new(left),
+                        right: Box::new(right),
+                        data_type: *data_type,
+                    }),
+                }
+            }
+            Expr::Case { branches, otherwise, data_type } => {
+                let mut kept = Vec::with_capacity(branches.len());
+                let mut otherwise = Some(otherwise.as_ref());
+                let mut settled = None;
+                for (condition, result) in branches {
+                    let condition = condition.folded()?;
+                    match truth(&condition) {
+                        Some(Some(true)) => {
+                            settled = Some(result.folded()?);
+                            otherwise = None;
+                            break;
+                        }
+                        Some(_) => {}
+                        None => kept.push((condition, result.folded()?)),
+                    }
+                }
+                let otherwise = match (settled, otherwise) {
+                    (Some(result), _) => result,
+                    (None, Some(otherwise)) => otherwise.folded()?,
+                    (None, None) => unreachable!("an ELSE is dropped only for a settled arm"),
+                };
+                if kept.is_empty() {
+                    return Ok(otherwise);
+                }
+                evaluated(Expr::Case { branches: kept, otherwise: Box::new(otherwise), data_type: *data_type })
+            }
+            Expr::Function { function: ScalarFunction::Coalesce, args, data_type } => {
+                let mut kept = Vec::with_capacity(args.len());
+                for arg in args {
+                    let arg = arg.folded()?;
+                    if arg.is_null_literal() {
+                        continue;
+                    }
+                    let constant = matches!(arg, Expr::Literal { .. });
+                    kept.push(arg);
+                    if constant {
+                        break;
+                    }
+                }
+                match kept.len() {
+                    0 => Ok(Expr::literal(Value::Null, *data_type)),
+                    1 if matches!(kept[0], Expr::Literal { .. }) => Ok(kept.remove(0)),
+                    _ => Ok(Expr::Function { function: ScalarFunction::Coalesce, args: kept, data_type: *data_type }),
+                }
+            }
+            _ => evaluated(self.try_map_children(&mut |child| child.folded())?),
+        }
+    }
+
     /// A constant.
     pub fn literal(value: Value, data_type: DataType) -> Expr {
         Expr::Literal { value, data_type }
@@ -413,7 +510,8 @@ impl Expr {
                 coerce_param(value, *data_type)
             }
             // A strict operator with a NULL constant operand is NULL, the other operand not evaluated: PostgreSQL
-            // folds it so when planning (`NULL::int + 1 / 0` is NULL, no error).
+            // folds it so when planning (`NULL::int + a / 0` is NULL, no error; a constant other operand was folded
+            // first, errors and all: `Expr::folded`).
             Expr::Binary { op, left, right, .. }
                 if (left.is_null_literal() || right.is_null_literal())
                     && !matches!(op, BinaryOp::And | BinaryOp::Or) =>

@@ -1150,14 +1150,18 @@ impl<'a> Binder<'a> {
                 let left = self.expect_boolean(left, name)?;
                 let right = self.expect_boolean(right, name)?;
                 // As PostgreSQL folds constants before it runs anything: `x AND false` is false and `x OR true`
-                // true, whatever `x` would have raised; `x AND true` and `x OR false` are `x`.
+                // true, whatever a row's `x` would have raised; `x AND true` and `x OR false` are `x`. A constant
+                // `x` is folded first, left to right, and its error is the statement's (`Expr::folded`).
                 let deciding = op == BinaryOp::Or;
                 let constant = |e: &Expr| match e {
                     Expr::Literal { value: Value::Bool(b), .. } => Some(*b),
                     _ => None,
                 };
+                let folds_first = left.is_constant() && !left.any_node(&|node| matches!(node, Expr::Subquery { .. }));
                 Ok(match (constant(&left), constant(&right)) {
-                    (Some(b), _) | (_, Some(b)) if b == deciding => Expr::literal(Value::Bool(b), DataType::Boolean),
+                    (Some(b), _) if b == deciding => Expr::literal(Value::Bool(b), DataType::Boolean),
+                    (_, Some(b)) if b == deciding && !folds_first => Expr::literal(Value::Bool(b), DataType::Boolean),
+                    (_, Some(b)) if b == deciding => binary(left, right, DataType::Boolean),
                     (Some(_), _) => right,
                     (_, Some(_)) => left,
                     _ => binary(left, right, DataType::Boolean),
@@ -1797,6 +1801,9 @@ impl<'a> Binder<'a> {
             bound.plan = Plan::Subqueries { subqueries, main: Box::new(bound.plan) };
             bound.tables.append(&mut self.subquery_tables.borrow_mut());
         }
+        // Constant parts are evaluated now, as PostgreSQL's planner does: their errors are the statement's,
+        // whichever rows it reads (`SELECT 1/0 FROM t WHERE false` raises).
+        bound.plan = bound.plan.try_map_exprs(&mut Expr::folded)?;
         Ok(bound)
     }
 
