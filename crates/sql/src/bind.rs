@@ -1149,23 +1149,9 @@ impl<'a> Binder<'a> {
                 let name = if op == BinaryOp::And { "AND" } else { "OR" };
                 let left = self.expect_boolean(left, name)?;
                 let right = self.expect_boolean(right, name)?;
-                // As PostgreSQL folds constants before it runs anything: `x AND false` is false and `x OR true`
-                // true, whatever a row's `x` would have raised; `x AND true` and `x OR false` are `x`. A constant
-                // `x` is folded first, left to right, and its error is the statement's (`Expr::folded`).
-                let deciding = op == BinaryOp::Or;
-                let constant = |e: &Expr| match e {
-                    Expr::Literal { value: Value::Bool(b), .. } => Some(*b),
-                    _ => None,
-                };
-                let folds_first = left.is_constant() && !left.any_node(&|node| matches!(node, Expr::Subquery { .. }));
-                Ok(match (constant(&left), constant(&right)) {
-                    (Some(b), _) if b == deciding => Expr::literal(Value::Bool(b), DataType::Boolean),
-                    (_, Some(b)) if b == deciding && !folds_first => Expr::literal(Value::Bool(b), DataType::Boolean),
-                    (_, Some(b)) if b == deciding => binary(left, right, DataType::Boolean),
-                    (Some(_), _) => right,
-                    (_, Some(_)) => left,
-                    _ => binary(left, right, DataType::Boolean),
-                })
+                // Folded now, as the whole plan is later (`Expr::folded`), so that the rest of the binding sees
+                // `x AND false` as false, `x AND true` as `x`, and a constant `x`'s error is raised first.
+                binary(left, right, DataType::Boolean).folded()
             }
             // `||` needs a text operand (an untyped literal is one); the other is cast to text.
             BinaryOp::Concat if left.data_type() == DataType::Text || right.data_type() == DataType::Text => {
