@@ -340,15 +340,27 @@ impl Expr {
     /// Parameters, subqueries and `random()` are not constants here; parts of the expression beside them still
     /// fold.
     pub fn folded(&self) -> Result<Expr, ExecError> {
-        let foldable = |e: &Expr| {
-            !matches!(e, Expr::Literal { .. })
-                && e.is_constant()
-                && !e.any_node(&|node| {
-                    matches!(node, Expr::Param { .. } | Expr::Subquery { .. } | Expr::QuantifiedSubquery { .. })
-                })
-        };
+        // Children are folded first, so a node is a constant when its own children are all literals now and it is
+        // not a leaf that reads something (a column, a parameter, a subquery) nor `random()`: one look per node,
+        // not a walk of its subtree.
         let evaluated = |e: Expr| -> Result<Expr, ExecError> {
-            if foldable(&e) { Ok(Expr::literal(e.eval(&[], &[])?, e.data_type())) } else { Ok(e) }
+            let reads = matches!(
+                e,
+                Expr::Literal { .. }
+                    | Expr::Column { .. }
+                    | Expr::Param { .. }
+                    | Expr::Subquery { .. }
+                    | Expr::QuantifiedSubquery { .. }
+                    | Expr::Function { function: ScalarFunction::Random, .. }
+            );
+            let mut children_literal = true;
+            if !reads {
+                let _: Result<Expr, ExecError> = e.try_map_children(&mut |child| {
+                    children_literal &= matches!(child, Expr::Literal { .. });
+                    Ok(Expr::literal(Value::Null, DataType::Boolean))
+                });
+            }
+            if reads || !children_literal { Ok(e) } else { Ok(Expr::literal(e.eval(&[], &[])?, e.data_type())) }
         };
         let truth = |e: &Expr| match e {
             Expr::Literal { value: Value::Bool(b), .. } => Some(Some(*b)),
