@@ -305,7 +305,8 @@ pub fn compile(expr: &Expr, params: &[Value]) -> Result<Filter, ExecError> {
     // An expression of constants and parameters is one value for the statement, as PostgreSQL folds it before
     // anything runs (`NULL::int = 1` is NULL, whatever the rest of the clause would raise).
     let subquery = |node: &Expr| matches!(node, Expr::Subquery { .. } | Expr::QuantifiedSubquery { .. });
-    if expr.is_constant() && !expr.any_node(&subquery) {
+    let evaluable = |e: &Expr| e.is_constant() && !e.any_node(&subquery);
+    if evaluable(expr) {
         return Ok(match expr.eval(&[], params)? {
             Value::Bool(true) => Filter::True,
             Value::Bool(false) => Filter::False,
@@ -313,25 +314,36 @@ pub fn compile(expr: &Expr, params: &[Value]) -> Result<Filter, ExecError> {
         });
     }
     let compiled = match expr {
-        Expr::Binary { op: BinaryOp::And, left, right, .. } => {
-            let mut parts = Vec::new();
-            for part in [compile(left, params)?, compile(right, params)?] {
-                match part {
-                    Filter::And(inner) => parts.extend(inner),
-                    other => parts.push(other),
+        Expr::Binary { op: op @ (BinaryOp::And | BinaryOp::Or), .. } => {
+            // The chain `a OR b OR … OR z`, nested to the left as parsed, is taken whole: compiling each level on
+            // its own would test the constness of, and regroup, its whole left operand again (n²/2 for n
+            // operands). Its longest constant start is one operand, evaluated whole as above, so that
+            // `$1 <> 0 AND 1 / $1 = 1 AND a = 1` stops at a false `$1 <> 0` as PostgreSQL's folding does.
+            let mut spine = vec![expr];
+            let mut rights = Vec::new();
+            while let Some(Expr::Binary { op: node_op, left, right, .. }) = spine.last().copied()
+                && node_op == op
+            {
+                rights.push(right.as_ref());
+                spine.push(left);
+            }
+            spine.reverse();
+            rights.reverse();
+            // spine[i] is `spine[i - 1] op rights[i - 1]`; spine[0] is the leftmost operand.
+            let mut start = 0;
+            if evaluable(spine[0]) {
+                while start < rights.len() && evaluable(rights[start]) {
+                    start += 1;
                 }
             }
-            Filter::And(by_class(parts))
-        }
-        Expr::Binary { op: BinaryOp::Or, left, right, .. } => {
-            let mut parts = Vec::new();
-            for part in [compile(left, params)?, compile(right, params)?] {
-                match part {
-                    Filter::Or(inner) => parts.extend(inner),
-                    other => parts.push(other),
+            let mut parts = Vec::with_capacity(rights.len() + 1);
+            for operand in std::iter::once(spine[start]).chain(rights[start..].iter().copied()) {
+                match (compile(operand, params)?, op) {
+                    (Filter::And(inner), BinaryOp::And) | (Filter::Or(inner), BinaryOp::Or) => parts.extend(inner),
+                    (other, _) => parts.push(other),
                 }
             }
-            Filter::Or(by_class(parts))
+            if *op == BinaryOp::And { Filter::And(by_class(parts)) } else { Filter::Or(by_class(parts)) }
         }
         Expr::Binary { op, left, right, .. } if op.is_comparison() => {
             compile_comparison(*op, left, right, params)?.unwrap_or_else(|| rows_filter(expr))
@@ -1638,6 +1650,34 @@ mod tests {
         let short = in_list(column(3, DataType::Integer), &mut narrow().take(IN_KEYS_MIN - 1), false);
         let Filter::Or(parts) = compile(&short, &[]).unwrap() else { panic!() };
         assert!(parts.iter().all(|part| matches!(part, Filter::IntRange { .. })));
+    }
+
+    #[test]
+    fn a_chain_compiles_flat_in_the_order_written_with_its_constant_start_evaluated_whole() {
+        let int = |v: i64| lit(Value::Int(v), DataType::Integer);
+        let param = || Box::new(Expr::Param { index: 0, data_type: DataType::Integer });
+        let and = |left: Expr, right: Expr| cmp(BinaryOp::And, Box::new(left), Box::new(right));
+        let or = |left: Expr, right: Expr| cmp(BinaryOp::Or, Box::new(left), Box::new(right));
+        let equals = |column_index: usize, v: i64| cmp(BinaryOp::Eq, column(column_index, DataType::Integer), int(v));
+        // `$1 <> 0 AND 1 / $1 = 1 AND j = 5 AND (i = 1 OR i = 2) AND k = 7`, nested to the left as parsed.
+        let inverse = Expr::Binary { op: BinaryOp::Div, left: int(1), right: param(), data_type: DataType::Integer };
+        let start = and(cmp(BinaryOp::NotEq, param(), int(0)), cmp(BinaryOp::Eq, Box::new(inverse), int(1)));
+        let expr = and(and(and(start, equals(3, 5)), or(equals(0, 1), equals(0, 2))), equals(4, 7));
+        // $1 = 0: the start is FALSE without evaluating 1 / 0, as PostgreSQL's folding stops at `0 <> 0`.
+        let Filter::And(parts) = compile(&expr, &[Value::Int(0)]).unwrap() else { panic!("an AND") };
+        assert_eq!(parts.len(), 4);
+        assert_eq!(parts[0], Filter::False);
+        assert!(matches!(&parts[2], Filter::Or(inner) if inner.len() == 2));
+        // $1 = 1: the start is TRUE; $1 = 2 makes 1 / $1 = 0, FALSE; neither fails.
+        let Filter::And(parts) = compile(&expr, &[Value::Int(1)]).unwrap() else { panic!("an AND") };
+        assert_eq!(parts[0], Filter::True);
+        let Filter::And(parts) = compile(&expr, &[Value::Int(2)]).unwrap() else { panic!("an AND") };
+        assert_eq!(parts[0], Filter::False);
+        // A long OR chain is one flat OR of its leaves, in the order written, and agrees with row evaluation.
+        let chain = (1..100).fold(equals(0, 0), |chain, v| or(chain, equals(0, v % 100)));
+        let Filter::Or(leaves) = compile(&chain, &[]).unwrap() else { panic!("an OR") };
+        assert_eq!(leaves.len(), 100);
+        check(&chain);
     }
 
     #[test]

@@ -421,7 +421,8 @@ impl<'a> Binder<'a> {
                 format!("aggregate functions are not allowed in {context}"),
             ));
         }
-        if context == "WHERE" { self.expect_boolean(bound, "WHERE") } else { Ok(bound) }
+        // Folded as a query's expressions are: `SET b = 1 / 0 … WHERE false` raises, as in PostgreSQL.
+        if context == "WHERE" { self.condition(bound, "WHERE") } else { bound.folded() }
     }
 
     /// The indexed column and keys a condition over `table`'s rows pins (`k = 5 AND …`, `k IN (1, 2)`), else the
@@ -983,6 +984,13 @@ impl<'a> Binder<'a> {
         ))
     }
 
+    /// A clause's condition (WHERE, HAVING, ON, FILTER): boolean, and its constant parts folded now, as the whole
+    /// plan's are later (`Expr::folded`), so that the access paths chosen from it see `x AND false` as false and
+    /// `x AND true` as `x`, and a constant part's error is raised.
+    fn condition(&self, bound: Expr, context: &str) -> Result<Expr, ExecError> {
+        self.expect_boolean(bound, context)?.folded()
+    }
+
     fn expect_boolean(&self, expr: Expr, context: &str) -> Result<Expr, ExecError> {
         if expr.data_type() == DataType::Boolean {
             return Ok(expr);
@@ -1149,9 +1157,9 @@ impl<'a> Binder<'a> {
                 let name = if op == BinaryOp::And { "AND" } else { "OR" };
                 let left = self.expect_boolean(left, name)?;
                 let right = self.expect_boolean(right, name)?;
-                // Folded now, as the whole plan is later (`Expr::folded`), so that the rest of the binding sees
-                // `x AND false` as false, `x AND true` as `x`, and a constant `x`'s error is raised first.
-                binary(left, right, DataType::Boolean).folded()
+                // Not folded here: a clause's whole condition is, once bound (`Binder::condition`). Folding each
+                // AND of a chain of n would fold its left operand again: n²/2 nodes for `a = 0 OR … OR a = n`.
+                Ok(binary(left, right, DataType::Boolean))
             }
             // `||` needs a text operand (an untyped literal is one); the other is cast to text.
             BinaryOp::Concat if left.data_type() == DataType::Text || right.data_type() == DataType::Text => {
@@ -1663,7 +1671,7 @@ impl<'a> Binder<'a> {
                         error
                     }
                 })?;
-                Some(self.expect_boolean(bound, "FILTER")?)
+                Some(self.condition(bound, "FILTER")?)
             }
         };
         let data_type = aggregate.result_type(argument.as_ref().map(Expr::data_type));
@@ -1736,7 +1744,7 @@ impl<'a> Binder<'a> {
             None => None,
             Some(condition) => {
                 let bound = self.without_aggregates(|| self.bind_expr(condition, scope))?;
-                Some(self.expect_boolean(bound, "FILTER")?)
+                Some(self.condition(bound, "FILTER")?)
             }
         };
         let data_type = aggregate.result_type(Some(value.data_type()));
@@ -2336,7 +2344,7 @@ impl<'a> Binder<'a> {
             let filter = match &select.selection {
                 Some(selection) => {
                     let bound = self.bind_expr(selection, scope)?;
-                    Some(self.expect_boolean(bound, "WHERE")?)
+                    Some(self.condition(bound, "WHERE")?)
                 }
                 None => None,
             };
@@ -2420,7 +2428,7 @@ impl<'a> Binder<'a> {
                     let windows = self.windows.borrow_mut().take();
                     let bound = self.bind_expr(having, scope);
                     *self.windows.borrow_mut() = windows;
-                    Some(self.expect_boolean(bound?, "HAVING")?)
+                    Some(self.condition(bound?, "HAVING")?)
                 }
                 None => None,
             };

@@ -231,7 +231,7 @@ impl Binder<'_> {
                                 "aggregate functions are not allowed in JOIN conditions",
                             ));
                         }
-                        Some(self.expect_boolean(bound, "JOIN/ON")?)
+                        Some(self.condition(bound, "JOIN/ON")?)
                     }
                     JoinConstraint::Using(using) => {
                         let mut merged = Vec::new();
