@@ -105,6 +105,14 @@ pub fn range_lookup_rows_max(rows: u64) -> u64 {
 pub type KeyBounds = (Bound<Value>, Bound<Value>);
 
 impl KeyRange {
+    /// Whether a bound reads a subquery's result, which is put in its place before the statement runs.
+    pub fn reads_subquery(&self) -> bool {
+        [&self.low, &self.high]
+            .into_iter()
+            .flatten()
+            .any(|(bound, _)| bound.any_node(&|node| matches!(node, Expr::Subquery { .. })))
+    }
+
     /// The bounds' values for `params`, as the index takes them; `None` where a bound is NULL (a comparison with
     /// NULL is never true, so the range holds nothing).
     pub fn values(&self, params: &[Value]) -> Result<Option<KeyBounds>, ExecError> {
@@ -579,8 +587,11 @@ impl Plan {
         let mut plan = self.clone();
         let mut pending = vec![&mut plan];
         while let Some(node) = pending.pop() {
+            // A range bounded by a subquery is chosen once the subquery has run and its value is in its place
+            // (`Plan::Subqueries`): `EXPLAIN` shows it undecided.
             if let Plan::Lookup(lookup) = node
                 && lookup.waits_for_params()
+                && !lookup.range.as_ref().is_some_and(|range| range.reads_subquery())
             {
                 if lookup.pays(params)? {
                     if let Some(range) = lookup.range.as_mut() {
@@ -818,6 +829,13 @@ impl Plan {
                     let bounds: Vec<String> =
                         [bound(&range.low, ">=", ">"), bound(&range.high, "<=", "<")].into_iter().flatten().collect();
                     let _ = writeln!(out, "{indent}      Range: {}", bounds.join(" AND "));
+                    if range.scan_when_wide {
+                        let most = range_lookup_rows_max(lookup.table.snapshot().rows());
+                        let _ = writeln!(
+                            out,
+                            "{indent}      Or a scan: where the index counts over {most} rows in the range as the statement runs"
+                        );
+                    }
                 } else {
                     let keys: Vec<String> = lookup.keys.iter().map(|key| show_expr(key, &names)).collect();
                     let label = if keys.len() == 1 { "Key" } else { "Keys" };

@@ -601,11 +601,12 @@ enum Morsel {
 /// Runs a plan.
 pub fn execute(plan: &Plan, executor: &Executor<'_>) -> Result<ExecutionResult, ExecError> {
     check_interrupts(executor)?;
-    if plan.chooses_as_it_runs() {
-        return execute(&plan.chosen(executor.params)?, executor);
-    }
+    // The subqueries first: a choice may wait for their values ([`KeyRange::reads_subquery`]).
     if let Plan::Subqueries { subqueries, main } = plan {
         return execute_with_subqueries(subqueries, main, executor);
+    }
+    if plan.chooses_as_it_runs() {
+        return execute(&plan.chosen(executor.params)?, executor);
     }
     let started = Instant::now();
     let mut graph = TaskGraph::new();

@@ -850,7 +850,15 @@ impl<'a> Binder<'a> {
                 Ok(Expr::Subquery { index, exists: false, data_type })
             }
             E::Exists { subquery, negated } => {
-                let (index, _) = self.plan_subquery(subquery, false)?;
+                // Bound as written (its names and types are checked), then planned without what PostgreSQL
+                // drops from an EXISTS subquery: its select list is never evaluated.
+                let (index, _) = match decorrelate::exists_simplified(subquery) {
+                    Some(simplified) => {
+                        self.check_subquery(subquery)?;
+                        self.plan_subquery(&simplified, false)?
+                    }
+                    None => self.plan_subquery(subquery, false)?,
+                };
                 let exists = Expr::Subquery { index, exists: true, data_type: DataType::Boolean };
                 Ok(if *negated { Expr::Not(Box::new(exists)) } else { exists })
             }
@@ -1831,6 +1839,18 @@ impl<'a> Binder<'a> {
 
     /// Plans an uncorrelated subquery of an expression; returns its position in the statement's list and the
     /// type of its one column (`one_column` false: EXISTS, any columns).
+    /// Binds a subquery for its errors alone: nothing it plans (the subqueries inside it) is kept.
+    fn check_subquery(&self, query: &Query) -> Result<(), ExecError> {
+        let planned = (self.subqueries.borrow().len(), self.subquery_tables.borrow().len());
+        let bound = self
+            .without_aggregates(|| self.plan_query_inner(query))
+            .map_err(|error| self.correlated_subquery_error(query, error));
+        self.subqueries.borrow_mut().truncate(planned.0);
+        self.subquery_texts.borrow_mut().truncate(planned.0);
+        self.subquery_tables.borrow_mut().truncate(planned.1);
+        bound.map(drop)
+    }
+
     fn plan_subquery(&self, query: &Query, one_column: bool) -> Result<(usize, DataType), ExecError> {
         // The subquery's SELECT collects its own aggregates: the enclosing SELECT's are set aside meanwhile.
         let bound = self
@@ -2987,11 +3007,12 @@ pub enum IndexedBy {
     Range(KeyRange),
 }
 
-/// A range on a column with a sorted index that the `conjuncts` of a WHERE clause bound with constants or
-/// parameters (`c < 5`, `5 >= c`, `c BETWEEN $1 AND $2`, several of them tightened into one), when the index counts
-/// at most `most` rows in it: the column, the range and the positions of the conjuncts it replaces. The count is
-/// taken now, from literal bounds, as PostgreSQL's planner estimates from its statistics; with a parameter as a
-/// bound it is taken as the statement runs ([`KeyRange::scan_when_wide`]); with no `most`, not at all. A bound
+/// A range on a column with a sorted index that the `conjuncts` of a WHERE clause bound with constants,
+/// parameters or scalar subqueries (`c < 5`, `5 >= c`, `c BETWEEN $1 AND $2`, `c > (SELECT max(k) FROM u)`, several
+/// of them tightened into one), when the index counts at most `most` rows in it: the column, the range and the
+/// positions of the conjuncts it replaces. The count is taken now, from literal bounds, as PostgreSQL's planner
+/// estimates from its statistics; with a parameter or a subquery as a bound it is taken as the statement runs, its
+/// subqueries' values put in place first ([`KeyRange::scan_when_wide`]); with no `most`, not at all. A bound
 /// that cannot be tightened with another (two parameters on one side) stays in the residual.
 fn sorted_index_range(
     conjuncts: &[Expr],
@@ -3007,7 +3028,13 @@ fn sorted_index_range(
             && (column_type.is_integer() || column_type == DataType::Text)
             && match expr {
                 Expr::Literal { value, .. } => !value.is_null(),
-                _ => expr.is_constant() && !expr.any_node(&|node| matches!(node, Expr::Subquery { .. })),
+                // A scalar subquery is run before the statement, and its value put in its place first.
+                _ => {
+                    expr.is_constant()
+                        && !expr.any_node(&|node| {
+                            matches!(node, Expr::Subquery { exists: true, .. } | Expr::QuantifiedSubquery { .. })
+                        })
+                }
             }
     };
     let bounds = |conjunct: &Expr| -> Option<(usize, Bound, Bound)> {

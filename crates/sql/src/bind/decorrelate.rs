@@ -2485,3 +2485,49 @@ fn references(expr: &E, inner: &Names, outer: &Names) -> Refs {
     }
     refs
 }
+
+/// An EXISTS subquery as PostgreSQL's planner reads it (`simplify_EXISTS_query`): only whether it has a row
+/// matters, so a plain SELECT's select list, DISTINCT, ORDER BY and a positive constant LIMIT are dropped and
+/// never evaluated (`EXISTS (SELECT a / 0 FROM t)` is true where t has rows). `None` where it is kept whole, as
+/// PostgreSQL keeps it: a set operation, aggregates, window functions, GROUP BY with grouping sets, HAVING,
+/// OFFSET, a LIMIT other than a positive constant, FETCH, locking clauses.
+pub(super) fn exists_simplified(query: &ast::Query) -> Option<ast::Query> {
+    let SetExpr::Select(select) = query.body.as_ref() else { return None };
+    let grouping_sets = match &select.group_by {
+        ast::GroupByExpr::Expressions(items, modifiers) => {
+            !modifiers.is_empty()
+                || items.iter().any(|item| matches!(item, E::GroupingSets(_) | E::Rollup(_) | E::Cube(_)))
+        }
+        ast::GroupByExpr::All(_) => false,
+    };
+    let limit_positive = match &query.limit_clause {
+        None => true,
+        Some(ast::LimitClause::LimitOffset { limit, offset: None, limit_by }) if limit_by.is_empty() => match limit {
+            None => true,
+            Some(E::Value(value)) => match &value.value {
+                ast::Value::Number(count, _) => count.parse::<i64>().is_ok_and(|count| count > 0),
+                ast::Value::Null => true,
+                _ => false,
+            },
+            Some(_) => false,
+        },
+        Some(_) => false,
+    };
+    if select.having.is_some()
+        || grouping_sets
+        || !limit_positive
+        || query.fetch.is_some()
+        || !query.locks.is_empty()
+        || has_plain_aggregate(query)
+        || has_window(query)
+    {
+        return None;
+    }
+    let mut simplified = query.clone();
+    let SetExpr::Select(select) = simplified.body.as_mut() else { return None };
+    select.projection = vec![ast::SelectItem::UnnamedExpr(E::value(ast::Value::Number("1".into(), false)))];
+    select.distinct = None;
+    simplified.order_by = None;
+    simplified.limit_clause = None;
+    Some(simplified)
+}
