@@ -90,6 +90,13 @@ pub fn queries(rows: u64) -> Vec<(&'static str, String)> {
         ),
         ("count distinct", r#"SELECT COUNT(DISTINCT "C1" % 1000) FROM "TBL_0""#.to_string()),
         ("arithmetic filter", format!(r#"SELECT COUNT(*) FROM "TBL_0" WHERE "C1" + "C2" < {half}"#)),
+        // BETWEEN, IN (list) and abs over arithmetic: evaluated a block at a time, as the comparison above is.
+        (
+            "BETWEEN, IN, abs",
+            format!(
+                r#"SELECT COUNT(*) FROM "TBL_0" WHERE "C1" - "C2" BETWEEN -{tenth} AND {tenth} OR "C3" % 10 IN (1, 2, 3) OR abs("C4" - "C5") < 1000"#
+            ),
+        ),
         ("join", format!(r#"SELECT COUNT(*) FROM "TBL_0" a JOIN "TBL_1" b ON a."C1" = b."C0" WHERE a."C2" < {tenth}"#)),
         (
             "subquery in FROM",

@@ -354,15 +354,30 @@ pub fn compile(expr: &Expr, params: &[Value]) -> Result<Filter, ExecError> {
             None => rows_filter(expr),
         },
         Expr::Between { expr: inner, low, high, negated } => {
-            let lower = compile_comparison(BinaryOp::GtEq, inner, low, params)?;
-            let upper = compile_comparison(BinaryOp::LtEq, inner, high, params)?;
-            match (lower, upper) {
-                (Some(lower), Some(upper)) => {
-                    let both = Filter::And(vec![lower, upper]);
-                    if *negated { Filter::Not(Box::new(both)) } else { both }
-                }
-                _ => rows_filter(expr),
+            // `x BETWEEN a AND b` is `x >= a AND x <= b`, as PostgreSQL's parser reads it: each comparison a leaf
+            // of its own (a kernel's over a column, a block at a time over integer arithmetic, [`rows_leaf`]), the
+            // second evaluated only on the rows the first leaves undecided.
+            let comparison = |op, bound: &Expr| Expr::Binary {
+                op,
+                left: inner.clone(),
+                right: Box::new(bound.clone()),
+                data_type: DataType::Boolean,
+            };
+            let (lower, upper) = (comparison(BinaryOp::GtEq, low), comparison(BinaryOp::LtEq, high));
+            let kernels = |c: &Expr| -> Result<bool, ExecError> {
+                Ok(match c {
+                    Expr::Binary { op, left, right, .. } => {
+                        crate::vector::is_int_comparison(c) || compile_comparison(*op, left, right, params)?.is_some()
+                    }
+                    _ => false,
+                })
+            };
+            // Other operands (text, doubles) are evaluated row by row: once for both comparisons.
+            if !kernels(&lower)? || !kernels(&upper)? {
+                return Ok(rows_filter(expr));
             }
+            let both = Filter::And(by_class(vec![compile(&lower, params)?, compile(&upper, params)?]));
+            if *negated { Filter::Not(Box::new(both)) } else { both }
         }
         Expr::InSet { expr: inner, set, negated } => match column_of(inner) {
             Some((column, data_type)) if data_type.is_integer() => {
@@ -1504,6 +1519,59 @@ mod tests {
         check(&Expr::IsNull { expr: i(), negated: false });
         check(&Expr::IsNull { expr: t(), negated: true });
         check(&cmp(BinaryOp::Eq, i(), lit(Value::Null, DataType::Integer)));
+        // Over integer arithmetic, a block at a time ([`crate::vector`]): BETWEEN as two comparisons, IN a list of
+        // constants (with a NULL among them or not), IS [NOT] NULL, casts between integer types and abs, each
+        // also negated, on a column with NULLs (i) and one without (k, BIGINT, negative values).
+        let arithmetic =
+            || Box::new(Expr::Binary { op: BinaryOp::Sub, left: i(), right: int(50), data_type: DataType::Integer });
+        let absolute = || {
+            Box::new(Expr::Function {
+                function: crate::function::ScalarFunction::Abs,
+                args: vec![*k()],
+                data_type: DataType::BigInt,
+            })
+        };
+        let narrowed = || Box::new(Expr::Cast { expr: absolute(), to: DataType::Integer });
+        let widened = || Box::new(Expr::Cast { expr: arithmetic(), to: DataType::BigInt });
+        fn block_at_a_time(filter: &Filter) -> bool {
+            match filter {
+                Filter::And(parts) | Filter::Or(parts) => parts.iter().all(block_at_a_time),
+                Filter::Not(inner) => block_at_a_time(inner),
+                Filter::Rows(expr) => crate::vector::is_int_comparison(expr),
+                _ => true,
+            }
+        }
+        let check_blocks = |expr: &Expr| {
+            let filter = compile(expr, &[]).unwrap();
+            assert!(block_at_a_time(&filter), "{expr:?} is evaluated row by row");
+            check_filter(expr, &filter);
+        };
+        for negated in [false, true] {
+            for operand in [arithmetic(), absolute(), narrowed(), widened()] {
+                check_blocks(&Expr::Between { expr: operand.clone(), low: int(-20), high: int(30), negated });
+                check_blocks(&Expr::Between { expr: operand.clone(), low: int(10), high: j(), negated });
+                for list in [vec![*int(1), *int(-7), *int(1200)], vec![*int(4), *lit(Value::Null, DataType::Integer)]] {
+                    check_blocks(&Expr::InList { expr: operand.clone(), list, negated });
+                }
+                check_blocks(&Expr::IsNull { expr: operand, negated });
+            }
+        }
+        // A value past INTEGER raises what the row-at-a-time cast raises.
+        let scaled = Box::new(Expr::Binary {
+            op: BinaryOp::Mul,
+            left: k(),
+            right: big(10_000_000),
+            data_type: DataType::BigInt,
+        });
+        let past_integer =
+            Expr::IsNull { expr: Box::new(Expr::Cast { expr: scaled, to: DataType::Integer }), negated: false };
+        let filter = compile(&past_integer, &[]).unwrap();
+        assert!(block_at_a_time(&filter));
+        let error = filter.eval_blocks(&partition(), 0..3, &[], 1, &mut [0; 5], &mut Vec::new()).unwrap_err();
+        assert_eq!(
+            (error.sqlstate, error.message.as_str()),
+            (crate::sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "integer out of range")
+        );
     }
 
     #[test]

@@ -13,8 +13,9 @@ use numadb_storage::on_every_isa;
 use numadb_storage::{ColumnData, DataType, Partition, Value};
 
 use crate::error::ExecError;
-use crate::expr::{BinaryOp, Expr, checked_int, division_by_zero};
+use crate::expr::{BinaryOp, Expr, cast, checked_int, division_by_zero};
 use crate::filter::TriMask;
+use crate::function::ScalarFunction;
 
 /// A block of integers with its NULL rows (bit set: NULL, or no row there).
 pub(crate) struct IntBlock {
@@ -62,13 +63,35 @@ impl IntBlock {
     }
 }
 
-/// Whether `expr` is a comparison that [`predicate_block`] evaluates: of two integer expressions, or an integer
-/// expression `[NOT] IN` a subquery's set of integers.
+/// Whether `expr` is a comparison that [`predicate_block`] evaluates: of two integer expressions, an integer
+/// expression `[NOT] IN` a subquery's set of integers or a list of integer constants and parameters, or an integer
+/// expression `IS [NOT] NULL`.
 pub(crate) fn is_int_comparison(expr: &Expr) -> bool {
     match expr {
         Expr::Binary { op, left, right, .. } if op.is_comparison() => is_int_expr(left) && is_int_expr(right),
-        Expr::InSet { expr, .. } => is_int_expr(expr),
+        Expr::InSet { expr, .. } | Expr::IsNull { expr, .. } => is_int_expr(expr),
+        Expr::InList { expr, list, .. } => {
+            is_int_expr(expr)
+                && list.iter().all(|item| match item {
+                    Expr::Literal { .. } | Expr::Param { .. } => is_int_expr(item),
+                    _ => false,
+                })
+        }
         _ => false,
+    }
+}
+
+/// An integer constant or parameter's value (`None` for NULL).
+fn int_constant(expr: &Expr, params: &[Value]) -> Result<Option<i64>, ExecError> {
+    let value = match expr {
+        Expr::Literal { value, .. } => value,
+        Expr::Param { index, .. } => params.get(*index).unwrap_or(&Value::Null),
+        _ => return Err(ExecError::internal("not an integer constant")),
+    };
+    match value {
+        Value::Int(v) => Ok(Some(*v)),
+        Value::Null => Ok(None),
+        _ => Err(ExecError::internal("an integer expression's constant is not an integer")),
     }
 }
 
@@ -88,6 +111,10 @@ pub(crate) fn is_int_expr(expr: &Expr) -> bool {
                 && is_int_expr(right)
         }
         Expr::Negate { expr, data_type } => is_int_type(*data_type) && is_int_expr(expr),
+        Expr::Cast { expr, to } => is_int_type(*to) && is_int_expr(expr),
+        Expr::Function { function: ScalarFunction::Abs, args, data_type } => {
+            is_int_type(*data_type) && matches!(args.as_slice(), [arg] if is_int_expr(arg))
+        }
         _ => false,
     }
 }
@@ -110,6 +137,41 @@ pub(crate) fn predicate_block(
     reads: &mut [u64],
 ) -> Result<TriMask, ExecError> {
     let absent = absent_or_skipped(partition, block, skip);
+    if let Expr::IsNull { expr: operand, negated } = expr {
+        let operand = int_block(operand, partition, block, &absent, params, reads)?;
+        let (mut t, mut f) = ([0u64; MASK_WORDS], [0u64; MASK_WORDS]);
+        for word in 0..MASK_WORDS {
+            let present = !absent[word];
+            t[word] = operand.nulls[word] & present;
+            f[word] = !operand.nulls[word] & present;
+        }
+        return Ok(if *negated { TriMask { t: f, f: Some(t) } } else { TriMask { t, f: Some(f) } });
+    }
+    if let Expr::InList { expr: operand, list, negated } = expr {
+        let operand = int_block(operand, partition, block, &absent, params, reads)?;
+        let (mut keys, mut has_null) = (Vec::with_capacity(list.len()), false);
+        for item in list {
+            match int_constant(item, params)? {
+                Some(key) => keys.push(key),
+                None => has_null = true,
+            }
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        let found = if keys.len() <= 8 {
+            rows_where(&operand.values, |value| keys.contains(&value))
+        } else {
+            rows_where(&operand.values, |value| keys.binary_search(&value).is_ok())
+        };
+        let (mut t, mut f) = ([0u64; MASK_WORDS], [0u64; MASK_WORDS]);
+        for word in 0..MASK_WORDS {
+            // As for a set below: not found is FALSE, or NULL where the list holds a NULL.
+            let rows = !operand.nulls[word];
+            t[word] = found[word] & rows;
+            f[word] = if has_null { 0 } else { !found[word] & rows };
+        }
+        return Ok(if *negated { TriMask { t: f, f: Some(t) } } else { TriMask { t, f: Some(f) } });
+    }
     if let Expr::InSet { expr: operand, set, negated } = expr {
         let operand = int_block(operand, partition, block, &absent, params, reads)?;
         let found = rows_where(&operand.values, |value| set.contains_int(value));
@@ -334,6 +396,28 @@ fn int_block(
                 // A row fails: find the first, as the row-at-a-time evaluation would.
                 let operand = int_block(expr, partition, block, absent, params, reads)?;
                 for_each_row(&nulls, |row| int_result(operand.values[row].checked_neg(), *data_type).map(drop))?;
+                return Err(ExecError::internal("a row failed in bulk and not one by one"));
+            }
+            Ok(out)
+        }
+        Expr::Cast { expr, to } => {
+            let mut out = int_block(expr, partition, block, absent, params, reads)?;
+            let nulls = out.nulls;
+            // To BIGINT nothing changes; to INTEGER a value past its range fails, as `cast` fails it.
+            if rows_failing(&nulls, *to, &mut out.values, |_, value| (value, false)) {
+                for_each_row(&nulls, |row| cast(Value::Int(out.values[row]), *to).map(drop))?;
+                return Err(ExecError::internal("a row failed in bulk and not one by one"));
+            }
+            Ok(out)
+        }
+        Expr::Function { function: ScalarFunction::Abs, args, data_type } => {
+            // `abs` ([`is_int_expr`]): |i64::MIN| overflows, and |-2^31| is past INTEGER.
+            let [arg] = args.as_slice() else { return Err(ExecError::internal("abs takes one argument")) };
+            let mut out = int_block(arg, partition, block, absent, params, reads)?;
+            let nulls = out.nulls;
+            if rows_failing(&nulls, *data_type, &mut out.values, |_, value| (value.wrapping_abs(), value == i64::MIN)) {
+                let operand = int_block(arg, partition, block, absent, params, reads)?;
+                for_each_row(&nulls, |row| int_result(operand.values[row].checked_abs(), *data_type).map(drop))?;
                 return Err(ExecError::internal("a row failed in bulk and not one by one"));
             }
             Ok(out)
