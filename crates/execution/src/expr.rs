@@ -989,7 +989,7 @@ pub(crate) fn division_by_zero() -> ExecError {
     ExecError::new(sqlstate::DIVISION_BY_ZERO, "division by zero")
 }
 
-fn binary(op: BinaryOp, left: &Value, right: &Value, data_type: DataType) -> Result<Value, ExecError> {
+pub(crate) fn binary(op: BinaryOp, left: &Value, right: &Value, data_type: DataType) -> Result<Value, ExecError> {
     if op.is_comparison() {
         return Ok(compare(op, left, right));
     }

@@ -367,7 +367,7 @@ pub fn compile(expr: &Expr, params: &[Value]) -> Result<Filter, ExecError> {
             let kernels = |c: &Expr| -> Result<bool, ExecError> {
                 Ok(match c {
                     Expr::Binary { op, left, right, .. } => {
-                        crate::vector::is_int_comparison(c) || compile_comparison(*op, left, right, params)?.is_some()
+                        crate::vector::is_block_comparison(c) || compile_comparison(*op, left, right, params)?.is_some()
                     }
                     _ => false,
                 })
@@ -1135,7 +1135,7 @@ fn rows_leaf(
     out: &mut Vec<TriMask>,
 ) -> Result<(), ExecError> {
     let skipped = |position: usize| skip.and_then(|s| s.get(position)).copied().unwrap_or(NONE);
-    if crate::vector::is_int_comparison(expr) {
+    if crate::vector::is_block_comparison(expr) {
         for (position, block) in blocks.enumerate() {
             out.push(crate::vector::predicate_block(expr, partition, block, params, &skipped(position), reads)?);
         }
@@ -1537,7 +1537,7 @@ mod tests {
             match filter {
                 Filter::And(parts) | Filter::Or(parts) => parts.iter().all(block_at_a_time),
                 Filter::Not(inner) => block_at_a_time(inner),
-                Filter::Rows(expr) => crate::vector::is_int_comparison(expr),
+                Filter::Rows(expr) => crate::vector::is_block_comparison(expr),
                 _ => true,
             }
         }
@@ -1555,6 +1555,47 @@ mod tests {
                 }
                 check_blocks(&Expr::IsNull { expr: operand, negated });
             }
+        }
+        // Double precision arithmetic over a double column with NULLs (d), integers cast or met in it, compared
+        // as doubles with integers and doubles, as BETWEEN's two comparisons, and IS NULL.
+        let double = |v: f64| lit(Value::Double(v), DataType::Double);
+        let arith = |op, left: Box<Expr>, right: Box<Expr>| {
+            Box::new(Expr::Binary { op, left, right, data_type: DataType::Double })
+        };
+        let as_double = |e: Box<Expr>| Box::new(Expr::Cast { expr: e, to: DataType::Double });
+        let doubles = || {
+            [
+                arith(BinaryOp::Mul, d(), double(2.0)),
+                arith(BinaryOp::Sub, arith(BinaryOp::Mul, i(), double(1.5)), d()),
+                arith(BinaryOp::Div, as_double(k()), double(3.0)),
+                Box::new(Expr::Negate { expr: d(), data_type: DataType::Double }),
+            ]
+        };
+        for (operand, other) in doubles().into_iter().zip(doubles().into_iter().rev()) {
+            for op in [BinaryOp::Eq, BinaryOp::NotEq, BinaryOp::Lt, BinaryOp::LtEq, BinaryOp::Gt, BinaryOp::GtEq] {
+                check_blocks(&cmp(op, operand.clone(), int(40)));
+                check_blocks(&cmp(op, double(-12.5), operand.clone()));
+                check_blocks(&cmp(op, operand.clone(), other.clone()));
+                // NaN above every number and equal to itself, -0 equal to 0, as PostgreSQL orders doubles.
+                check_blocks(&cmp(op, operand.clone(), double(f64::NAN)));
+                check_blocks(&cmp(op, arith(BinaryOp::Mul, operand.clone(), double(f64::NAN)), double(f64::NAN)));
+                check_blocks(&cmp(op, arith(BinaryOp::Mul, operand.clone(), double(0.0)), double(-0.0)));
+            }
+            for negated in [false, true] {
+                check_blocks(&Expr::Between { expr: operand.clone(), low: double(-20.5), high: int(130), negated });
+                check_blocks(&Expr::IsNull { expr: operand.clone(), negated });
+            }
+        }
+        // A double's overflow and division by zero raise the row path's errors.
+        for (expr, sqlstate) in [
+            (arith(BinaryOp::Mul, d(), double(1e308)), crate::sqlstate::NUMERIC_VALUE_OUT_OF_RANGE),
+            (arith(BinaryOp::Div, d(), arith(BinaryOp::Sub, d(), d())), crate::sqlstate::DIVISION_BY_ZERO),
+        ] {
+            let comparison = cmp(BinaryOp::Gt, expr, double(0.0));
+            let filter = compile(&comparison, &[]).unwrap();
+            assert!(block_at_a_time(&filter));
+            let error = filter.eval_blocks(&partition(), 0..3, &[], 1, &mut [0; 5], &mut Vec::new()).unwrap_err();
+            assert_eq!(error.sqlstate, sqlstate, "{comparison:?}");
         }
         // A value past INTEGER raises what the row-at-a-time cast raises.
         let scaled = Box::new(Expr::Binary {
@@ -1710,7 +1751,7 @@ mod tests {
                 }
                 let op = if negated { BinaryOp::NotEq } else { BinaryOp::Eq };
                 let expr = crate::expr::quantified(operand(), op, negated, values, DataType::Integer);
-                assert!(crate::vector::is_int_comparison(&expr), "{expr:?}");
+                assert!(crate::vector::is_block_comparison(&expr), "{expr:?}");
                 check_filter(&expr, &compile(&expr, &[]).unwrap());
             }
         }

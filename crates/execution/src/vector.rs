@@ -63,13 +63,20 @@ impl IntBlock {
     }
 }
 
-/// Whether `expr` is a comparison that [`predicate_block`] evaluates: of two integer expressions, an integer
-/// expression `[NOT] IN` a subquery's set of integers or a list of integer constants and parameters, or an integer
-/// expression `IS [NOT] NULL`.
-pub(crate) fn is_int_comparison(expr: &Expr) -> bool {
+/// Whether `expr` is a comparison that [`predicate_block`] evaluates: of two integer expressions, or of two
+/// numeric ones at least one of which is a double expression ([`is_double_expr`]), compared as doubles as
+/// [`crate::expr::compare`] compares them; an integer expression `[NOT] IN` a subquery's set of integers or a list
+/// of integer constants and parameters; an integer or double expression `IS [NOT] NULL`.
+pub(crate) fn is_block_comparison(expr: &Expr) -> bool {
     match expr {
-        Expr::Binary { op, left, right, .. } if op.is_comparison() => is_int_expr(left) && is_int_expr(right),
-        Expr::InSet { expr, .. } | Expr::IsNull { expr, .. } => is_int_expr(expr),
+        Expr::Binary { op, left, right, .. } if op.is_comparison() => {
+            is_int_expr(left) && is_int_expr(right)
+                || (is_double_expr(left) || is_double_expr(right))
+                    && (is_int_expr(left) || is_double_expr(left))
+                    && (is_int_expr(right) || is_double_expr(right))
+        }
+        Expr::IsNull { expr, .. } => is_int_expr(expr) || is_double_expr(expr),
+        Expr::InSet { expr, .. } => is_int_expr(expr),
         Expr::InList { expr, list, .. } => {
             is_int_expr(expr)
                 && list.iter().all(|item| match item {
@@ -119,6 +126,28 @@ pub(crate) fn is_int_expr(expr: &Expr) -> bool {
     }
 }
 
+/// Whether `expr` is double precision arithmetic [`double_block`] evaluates: `+ - * /` and unary minus over
+/// DOUBLE PRECISION columns, double constants and parameters, and integer expressions ([`is_int_expr`]) cast to
+/// double or met in double arithmetic (converted as [`Expr::eval`] converts them).
+pub(crate) fn is_double_expr(expr: &Expr) -> bool {
+    let operand = |e: &Expr| is_double_expr(e) || is_int_expr(e);
+    match expr {
+        Expr::Column { data_type, .. } | Expr::Param { data_type, .. } => *data_type == DataType::Double,
+        Expr::Literal { value, data_type } => {
+            *data_type == DataType::Double && matches!(value, Value::Double(_) | Value::Int(_) | Value::Null)
+        }
+        Expr::Binary { op, left, right, data_type } => {
+            matches!(op, BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div)
+                && *data_type == DataType::Double
+                && operand(left)
+                && operand(right)
+        }
+        Expr::Negate { expr, data_type } => *data_type == DataType::Double && is_double_expr(expr),
+        Expr::Cast { expr, to: DataType::Double } => operand(expr),
+        _ => false,
+    }
+}
+
 /// Whether `expr` is a GROUP BY key [`int_block_of`] evaluates: integer arithmetic, a text column, whose
 /// dictionary codes stand for its strings within a partition (equal strings, equal codes; renumbered across
 /// partitions by [`crate::textkeys`]), or a boolean column (0 or 1).
@@ -126,7 +155,7 @@ pub(crate) fn is_group_key(expr: &Expr) -> bool {
     is_int_expr(expr) || matches!(expr, Expr::Column { data_type: DataType::Text | DataType::Boolean, .. })
 }
 
-/// The TRUE and FALSE rows of `expr` (an [`is_int_comparison`]) in block `block` of `partition`, adding the bytes
+/// The TRUE and FALSE rows of `expr` (an [`is_block_comparison`]) in block `block` of `partition`, adding the bytes
 /// of the columns it decodes to `reads`. Rows set in `skip` are not evaluated (neither TRUE nor FALSE).
 pub(crate) fn predicate_block(
     expr: &Expr,
@@ -138,12 +167,16 @@ pub(crate) fn predicate_block(
 ) -> Result<TriMask, ExecError> {
     let absent = absent_or_skipped(partition, block, skip);
     if let Expr::IsNull { expr: operand, negated } = expr {
-        let operand = int_block(operand, partition, block, &absent, params, reads)?;
+        let nulls = if is_int_expr(operand) {
+            int_block(operand, partition, block, &absent, params, reads)?.nulls
+        } else {
+            double_block(operand, partition, block, &absent, params, reads)?.nulls
+        };
         let (mut t, mut f) = ([0u64; MASK_WORDS], [0u64; MASK_WORDS]);
         for word in 0..MASK_WORDS {
             let present = !absent[word];
-            t[word] = operand.nulls[word] & present;
-            f[word] = !operand.nulls[word] & present;
+            t[word] = nulls[word] & present;
+            f[word] = !nulls[word] & present;
         }
         return Ok(if *negated { TriMask { t: f, f: Some(t) } } else { TriMask { t, f: Some(f) } });
     }
@@ -187,6 +220,9 @@ pub(crate) fn predicate_block(
     let Expr::Binary { op, left, right, .. } = expr else {
         return Err(ExecError::internal("not an integer comparison"));
     };
+    if !(is_int_expr(left) && is_int_expr(right)) {
+        return double_comparison(*op, left, right, partition, block, &absent, params, reads);
+    }
     let left = int_block(left, partition, block, &absent, params, reads)?;
     let right = int_block(right, partition, block, &absent, params, reads)?;
     let (a, b) = (&*left.values, &*right.values);
@@ -207,6 +243,152 @@ pub(crate) fn predicate_block(
         f[word] = !hits[word] & rows;
     }
     Ok(TriMask { t, f: Some(f) })
+}
+
+/// A comparison of two numeric expressions, one of them double precision, as doubles: NaN equal to itself and
+/// above every other value, -0 equal to 0 ([`numadb_storage::compare_doubles`], PostgreSQL's order).
+#[allow(clippy::too_many_arguments)]
+fn double_comparison(
+    op: BinaryOp,
+    left: &Expr,
+    right: &Expr,
+    partition: &Partition,
+    block: usize,
+    absent: &BlockMask,
+    params: &[Value],
+    reads: &mut [u64],
+) -> Result<TriMask, ExecError> {
+    let left = double_block(left, partition, block, absent, params, reads)?;
+    let right = double_block(right, partition, block, absent, params, reads)?;
+    let (a, b) = (&*left.values, &*right.values);
+    let ordered = |want: fn(std::cmp::Ordering) -> bool| -> BlockMask {
+        std::array::from_fn(|word| {
+            (0..64).fold(0u64, |bits, bit| {
+                let row = word * 64 + bit;
+                bits | u64::from(want(numadb_storage::compare_doubles(a[row], b[row]))) << bit
+            })
+        })
+    };
+    let hits = match op {
+        BinaryOp::Eq => ordered(std::cmp::Ordering::is_eq),
+        BinaryOp::NotEq => ordered(std::cmp::Ordering::is_ne),
+        BinaryOp::Lt => ordered(std::cmp::Ordering::is_lt),
+        BinaryOp::LtEq => ordered(std::cmp::Ordering::is_le),
+        BinaryOp::Gt => ordered(std::cmp::Ordering::is_gt),
+        BinaryOp::GtEq => ordered(std::cmp::Ordering::is_ge),
+        _ => return Err(ExecError::internal("not a comparison")),
+    };
+    let (mut t, mut f) = ([0u64; MASK_WORDS], [0u64; MASK_WORDS]);
+    for word in 0..MASK_WORDS {
+        let rows = !(left.nulls[word] | right.nulls[word]);
+        t[word] = hits[word] & rows;
+        f[word] = !hits[word] & rows;
+    }
+    Ok(TriMask { t, f: Some(f) })
+}
+
+/// A block of doubles with its NULL rows (bit set: NULL, or no row there).
+struct DoubleBlock {
+    values: Box<[f64; BLOCK_ROWS]>,
+    nulls: BlockMask,
+}
+
+/// `expr` (an [`is_double_expr`], or an [`is_int_expr`] converted) over block `block`: each node one loop over
+/// the block; a block where a row not NULL fails (overflow, underflow, a divisor of 0) is gone through row by row
+/// with [`Expr::eval`]'s own arithmetic, for the error it raises first.
+fn double_block(
+    expr: &Expr,
+    partition: &Partition,
+    block: usize,
+    absent: &BlockMask,
+    params: &[Value],
+    reads: &mut [u64],
+) -> Result<DoubleBlock, ExecError> {
+    let filled = |value: f64| -> Box<[f64; BLOCK_ROWS]> {
+        vec![value; BLOCK_ROWS].into_boxed_slice().try_into().expect("a block's length")
+    };
+    let constant = |value: &Value| match value {
+        Value::Double(v) => Ok(DoubleBlock { values: filled(*v), nulls: *absent }),
+        Value::Int(v) => Ok(DoubleBlock { values: filled(*v as f64), nulls: *absent }),
+        Value::Null => Ok(DoubleBlock { values: filled(0.0), nulls: [u64::MAX; MASK_WORDS] }),
+        _ => Err(ExecError::internal("a double expression's constant is not a number")),
+    };
+    if is_int_expr(expr) {
+        let ints = int_block(expr, partition, block, absent, params, reads)?;
+        let mut values = filled(0.0);
+        for (value, &int) in values.iter_mut().zip(ints.values.iter()) {
+            *value = int as f64;
+        }
+        return Ok(DoubleBlock { values, nulls: ints.nulls });
+    }
+    match expr {
+        Expr::Column { index, .. } => {
+            let chunk = partition.column(*index);
+            let ColumnData::Double(doubles) = chunk.data() else {
+                return Err(ExecError::internal("not a double column"));
+            };
+            let mut out = DoubleBlock { values: filled(0.0), nulls: *absent };
+            let rows = &doubles[(block * BLOCK_ROWS).min(doubles.len())..((block + 1) * BLOCK_ROWS).min(doubles.len())];
+            out.values[..rows.len()].copy_from_slice(rows);
+            reads[*index] += (rows.len() * 8) as u64;
+            if let Some(nulls) = chunk.null_mask(block) {
+                reads[*index] += (MASK_WORDS * 8) as u64;
+                for (word, null) in out.nulls.iter_mut().zip(nulls) {
+                    *word |= null;
+                }
+            }
+            Ok(out)
+        }
+        Expr::Literal { value, .. } => constant(value),
+        Expr::Param { index, .. } => constant(params.get(*index).unwrap_or(&Value::Null)),
+        Expr::Cast { expr, .. } => double_block(expr, partition, block, absent, params, reads),
+        Expr::Negate { expr, .. } => {
+            let mut out = double_block(expr, partition, block, absent, params, reads)?;
+            for value in out.values.iter_mut() {
+                *value = -*value;
+            }
+            Ok(out)
+        }
+        Expr::Binary { op, left, right, data_type } => {
+            let mut out = double_block(left, partition, block, absent, params, reads)?;
+            let right = double_block(right, partition, block, absent, params, reads)?;
+            for (word, null) in out.nulls.iter_mut().zip(right.nulls) {
+                *word |= null;
+            }
+            let b = &*right.values;
+            // The row path's failures ([`crate::expr::binary`]): an infinite result of finite operands; a zero
+            // product or quotient of operands that are not zero (and a divisor not infinite); a divisor of 0.
+            let mut failed = 0u64;
+            for (word, &null) in out.nulls.iter().enumerate() {
+                let mut flags = 0u64;
+                for bit in 0..64 {
+                    let row = word * 64 + bit;
+                    let (a, b) = (out.values[row], b[row]);
+                    let (value, fails) = match op {
+                        BinaryOp::Add => (a + b, false),
+                        BinaryOp::Sub => (a - b, false),
+                        BinaryOp::Mul => (a * b, a * b == 0.0 && a != 0.0 && b != 0.0),
+                        _ => (a / b, b == 0.0 && !a.is_nan() || a / b == 0.0 && a != 0.0 && !b.is_infinite()),
+                    };
+                    let overflows = value.is_infinite() && a.is_finite() && b.is_finite();
+                    out.values[row] = value;
+                    flags |= u64::from(fails || overflows) << bit;
+                }
+                failed |= flags & !null;
+            }
+            if failed != 0 {
+                let left = double_block(left, partition, block, absent, params, reads)?;
+                let nulls = out.nulls;
+                for_each_row(&nulls, |row| {
+                    let (a, b) = (Value::Double(left.values[row]), Value::Double(right.values[row]));
+                    crate::expr::binary(*op, &a, &b, *data_type).map(drop)
+                })?;
+                return Err(ExecError::internal("a row failed in bulk and not one by one"));
+            }
+            Ok(out)
+        }
+        _ => Err(ExecError::internal("not a double expression")),
+    }
 }
 
 /// The rows where `compare(a[row], b[row])` holds, as a block mask.
