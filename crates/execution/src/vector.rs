@@ -236,13 +236,18 @@ pub(crate) fn predicate_block(
         BinaryOp::GtEq => compare_rows(a, b, |a, b| a >= b),
         _ => return Err(ExecError::internal("not a comparison")),
     };
+    Ok(verdicts(&hits, &left.nulls, &right.nulls))
+}
+
+/// A comparison's TRUE and FALSE rows: where it `hits` or not, on the rows where neither operand is NULL.
+fn verdicts(hits: &BlockMask, left_nulls: &BlockMask, right_nulls: &BlockMask) -> TriMask {
     let (mut t, mut f) = ([0u64; MASK_WORDS], [0u64; MASK_WORDS]);
     for word in 0..MASK_WORDS {
-        let rows = !(left.nulls[word] | right.nulls[word]);
+        let rows = !(left_nulls[word] | right_nulls[word]);
         t[word] = hits[word] & rows;
         f[word] = !hits[word] & rows;
     }
-    Ok(TriMask { t, f: Some(f) })
+    TriMask { t, f: Some(f) }
 }
 
 /// A comparison of two numeric expressions, one of them double precision, as doubles: NaN equal to itself and
@@ -278,13 +283,7 @@ fn double_comparison(
         BinaryOp::GtEq => ordered(std::cmp::Ordering::is_ge),
         _ => return Err(ExecError::internal("not a comparison")),
     };
-    let (mut t, mut f) = ([0u64; MASK_WORDS], [0u64; MASK_WORDS]);
-    for word in 0..MASK_WORDS {
-        let rows = !(left.nulls[word] | right.nulls[word]);
-        t[word] = hits[word] & rows;
-        f[word] = !hits[word] & rows;
-    }
-    Ok(TriMask { t, f: Some(f) })
+    Ok(verdicts(&hits, &left.nulls, &right.nulls))
 }
 
 /// A block of doubles with its NULL rows (bit set: NULL, or no row there).
@@ -304,9 +303,6 @@ fn double_block(
     params: &[Value],
     reads: &mut [u64],
 ) -> Result<DoubleBlock, ExecError> {
-    let filled = |value: f64| -> Box<[f64; BLOCK_ROWS]> {
-        vec![value; BLOCK_ROWS].into_boxed_slice().try_into().expect("a block's length")
-    };
     let constant = |value: &Value| match value {
         Value::Double(v) => Ok(DoubleBlock { values: filled(*v), nulls: *absent }),
         Value::Int(v) => Ok(DoubleBlock { values: filled(*v as f64), nulls: *absent }),
@@ -322,22 +318,14 @@ fn double_block(
         return Ok(DoubleBlock { values, nulls: ints.nulls });
     }
     match expr {
-        Expr::Column { index, .. } => {
-            let chunk = partition.column(*index);
-            let ColumnData::Double(doubles) = chunk.data() else {
-                return Err(ExecError::internal("not a double column"));
-            };
-            let mut out = DoubleBlock { values: filled(0.0), nulls: *absent };
-            let rows = &doubles[(block * BLOCK_ROWS).min(doubles.len())..((block + 1) * BLOCK_ROWS).min(doubles.len())];
-            out.values[..rows.len()].copy_from_slice(rows);
-            reads[*index] += (rows.len() * 8) as u64;
-            if let Some(nulls) = chunk.null_mask(block) {
-                reads[*index] += (MASK_WORDS * 8) as u64;
-                for (word, null) in out.nulls.iter_mut().zip(nulls) {
-                    *word |= null;
-                }
+        Expr::Column { .. } => {
+            // A double column: `int_block` gives its values' bits.
+            let bits = int_block(expr, partition, block, absent, params, reads)?;
+            let mut values = filled(0.0);
+            for (value, &bits) in values.iter_mut().zip(bits.values.iter()) {
+                *value = f64::from_bits(bits as u64);
             }
-            Ok(out)
+            Ok(DoubleBlock { values, nulls: bits.nulls })
         }
         Expr::Literal { value, .. } => constant(value),
         Expr::Param { index, .. } => constant(params.get(*index).unwrap_or(&Value::Null)),
@@ -523,7 +511,7 @@ fn absent_or_skipped(partition: &Partition, block: usize, skip: &BlockMask) -> B
 }
 
 /// A block of `value`s, on the heap without passing through the stack.
-fn filled(value: i64) -> Box<[i64; BLOCK_ROWS]> {
+fn filled<T: Copy + std::fmt::Debug>(value: T) -> Box<[T; BLOCK_ROWS]> {
     vec![value; BLOCK_ROWS].into_boxed_slice().try_into().expect("a block's length")
 }
 
