@@ -1586,6 +1586,27 @@ mod tests {
                 check_blocks(&Expr::IsNull { expr: operand.clone(), negated });
             }
         }
+        // CASE over integers, a block at a time: each condition only on the rows no earlier arm took, each result
+        // only on the rows its arm takes (`1000 / j` where j = 0 is never evaluated), no ELSE giving NULL.
+        let guarded = || {
+            Box::new(Expr::Case {
+                branches: vec![
+                    (cmp(BinaryOp::Eq, j(), int(0)), *int(0)),
+                    (cmp(BinaryOp::Lt, i(), int(30)), *arithmetic()),
+                    (
+                        cmp(BinaryOp::Gt, k(), big(0)),
+                        Expr::Binary { op: BinaryOp::Div, left: int(1000), right: j(), data_type: DataType::Integer },
+                    ),
+                ],
+                otherwise: lit(Value::Null, DataType::Integer),
+                data_type: DataType::Integer,
+            })
+        };
+        assert!(crate::vector::is_int_expr(&guarded()));
+        for op in [BinaryOp::Eq, BinaryOp::Lt, BinaryOp::GtEq] {
+            check_blocks(&cmp(op, guarded(), int(20)));
+        }
+        check_blocks(&Expr::IsNull { expr: guarded(), negated: false });
         // A double's overflow and division by zero raise the row path's errors.
         for (expr, sqlstate) in [
             (arith(BinaryOp::Mul, d(), double(1e308)), crate::sqlstate::NUMERIC_VALUE_OUT_OF_RANGE),

@@ -119,6 +119,11 @@ pub(crate) fn is_int_expr(expr: &Expr) -> bool {
         }
         Expr::Negate { expr, data_type } => is_int_type(*data_type) && is_int_expr(expr),
         Expr::Cast { expr, to } => is_int_type(*to) && is_int_expr(expr),
+        Expr::Case { branches, otherwise, data_type } => {
+            is_int_type(*data_type)
+                && branches.iter().all(|(condition, result)| is_block_comparison(condition) && is_int_expr(result))
+                && is_int_expr(otherwise)
+        }
         Expr::Function { function: ScalarFunction::Abs, args, data_type } => {
             is_int_type(*data_type) && matches!(args.as_slice(), [arg] if is_int_expr(arg))
         }
@@ -577,6 +582,38 @@ fn int_block(
             if rows_failing(&nulls, *to, &mut out.values, |_, value| (value, false)) {
                 for_each_row(&nulls, |row| cast(Value::Int(out.values[row]), *to).map(drop))?;
                 return Err(ExecError::internal("a row failed in bulk and not one by one"));
+            }
+            Ok(out)
+        }
+        Expr::Case { branches, otherwise, .. } => {
+            // Each arm's condition on the rows no earlier arm took, its result on the rows it takes, the ELSE on
+            // the rest, as the row path evaluates them: a condition or result no row reaches raises nothing.
+            let mut out = IntBlock { values: filled(0), nulls: [u64::MAX; MASK_WORDS] };
+            let mut decided = *absent;
+            let arms = branches.iter().map(|(condition, result)| (Some(condition), result));
+            for (condition, result) in arms.chain(std::iter::once((None, otherwise.as_ref()))) {
+                let taken: BlockMask = match condition {
+                    Some(condition) => {
+                        let verdict = predicate_block(condition, partition, block, params, &decided, reads)?;
+                        std::array::from_fn(|word| verdict.t[word] & !decided[word])
+                    }
+                    None => std::array::from_fn(|word| !decided[word]),
+                };
+                if taken.iter().all(|&word| word == 0) {
+                    continue;
+                }
+                let others: BlockMask = std::array::from_fn(|word| !taken[word]);
+                let value = int_block(result, partition, block, &others, params, reads)?;
+                for word in 0..MASK_WORDS {
+                    out.nulls[word] = out.nulls[word] & !taken[word] | value.nulls[word] & taken[word];
+                    decided[word] |= taken[word];
+                    for bit in 0..64 {
+                        let row = word * 64 + bit;
+                        if taken[word] >> bit & 1 == 1 {
+                            out.values[row] = value.values[row];
+                        }
+                    }
+                }
             }
             Ok(out)
         }
