@@ -1837,8 +1837,6 @@ impl<'a> Binder<'a> {
         error
     }
 
-    /// Plans an uncorrelated subquery of an expression; returns its position in the statement's list and the
-    /// type of its one column (`one_column` false: EXISTS, any columns).
     /// Binds a subquery for its errors alone: nothing it plans (the subqueries inside it) is kept.
     fn check_subquery(&self, query: &Query) -> Result<(), ExecError> {
         let planned = (self.subqueries.borrow().len(), self.subquery_tables.borrow().len());
@@ -1851,6 +1849,8 @@ impl<'a> Binder<'a> {
         bound.map(drop)
     }
 
+    /// Plans an uncorrelated subquery of an expression; returns its position in the statement's list and the
+    /// type of its one column (`one_column` false: EXISTS, any columns).
     fn plan_subquery(&self, query: &Query, one_column: bool) -> Result<(usize, DataType), ExecError> {
         // The subquery's SELECT collects its own aggregates: the enclosing SELECT's are set aside meanwhile.
         let bound = self
