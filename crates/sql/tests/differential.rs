@@ -127,9 +127,22 @@ fn predicate(rng: &mut Rng, depth: u32) -> String {
             }
         }
         10 | 11 => {
-            // Arithmetic and column-against-column comparisons: evaluated row by row, not by the kernels.
-            let op = rng.pick(&["=", "<>", "<", "<=", ">", ">="]);
-            format!("{} {op} {}", numeric_expression(rng), numeric_expression(rng))
+            // Arithmetic and column-against-column comparisons, BETWEEN, IN and IS NULL over arithmetic: not the
+            // kernels' (a block at a time where numadb's `vector` takes them, row by row elsewhere).
+            let expression = numeric_expression(rng);
+            let not = if rng.chance(30) { "NOT " } else { "" };
+            match rng.below(6) {
+                0 => format!("{expression} {not}BETWEEN {} AND {}", value_sql(rng, "a"), literal(rng, "d")),
+                1 => {
+                    let items: Vec<String> = (0..1 + rng.below(4)).map(|_| value_sql(rng, "a")).collect();
+                    format!("{expression} {not}IN ({})", items.join(", "))
+                }
+                2 => format!("({expression}) IS {not}NULL"),
+                _ => {
+                    let op = rng.pick(&["=", "<>", "<", "<=", ">", ">="]);
+                    format!("{expression} {op} {}", numeric_expression(rng))
+                }
+            }
         }
         12 => {
             let pattern = rng.pick(&["'a%'", "'%e%'", "'_ee'", "'%t'", "'c_t'", "'%'"]);
