@@ -39,12 +39,13 @@ enum Benchmark {
     Engine(EngineArgs),
     /// Everyday analytical queries beyond the thesis's workloads against DuckDB on the same data and thread
     /// count: top-10 by a column (with and without a filter), aggregates over a filter, GROUP BY over an
-    /// expression, COUNT(DISTINCT …), a filter over arithmetic, a join, a filter and GROUP BY over a subquery in
-    /// FROM, SELECT DISTINCT, a GROUP BY of many groups (a twenty-fifth of the rows), IN (subquery) over an
-    /// expression, and a correlated scalar subquery and an EXISTS from a few outer rows.
+    /// expression, COUNT(DISTINCT …), a filter over arithmetic, BETWEEN, IN (a list) and abs over arithmetic, a
+    /// join, a filter and GROUP BY over a subquery in FROM, SELECT DISTINCT, a GROUP BY of many groups (a
+    /// twenty-fifth of the rows), IN (subquery) over an expression, and a correlated scalar subquery and an EXISTS
+    /// from a few outer rows.
     ///
-    /// These go through numadb's general, row-at-a-time paths rather than its scan kernels, so the ratios show
-    /// where numadb stands outside the thesis query. Every query has a total order and integer results: the table
+    /// These go beyond numadb's scan kernels (expressions evaluated a block at a time, grouping, joins,
+    /// subqueries), so the ratios show where numadb stands outside the thesis query. Every query has a total order and integer results: the table
     /// says whether both systems returned the same rows.
     Queries(QueriesArgs),
     /// Runs an experiment: every configuration (table placement, worker layout, stealing, binding, domain
