@@ -2,8 +2,8 @@
 //! DISTINCT, a join, a filter over arithmetic) against DuckDB on the same data and thread count.
 //!
 //! The thesis query is what numadb's scan kernels are built for; these are what a user types next. They go
-//! through the general, row-at-a-time paths of the executor, so the ratios show where numadb stands outside its
-//! specialty, and they are the measure of any work on those paths. Every query has a total order (ties broken by
+//! through the executor's other paths (expressions a block at a time, grouping, joins, subqueries), so the
+//! ratios show where numadb stands outside its specialty, and they are the measure of any work on those paths. Every query has a total order (ties broken by
 //! the primary key) and integer results, so both systems' answers must be identical, and the report says whether
 //! they are.
 
