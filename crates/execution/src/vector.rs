@@ -201,26 +201,12 @@ pub(crate) fn predicate_block(
         } else {
             rows_where(&operand.values, |value| keys.binary_search(&value).is_ok())
         };
-        let (mut t, mut f) = ([0u64; MASK_WORDS], [0u64; MASK_WORDS]);
-        for word in 0..MASK_WORDS {
-            // As for a set below: not found is FALSE, or NULL where the list holds a NULL.
-            let rows = !operand.nulls[word];
-            t[word] = found[word] & rows;
-            f[word] = if has_null { 0 } else { !found[word] & rows };
-        }
-        return Ok(if *negated { TriMask { t: f, f: Some(t) } } else { TriMask { t, f: Some(f) } });
+        return Ok(membership(&found, &operand.nulls, has_null, *negated));
     }
     if let Expr::InSet { expr: operand, set, negated } = expr {
         let operand = int_block(operand, partition, block, &absent, params, reads)?;
         let found = rows_where(&operand.values, |value| set.contains_int(value));
-        let (mut t, mut f) = ([0u64; MASK_WORDS], [0u64; MASK_WORDS]);
-        for word in 0..MASK_WORDS {
-            // A value not found is FALSE, or NULL when the set holds a NULL; a NULL operand is NULL.
-            let rows = !operand.nulls[word];
-            t[word] = found[word] & rows;
-            f[word] = if set.has_null() { 0 } else { !found[word] & rows };
-        }
-        return Ok(if *negated { TriMask { t: f, f: Some(t) } } else { TriMask { t, f: Some(f) } });
+        return Ok(membership(&found, &operand.nulls, set.has_null(), *negated));
     }
     let Expr::Binary { op, left, right, .. } = expr else {
         return Err(ExecError::internal("not an integer comparison"));
@@ -242,6 +228,18 @@ pub(crate) fn predicate_block(
         _ => return Err(ExecError::internal("not a comparison")),
     };
     Ok(verdicts(&hits, &left.nulls, &right.nulls))
+}
+
+/// `[NOT] IN`'s TRUE and FALSE rows from the rows whose value was `found`: a value not found is FALSE, or NULL
+/// where the list or set holds a NULL; a NULL operand (`nulls`) is NULL.
+fn membership(found: &BlockMask, nulls: &BlockMask, has_null: bool, negated: bool) -> TriMask {
+    let (mut t, mut f) = ([0u64; MASK_WORDS], [0u64; MASK_WORDS]);
+    for word in 0..MASK_WORDS {
+        let rows = !nulls[word];
+        t[word] = found[word] & rows;
+        f[word] = if has_null { 0 } else { !found[word] & rows };
+    }
+    if negated { TriMask { t: f, f: Some(t) } } else { TriMask { t, f: Some(f) } }
 }
 
 /// A comparison's TRUE and FALSE rows: where it `hits` or not, on the rows where neither operand is NULL.
