@@ -110,6 +110,15 @@ pub enum Filter {
     Or(Vec<Filter>),
     /// Negation.
     Not(Box<Filter>),
+    /// `inner IS TRUE` (`verdict` TRUE), `IS FALSE` or `IS UNKNOWN` (`None`): never UNKNOWN itself. What a
+    /// boolean CASE's conditions are tested with (a NULL condition passes to the next arm), and `IS NULL` over a
+    /// boolean expression.
+    Is {
+        /// The filter tested.
+        inner: Box<Filter>,
+        /// The verdict it must have.
+        verdict: Option<bool>,
+    },
 }
 
 /// Rows for which a predicate is TRUE and FALSE; `f == None` means FALSE is exactly "not TRUE" (no UNKNOWN).
@@ -351,8 +360,18 @@ pub fn compile(expr: &Expr, params: &[Value]) -> Result<Filter, ExecError> {
         Expr::Not(inner) => negate(compile(inner, params)?),
         Expr::IsNull { expr: inner, negated } => match column_of(inner) {
             Some((column, _)) => Filter::IsNull { column, negated: *negated },
+            // A boolean expression is UNKNOWN where it is NULL (`x IS TRUE` is bound as `x IS NOT NULL AND x`).
+            None if inner.data_type() == DataType::Boolean && !inner.is_volatile() => {
+                let unknown = Filter::Is { inner: Box::new(compile(inner, params)?), verdict: None };
+                if *negated { Filter::Not(Box::new(unknown)) } else { unknown }
+            }
             None => rows_filter(expr),
         },
+        Expr::Case { branches, otherwise, data_type: DataType::Boolean }
+            if branches.len() <= CASE_ARMS_MAX && !expr.is_volatile() && !rows_filter(expr).is_per_string() =>
+        {
+            compile_case(branches, otherwise, params)?
+        }
         Expr::Between { expr: inner, low, high, negated } => {
             // `x BETWEEN a AND b` is `x >= a AND x <= b`, as PostgreSQL's parser reads it: each comparison a leaf
             // of its own (a kernel's over a column, a block at a time over integer arithmetic, [`rows_leaf`]), the
@@ -422,6 +441,55 @@ pub fn compile(expr: &Expr, params: &[Value]) -> Result<Filter, ExecError> {
         _ => rows_filter(expr),
     };
     Ok(compiled)
+}
+
+/// The most conditions a boolean CASE may have to be compiled into filters ([`compile_case`]): arm `i` tests the
+/// `i - 1` conditions before its own again, so the work grows as the square of their number.
+const CASE_ARMS_MAX: usize = 8;
+
+/// A boolean `CASE WHEN c1 THEN r1 WHEN c2 THEN r2 … ELSE e END` as the OR of its arms, `c1 IS TRUE AND r1`, `c1
+/// IS NOT TRUE AND c2 IS TRUE AND r2`, …, `c1 IS NOT TRUE AND c2 IS NOT TRUE AND … AND e`: a row takes exactly one
+/// arm, whose result is then the verdict, and the other arms are FALSE. Row by row, `CASE WHEN "C1" < 100 THEN
+/// true ELSE false END` on 20 million rows took 824 ms (DuckDB: 19): here its condition is a kernel's leaf.
+///
+/// An AND evaluates its parts in order, each on the rows the parts before have not decided, so a condition is
+/// tested only on the rows no earlier condition took, and a result only on the rows its arm takes, as CASE
+/// evaluates them: `CASE WHEN b = 0 THEN false ELSE a / b > 1 END` divides by no zero. The arms are not reordered.
+/// Each is built without [`by_class`], which would put a result that cannot fail before its conditions
+/// (harmless: such a part raises nothing, wherever it is evaluated).
+fn compile_case(branches: &[(Expr, Expr)], otherwise: &Expr, params: &[Value]) -> Result<Filter, ExecError> {
+    fn all_of(parts: Vec<Filter>) -> Filter {
+        let parts: Vec<Filter> = parts.into_iter().filter(|part| *part != Filter::True).collect();
+        match parts.len() {
+            _ if parts.contains(&Filter::False) => Filter::False,
+            0 => Filter::True,
+            1 => parts.into_iter().next().expect("one part"),
+            _ => Filter::And(parts),
+        }
+    }
+    let mut arms = Vec::new();
+    let mut not_taken_before = Vec::new();
+    for (condition, result) in branches {
+        let taken = Filter::Is { inner: Box::new(compile(condition, params)?), verdict: Some(true) };
+        let result = compile(result, params)?;
+        if result != Filter::False {
+            let mut parts = not_taken_before.clone();
+            parts.extend([taken.clone(), result]);
+            arms.push(all_of(parts));
+        }
+        not_taken_before.push(negate(taken));
+    }
+    let result = compile(otherwise, params)?;
+    if result != Filter::False {
+        not_taken_before.push(result);
+        arms.push(all_of(not_taken_before));
+    }
+    arms.retain(|arm| *arm != Filter::False);
+    Ok(match arms.len() {
+        0 => Filter::False,
+        1 => arms.into_iter().next().expect("one arm"),
+        _ => Filter::Or(arms),
+    })
 }
 
 /// `NOT filter`, pushed down through AND and OR (De Morgan's laws, which hold in three-valued logic) and taken
@@ -605,6 +673,11 @@ impl TextPredicate {
 }
 
 impl Filter {
+    /// Whether the filter is decided once per string of a text column's dictionaries ([`Filter::TextCodes`]).
+    fn is_per_string(&self) -> bool {
+        matches!(self, Filter::TextCodes(_))
+    }
+
     /// Whether the filter is a leaf evaluated on rows, which may fail ([`Filter::Rows`]; a
     /// [`Filter::TextCodes`] falls back to it).
     pub(crate) fn is_evaluated_on_rows(&self) -> bool {
@@ -616,7 +689,7 @@ impl Filter {
     pub(crate) fn cost(&self) -> usize {
         match self {
             Filter::And(parts) | Filter::Or(parts) => parts.iter().map(Filter::cost).sum(),
-            Filter::Not(inner) => inner.cost(),
+            Filter::Not(inner) | Filter::Is { inner, .. } => inner.cost(),
             Filter::Rows(expr) => expr_cost(expr),
             Filter::TextCodes(predicate) => expr_cost(&predicate.expr),
             Filter::True | Filter::False | Filter::Unknown | Filter::IsNull { .. } => 0,
@@ -628,7 +701,7 @@ impl Filter {
     pub(crate) fn reads_rows(&self) -> bool {
         match self {
             Filter::And(parts) | Filter::Or(parts) => parts.iter().any(Filter::reads_rows),
-            Filter::Not(inner) => inner.reads_rows(),
+            Filter::Not(inner) | Filter::Is { inner, .. } => inner.reads_rows(),
             other => other.is_evaluated_on_rows(),
         }
     }
@@ -638,7 +711,7 @@ impl Filter {
     pub(crate) fn may_fail(&self) -> bool {
         match self {
             Filter::And(parts) | Filter::Or(parts) => parts.iter().any(Filter::may_fail),
-            Filter::Not(inner) => inner.may_fail(),
+            Filter::Not(inner) | Filter::Is { inner, .. } => inner.may_fail(),
             Filter::Rows(expr) => expr_may_fail(expr),
             Filter::TextCodes(predicate) => expr_may_fail(&predicate.expr),
             _ => false,
@@ -727,6 +800,7 @@ impl Filter {
                 result
             }
             Filter::Not(inner) => inner.row_verdict(row, params)?.map(|b| !b),
+            Filter::Is { inner, verdict } => Some(inner.row_verdict(row, params)? == *verdict),
         })
     }
 
@@ -747,7 +821,7 @@ impl Filter {
             Filter::Rows(expr) => expr.columns(out),
             Filter::TextCodes(predicate) => add(predicate.column),
             Filter::And(parts) | Filter::Or(parts) => parts.iter().for_each(|p| p.columns(out)),
-            Filter::Not(inner) => inner.columns(out),
+            Filter::Not(inner) | Filter::Is { inner, .. } => inner.columns(out),
         }
     }
 
@@ -1001,6 +1075,27 @@ impl Filter {
                         None => TriMask::exact(not_mask(&mask.t)),
                         Some(f) => TriMask { t: f, f: Some(mask.t) },
                     };
+                }
+            }
+            Filter::Is { inner, verdict } => {
+                // IS TRUE reads the TRUE rows alone, so an AND inside may stop at a NULL part as a WHERE's does.
+                let wanted_of_inner = if *verdict == Some(true) { Wanted::True } else { Wanted::TrueAndFalse };
+                inner.eval_blocks_wanting(
+                    partition,
+                    blocks,
+                    params,
+                    prefetch_blocks,
+                    reads,
+                    out,
+                    wanted_of_inner,
+                    skip,
+                )?;
+                for mask in out.iter_mut() {
+                    *mask = TriMask::exact(match verdict {
+                        Some(true) => mask.t,
+                        Some(false) => mask.false_mask(),
+                        None => not_mask(&or_masks(&mask.t, &mask.false_mask())),
+                    });
                 }
             }
         }
@@ -1536,7 +1631,7 @@ mod tests {
         fn block_at_a_time(filter: &Filter) -> bool {
             match filter {
                 Filter::And(parts) | Filter::Or(parts) => parts.iter().all(block_at_a_time),
-                Filter::Not(inner) => block_at_a_time(inner),
+                Filter::Not(inner) | Filter::Is { inner, .. } => block_at_a_time(inner),
                 Filter::Rows(expr) => crate::vector::is_block_comparison(expr),
                 _ => true,
             }
@@ -1607,6 +1702,65 @@ mod tests {
             check_blocks(&cmp(op, guarded(), int(20)));
         }
         check_blocks(&Expr::IsNull { expr: guarded(), negated: false });
+        // A boolean CASE as the OR of its arms: conditions NULL on some rows (i, d), no ELSE (NULL), results
+        // that are kernels' leaves, text ranges and comparisons of arithmetic, a division guarded by an earlier
+        // arm (`1000 / j` never meets j = 0), in a condition and in a result; negated too; IS [NOT] NULL over
+        // boolean expressions.
+        let boolean = |v: Option<bool>| lit(v.map_or(Value::Null, Value::Bool), DataType::Boolean);
+        let case = |branches: Vec<(Expr, Expr)>, otherwise: Box<Expr>| Expr::Case {
+            branches,
+            otherwise,
+            data_type: DataType::Boolean,
+        };
+        let divided =
+            || Box::new(Expr::Binary { op: BinaryOp::Div, left: int(1000), right: j(), data_type: DataType::Integer });
+        let cases = [
+            case(vec![(cmp(BinaryOp::Lt, i(), int(30)), *boolean(Some(true)))], boolean(Some(false))),
+            case(vec![(cmp(BinaryOp::Lt, i(), int(30)), cmp(BinaryOp::Gt, k(), big(0)))], boolean(None)),
+            case(
+                vec![
+                    (cmp(BinaryOp::Gt, i(), int(40)), *boolean(Some(true))),
+                    (
+                        cmp(BinaryOp::Gt, d(), double(100.0)),
+                        cmp(BinaryOp::GtEq, t(), lit(Value::text("k5"), DataType::Text)),
+                    ),
+                    (cmp(BinaryOp::Eq, j(), int(0)), *boolean(None)),
+                ],
+                Box::new(cmp(BinaryOp::Gt, divided(), int(50))),
+            ),
+            case(
+                vec![
+                    (cmp(BinaryOp::Eq, j(), int(0)), *boolean(Some(false))),
+                    (cmp(BinaryOp::Gt, divided(), int(100)), cmp(BinaryOp::Lt, arithmetic(), int(0))),
+                ],
+                boolean(Some(true)),
+            ),
+        ];
+        for expr in cases {
+            check_blocks(&expr);
+            check_blocks(&Expr::Not(Box::new(expr.clone())));
+            check_blocks(&cmp(BinaryOp::And, Box::new(expr.clone()), Box::new(cmp(BinaryOp::Lt, j(), int(20)))));
+            check_blocks(&Expr::IsNull { expr: Box::new(expr), negated: true });
+        }
+        // The arm that takes j = 0 divides by it: the row path's error.
+        let unguarded = case(
+            vec![(cmp(BinaryOp::Gt, j(), int(0)), *boolean(Some(false)))],
+            Box::new(cmp(BinaryOp::Gt, divided(), int(1))),
+        );
+        let error = compile(&unguarded, &[])
+            .unwrap()
+            .eval_blocks(&partition(), 0..3, &[], 1, &mut [0; 5], &mut Vec::new())
+            .unwrap_err();
+        assert_eq!(error.sqlstate, crate::sqlstate::DIVISION_BY_ZERO);
+        for negated in [false, true] {
+            check_blocks(&Expr::IsNull { expr: Box::new(cmp(BinaryOp::Lt, i(), int(30))), negated });
+            let either = cmp(
+                BinaryOp::Or,
+                Box::new(cmp(BinaryOp::Lt, i(), int(30))),
+                Box::new(cmp(BinaryOp::Gt, d(), double(10.0))),
+            );
+            check_blocks(&Expr::IsNull { expr: Box::new(either), negated });
+        }
         // A double's overflow and division by zero raise the row path's errors.
         for (expr, sqlstate) in [
             (arith(BinaryOp::Mul, d(), double(1e308)), crate::sqlstate::NUMERIC_VALUE_OUT_OF_RANGE),

@@ -89,7 +89,24 @@ fn predicate(rng: &mut Rng, depth: u32) -> String {
         };
     }
     let (column, _) = *rng.pick(&COLUMNS);
-    match rng.below(17) {
+    match rng.below(18) {
+        17 => {
+            // A boolean CASE (conditions NULL on some rows, ELSE or none) and truth tests of whole predicates.
+            let depth = depth.min(1);
+            if rng.chance(30) {
+                let test = rng.pick(&["IS TRUE", "IS NOT TRUE", "IS FALSE", "IS NOT FALSE", "IS NULL", "IS NOT NULL"]);
+                return format!("({}) {test}", predicate(rng, depth));
+            }
+            let arms: Vec<String> = (0..1 + rng.below(3))
+                .map(|_| format!("WHEN {} THEN {}", predicate(rng, depth), predicate(rng, depth)))
+                .collect();
+            let otherwise = match rng.below(3) {
+                0 => String::new(),
+                1 => format!(" ELSE {}", rng.pick(&["true", "false", "NULL"])),
+                _ => format!(" ELSE {}", predicate(rng, depth)),
+            };
+            format!("CASE {}{otherwise} END", arms.join(" "))
+        }
         16 => {
             // Uncorrelated subqueries: an IN list, a quantified comparison, or a scalar, computed from the same
             // table.
