@@ -315,6 +315,9 @@ pub struct Binder<'a> {
     ctes_defined: std::cell::Cell<usize>,
     /// Views being planned, one inside another.
     view_depth: std::cell::Cell<usize>,
+    /// A constant part whose folding raises a data exception (SQLSTATE class 22: `1 / 0`) is left as it is
+    /// ([`Binder::fold`]): PREPARE binds so, since PostgreSQL folds when it plans, at EXECUTE.
+    defer_constant_errors: bool,
 }
 
 /// How deep views may nest (one reading another).
@@ -357,6 +360,7 @@ impl<'a> Binder<'a> {
             ctes: RefCell::new(Vec::new()),
             ctes_defined: std::cell::Cell::new(0),
             view_depth: std::cell::Cell::new(0),
+            defer_constant_errors: false,
         }
     }
 
@@ -422,7 +426,7 @@ impl<'a> Binder<'a> {
             ));
         }
         // Folded as a query's expressions are: `SET b = 1 / 0 … WHERE false` raises, as in PostgreSQL.
-        if context == "WHERE" { self.condition(bound, "WHERE") } else { bound.folded() }
+        if context == "WHERE" { self.condition(bound, "WHERE") } else { self.fold(&bound) }
     }
 
     /// The indexed column and keys a condition over `table`'s rows pins (`k = 5 AND …`, `k IN (1, 2)`), else the
@@ -996,7 +1000,25 @@ impl<'a> Binder<'a> {
     /// plan's are later (`Expr::folded`), so that the access paths chosen from it see `x AND false` as false and
     /// `x AND true` as `x`, and a constant part's error is raised.
     fn condition(&self, bound: Expr, context: &str) -> Result<Expr, ExecError> {
-        self.expect_boolean(bound, context)?.folded()
+        self.fold(&self.expect_boolean(bound, context)?)
+    }
+
+    /// A binder for PREPARE's second try, after its first raised a data exception from a constant: the same
+    /// statement's columns and parameter types, its constants that raise left unfolded. PostgreSQL folds them
+    /// when it plans, at EXECUTE (`PREPARE p AS SELECT 1 / 0` succeeds; each `EXECUTE p` raises 22012); the
+    /// statement is then bound again at each EXECUTE, whose folding raises the error.
+    pub fn deferring_constant_errors(mut self) -> Self {
+        self.defer_constant_errors = true;
+        self
+    }
+
+    /// `expr` with its constant parts folded ([`Expr::folded`]), unless that raises a data exception while
+    /// constant errors are deferred ([`Binder::deferring_constant_errors`]): then `expr` as it is.
+    fn fold(&self, expr: &Expr) -> Result<Expr, ExecError> {
+        match expr.folded() {
+            Err(error) if self.defer_constant_errors && error.sqlstate.starts_with("22") => Ok(expr.clone()),
+            folded => folded,
+        }
     }
 
     fn expect_boolean(&self, expr: Expr, context: &str) -> Result<Expr, ExecError> {
@@ -1805,7 +1827,7 @@ impl<'a> Binder<'a> {
         }
         // Constant parts are evaluated now, as PostgreSQL's planner does: their errors are the statement's,
         // whichever rows it reads (`SELECT 1/0 FROM t WHERE false` raises).
-        bound.plan = bound.plan.try_map_exprs(&mut Expr::folded)?;
+        bound.plan = bound.plan.try_map_exprs(&mut |expr| self.fold(expr))?;
         Ok(bound)
     }
 

@@ -471,10 +471,30 @@ impl Session {
                 ));
             }
         };
-        let binder = Binder::new(self.db.as_ref(), declared);
+        let strict = Binder::new(self.db.as_ref(), declared);
+        let (binder, (query, columns)) = match self.bind_prepared(&statement, &strict) {
+            Ok(bound) => (strict, bound),
+            // PostgreSQL raises a constant's error (`1 / 0`) when it plans, at EXECUTE: the statement is kept
+            // unplanned (each EXECUTE binds it again, and raises), with the columns and parameter types it has.
+            Err(error) if error.sqlstate.starts_with("22") => {
+                let lenient = Binder::new(self.db.as_ref(), declared).deferring_constant_errors();
+                let (_, columns) = self.bind_prepared(&statement, &lenient)?;
+                (lenient, (None, columns))
+            }
+            Err(error) => return Err(error),
+        };
+        Ok(Prepared { sql: sql.to_string(), param_types: binder.param_types(), columns, statement, query })
+    }
+
+    /// Binds a statement being prepared: its plan when it is a query, and its result columns.
+    fn bind_prepared(
+        &self,
+        statement: &Parsed,
+        binder: &Binder,
+    ) -> Result<(Option<BoundQuery>, Vec<OutputColumn>), ExecError> {
         let mut query = None;
         let mut columns = Vec::new();
-        match &statement {
+        match statement {
             Parsed::Sql(boxed) => match boxed.as_ref() {
                 Statement::Query(q) => {
                     let bound = binder.plan_query(q)?;
@@ -483,13 +503,13 @@ impl Session {
                 }
                 Statement::Insert(insert) => {
                     // Bind once to infer parameter types from the target columns.
-                    self.bind_insert(insert, &binder)?;
+                    self.bind_insert(insert, binder)?;
                 }
                 Statement::Delete(delete) => {
-                    self.bind_delete(delete, &binder)?;
+                    self.bind_delete(delete, binder)?;
                 }
                 Statement::Update(update) => {
-                    self.bind_update(update, &binder)?;
+                    self.bind_update(update, binder)?;
                 }
                 Statement::Explain { statement, .. } => {
                     // Bound once to infer its parameters' types, as for the query itself.
@@ -513,7 +533,7 @@ impl Session {
             },
             Parsed::AlterPlacement { .. } => {}
         }
-        Ok(Prepared { sql: sql.to_string(), param_types: binder.param_types(), columns, statement, query })
+        Ok((query, columns))
     }
 
     /// The prepared statement called `name` (the unnamed one is `""`).
