@@ -1702,6 +1702,20 @@ mod tests {
             check_blocks(&cmp(op, guarded(), int(20)));
         }
         check_blocks(&Expr::IsNull { expr: guarded(), negated: false });
+        // Comparisons and IN lists that the operands' bounds settle on some blocks (from the zone maps: j is
+        // narrow in blocks 0 and 2, wide in block 1; i has NULLs, k negative values).
+        let times = |left: Box<Expr>, by: i64, data_type| {
+            Box::new(Expr::Binary { op: BinaryOp::Mul, left, right: lit(Value::Int(by), data_type), data_type })
+        };
+        for op in [BinaryOp::Eq, BinaryOp::NotEq, BinaryOp::Lt, BinaryOp::LtEq, BinaryOp::Gt, BinaryOp::GtEq] {
+            check_blocks(&cmp(op, times(j(), 2, DataType::Integer), int(130)));
+            check_blocks(&cmp(op, times(widened(), 3, DataType::BigInt), big(-160)));
+            check_blocks(&cmp(op, Box::new(Expr::Negate { expr: j(), data_type: DataType::Integer }), i()));
+            check_blocks(&cmp(op, absolute(), times(j(), -1, DataType::Integer)));
+        }
+        for list in [vec![*int(5000), *int(-3)], vec![*int(7000), *lit(Value::Null, DataType::Integer)]] {
+            check_blocks(&Expr::InList { expr: times(j(), 2, DataType::Integer), list, negated: false });
+        }
         // A boolean CASE as the OR of its arms: conditions NULL on some rows (i, d), no ELSE (NULL), results
         // that are kernels' leaves, text ranges and comparisons of arithmetic, a division guarded by an earlier
         // arm (`1000 / j` never meets j = 0), in a condition and in a result; negated too; IS [NOT] NULL over
@@ -1788,6 +1802,38 @@ mod tests {
             (error.sqlstate, error.message.as_str()),
             (crate::sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "integer out of range")
         );
+    }
+
+    #[test]
+    fn blocks_whose_bounds_settle_a_comparison_of_arithmetic_are_not_decoded() {
+        let (j, k) = (column(3, DataType::Integer), column(4, DataType::BigInt));
+        let doubled = Box::new(Expr::Binary {
+            op: BinaryOp::Mul,
+            left: j.clone(),
+            right: lit(Value::Int(2), DataType::Integer),
+            data_type: DataType::Integer,
+        });
+        let partition = partition();
+        let mut reads = vec![0; 5];
+        // j * 2 is below 6100 in every block (j < 64 in blocks 0 and 2, 2024..3047 in block 1): nothing is read.
+        let above = cmp(BinaryOp::Gt, doubled.clone(), lit(Value::Int(6100), DataType::Integer));
+        let filter = compile(&above, &[]).unwrap();
+        let mut masks = Vec::new();
+        filter.eval_blocks(&partition, 0..partition.blocks(), &[], 1, &mut reads, &mut masks).unwrap();
+        assert!(masks.iter().all(|mask| mask.t == NONE), "no row passes");
+        assert_eq!(reads, vec![0; 5]);
+        // j * 2 < 60 is settled in block 1 alone (FALSE); blocks 0 and 2 are decoded.
+        let below = cmp(BinaryOp::Lt, doubled, lit(Value::Int(60), DataType::Integer));
+        compile(&below, &[]).unwrap().eval_blocks(&partition, 0..3, &[], 1, &mut reads, &mut masks).unwrap();
+        let decoded = partition.column(3).bytes_of_blocks(0..1) + partition.column(3).bytes_of_blocks(2..3);
+        assert_eq!(reads, vec![0, 0, 0, decoded, 0]);
+        // k + j = k - 5000 is never true (k within ±2500): IN reads nothing either.
+        let sum = Box::new(Expr::Binary { op: BinaryOp::Add, left: k, right: j, data_type: DataType::BigInt });
+        let listed = Expr::InList { expr: sum, list: vec![*lit(Value::Int(90_000), DataType::BigInt)], negated: true };
+        let mut reads = vec![0; 5];
+        compile(&listed, &[]).unwrap().eval_blocks(&partition, 0..3, &[], 1, &mut reads, &mut masks).unwrap();
+        assert_eq!(reads, vec![0; 5]);
+        assert!(masks.iter().enumerate().all(|(b, mask)| mask.t == tail_mask(partition.rows(), b)), "every row passes");
     }
 
     #[test]

@@ -7,6 +7,10 @@
 //! BIGINT columns, integer constants and parameters. NULL rows (and the rows past a partition's end) are NULL in
 //! every node, so they raise no error; any other row that overflows its type or divides by zero raises the error
 //! the row-at-a-time evaluation raises (22003, 22012).
+//!
+//! Before a comparison decodes anything, its operands' bounds on the block are worked out from the columns'
+//! zone maps ([`int_bounds`]): where they settle it (`"C1" * 2 < 1000` on a block whose `"C1"` is at least
+//! 500), the block is not decoded, as a kernel's range leaf skips it for `"C1" < 500`.
 
 use numadb_storage::bitpack::{BLOCK_ROWS, BlockMask, Isa, MASK_WORDS};
 use numadb_storage::on_every_isa;
@@ -185,8 +189,7 @@ pub(crate) fn predicate_block(
         }
         return Ok(if *negated { TriMask { t: f, f: Some(t) } } else { TriMask { t, f: Some(f) } });
     }
-    if let Expr::InList { expr: operand, list, negated } = expr {
-        let operand = int_block(operand, partition, block, &absent, params, reads)?;
+    if let Expr::InList { expr: operand_expr, list, negated } = expr {
         let (mut keys, mut has_null) = (Vec::with_capacity(list.len()), false);
         for item in list {
             match int_constant(item, params)? {
@@ -196,6 +199,14 @@ pub(crate) fn predicate_block(
         }
         keys.sort_unstable();
         keys.dedup();
+        if let Some((low, high)) = int_bounds(operand_expr, partition, block, params)
+            && keys.iter().all(|&key| i128::from(key) < low || i128::from(key) > high)
+        {
+            // No key is within the values the block can have (from its zone maps): no row is in the list.
+            let nulls = nulls_of(operand_expr, partition, block, &absent, reads);
+            return Ok(membership(&[0; MASK_WORDS], &nulls, has_null, *negated));
+        }
+        let operand = int_block(operand_expr, partition, block, &absent, params, reads)?;
         let found = if keys.len() <= 8 {
             rows_where(&operand.values, |value| keys.contains(&value))
         } else {
@@ -214,6 +225,15 @@ pub(crate) fn predicate_block(
     if !(is_int_expr(left) && is_int_expr(right)) {
         return double_comparison(*op, left, right, partition, block, &absent, params, reads);
     }
+    if let Some(decided) = decided_by_bounds(*op, left, right, partition, block, params) {
+        let nulls = nulls_of(expr, partition, block, &absent, reads);
+        let rows: BlockMask = std::array::from_fn(|word| !nulls[word]);
+        return Ok(if decided {
+            TriMask { t: rows, f: Some([0; MASK_WORDS]) }
+        } else {
+            TriMask { t: [0; MASK_WORDS], f: Some(rows) }
+        });
+    }
     let left = int_block(left, partition, block, &absent, params, reads)?;
     let right = int_block(right, partition, block, &absent, params, reads)?;
     let (a, b) = (&*left.values, &*right.values);
@@ -228,6 +248,120 @@ pub(crate) fn predicate_block(
         _ => return Err(ExecError::internal("not a comparison")),
     };
     Ok(verdicts(&hits, &left.nulls, &right.nulls))
+}
+
+/// The least and greatest values `expr` (an [`is_int_expr`]) can take on block `block`'s rows, from its columns'
+/// zone maps, where no row can fail on the way (every node's range within its type); `None` where a node's range
+/// is not known (division, CASE, a NULL) or not within its type. A zone map holds a block's NULL rows too (as its
+/// least value): the bounds are those of every row, and a NULL row's verdict is NULL whatever they say.
+///
+/// What this is for: `"C1"::bigint * 2 < 1000` needs no block whose `"C1"` is at least 500 decoded, as
+/// `"C1" < 500` needs none (the zone maps are what the kernels' range leaves skip blocks by). On 20 million
+/// uniform rows that query took 33 ms, against DuckDB's 7, which does the same.
+fn int_bounds(expr: &Expr, partition: &Partition, block: usize, params: &[Value]) -> Option<(i128, i128)> {
+    let within = |(low, high): (i128, i128), data_type: DataType| {
+        let (min, max) = match data_type {
+            DataType::Integer => (i128::from(i32::MIN), i128::from(i32::MAX)),
+            _ => (i128::from(i64::MIN), i128::from(i64::MAX)),
+        };
+        (min <= low && high <= max).then_some((low, high))
+    };
+    let bounds = |e: &Expr| int_bounds(e, partition, block, params);
+    match expr {
+        Expr::Column { index, data_type } => match partition.column(*index).data() {
+            ColumnData::Int(ints) => {
+                let meta = ints.blocks().get(block)?;
+                within((i128::from(meta.base), i128::from(meta.max)), *data_type)
+            }
+            _ => None,
+        },
+        Expr::Literal { value: Value::Int(v), .. } => Some((i128::from(*v), i128::from(*v))),
+        Expr::Param { index, .. } => match params.get(*index)? {
+            Value::Int(v) => Some((i128::from(*v), i128::from(*v))),
+            _ => None,
+        },
+        Expr::Negate { expr, data_type } => {
+            let (low, high) = bounds(expr)?;
+            within((-high, -low), *data_type)
+        }
+        Expr::Cast { expr, to } => within(bounds(expr)?, *to),
+        Expr::Function { function: ScalarFunction::Abs, args, data_type } => {
+            let [arg] = args.as_slice() else { return None };
+            let (low, high) = bounds(arg)?;
+            let magnitudes = if low >= 0 {
+                (low, high)
+            } else if high <= 0 {
+                (-high, -low)
+            } else {
+                (0, high.max(-low))
+            };
+            within(magnitudes, *data_type)
+        }
+        Expr::Binary { op, left, right, data_type } => {
+            let ((a_low, a_high), (b_low, b_high)) = (bounds(left)?, bounds(right)?);
+            let range = match op {
+                BinaryOp::Add => (a_low + b_low, a_high + b_high),
+                BinaryOp::Sub => (a_low - b_high, a_high - b_low),
+                // Operands within BIGINT: their products within i128.
+                BinaryOp::Mul => {
+                    let corners = [a_low * b_low, a_low * b_high, a_high * b_low, a_high * b_high];
+                    (*corners.iter().min().expect("four"), *corners.iter().max().expect("four"))
+                }
+                _ => return None,
+            };
+            within(range, *data_type)
+        }
+        _ => None,
+    }
+}
+
+/// The verdict `left op right` has on every row of block `block` that is not NULL, when the operands' bounds
+/// ([`int_bounds`]) settle it; `None` when they do not.
+fn decided_by_bounds(
+    op: BinaryOp,
+    left: &Expr,
+    right: &Expr,
+    partition: &Partition,
+    block: usize,
+    params: &[Value],
+) -> Option<bool> {
+    let (a_low, a_high) = int_bounds(left, partition, block, params)?;
+    let (b_low, b_high) = int_bounds(right, partition, block, params)?;
+    let (below, above) = (a_high < b_low, a_low > b_high);
+    let (at_most, at_least) = (a_high <= b_low, a_low >= b_high);
+    let same = a_low == a_high && b_low == b_high && a_low == b_low;
+    match op {
+        BinaryOp::Eq if below || above => Some(false),
+        BinaryOp::Eq if same => Some(true),
+        BinaryOp::NotEq if below || above => Some(true),
+        BinaryOp::NotEq if same => Some(false),
+        BinaryOp::Lt if below => Some(true),
+        BinaryOp::Lt if at_least => Some(false),
+        BinaryOp::LtEq if at_most => Some(true),
+        BinaryOp::LtEq if above => Some(false),
+        BinaryOp::Gt if above => Some(true),
+        BinaryOp::Gt if at_most => Some(false),
+        BinaryOp::GtEq if at_least => Some(true),
+        BinaryOp::GtEq if below => Some(false),
+        _ => None,
+    }
+}
+
+/// The rows of block `block` where one of `expr`'s columns is NULL, and those `absent`, adding the NULL masks'
+/// bytes to `reads`: where an expression over them, whose values are not read, is NULL.
+fn nulls_of(expr: &Expr, partition: &Partition, block: usize, absent: &BlockMask, reads: &mut [u64]) -> BlockMask {
+    let mut columns = Vec::new();
+    expr.columns(&mut columns);
+    let mut nulls = *absent;
+    for column in columns {
+        if let Some(mask) = partition.column(column).null_mask(block) {
+            reads[column] += (MASK_WORDS * 8) as u64;
+            for (word, null) in nulls.iter_mut().zip(mask) {
+                *word |= null;
+            }
+        }
+    }
+    nulls
 }
 
 /// `[NOT] IN`'s TRUE and FALSE rows from the rows whose value was `found`: a value not found is FALSE, or NULL
