@@ -200,7 +200,7 @@ fn first_converting_above(d: f64, strictly: bool) -> Option<i64> {
 }
 
 /// The integer range `column op value` selects, or `None` when the comparison is not of that shape.
-fn int_range(op: BinaryOp, value: &Value) -> Option<(i64, i64, bool)> {
+pub(crate) fn int_range(op: BinaryOp, value: &Value) -> Option<(i64, i64, bool)> {
     // Returns (low, high, negate).
     let (low, high) = match value {
         Value::Int(v) => {

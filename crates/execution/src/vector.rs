@@ -225,6 +225,9 @@ pub(crate) fn predicate_block(
     if !(is_int_expr(left) && is_int_expr(right)) {
         return double_comparison(*op, left, right, partition, block, &absent, params, reads);
     }
+    if let Some(verdict) = column_range_block(*op, left, right, partition, block, params, &absent, reads)? {
+        return Ok(verdict);
+    }
     if let Some(decided) = decided_by_bounds(*op, left, right, partition, block, params) {
         let nulls = nulls_of(expr, partition, block, &absent, reads);
         let rows: BlockMask = std::array::from_fn(|word| !nulls[word]);
@@ -313,6 +316,43 @@ fn int_bounds(expr: &Expr, partition: &Partition, block: usize, params: &[Value]
         }
         _ => None,
     }
+}
+
+/// `column op constant` (either way round) over an integer column, as a range of its codes, tested on the packed
+/// block by the kernels ([`numadb_storage::IntColumn::range_mask`], zone maps first) rather than decoded and
+/// compared: a CASE's condition in an aggregate or a GROUP BY key, which are evaluated here block by block (a
+/// WHERE clause's comparisons are the kernels' range leaves already). `None` for any other comparison.
+#[allow(clippy::too_many_arguments)]
+fn column_range_block(
+    op: BinaryOp,
+    left: &Expr,
+    right: &Expr,
+    partition: &Partition,
+    block: usize,
+    params: &[Value],
+    absent: &BlockMask,
+    reads: &mut [u64],
+) -> Result<Option<TriMask>, ExecError> {
+    let constant_leaf = |e: &Expr| matches!(e, Expr::Literal { .. } | Expr::Param { .. });
+    let (column, constant, op) = match (left, right) {
+        (Expr::Column { index, .. }, other) if constant_leaf(other) => (*index, other, op),
+        (other, Expr::Column { index, .. }) if constant_leaf(other) => (*index, other, op.flipped()),
+        _ => return Ok(None),
+    };
+    let chunk = partition.column(column);
+    let ColumnData::Int(ints) = chunk.data() else { return Ok(None) };
+    let Some(value) = int_constant(constant, params)? else { return Ok(None) };
+    let Some((low, high, negate)) = crate::filter::int_range(op, &Value::Int(value)) else { return Ok(None) };
+    let mut mask = [0; MASK_WORDS];
+    if ints.range_mask(block, low, high, &mut mask) {
+        reads[column] += chunk.bytes_of_blocks(block..block + 1);
+    }
+    if negate {
+        mask = std::array::from_fn(|word| !mask[word]);
+    }
+    let column_expr = if constant_leaf(right) { left } else { right };
+    let nulls = nulls_of(column_expr, partition, block, absent, reads);
+    Ok(Some(verdicts(&mask, &nulls, &[0; MASK_WORDS])))
 }
 
 /// The verdict `left op right` has on every row of block `block` that is not NULL, when the operands' bounds
