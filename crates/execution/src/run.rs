@@ -1882,6 +1882,24 @@ fn aggregate_block(
             accumulator.add_ints(count, sum, min, max);
             return Ok(());
         }
+        // Integer arithmetic (a CASE, a cast): evaluated a block at a time, on the selected rows alone (the others
+        // raise nothing). Row by row, `sum(CASE WHEN "C1" < 1000000 THEN 1 ELSE 0 END)` over 20 million rows took
+        // 56-61 ms (DuckDB: 19).
+        if let Some(argument) = &call.argument
+            && !matches!(argument, Expr::Column { .. })
+            && !call.distinct
+            && call.function.summarises_blocks()
+            && crate::vector::is_int_expr(argument)
+        {
+            let unselected: BlockMask = std::array::from_fn(|i| !mask[i]);
+            // The scan accounts for the bytes of the columns it outputs, these included.
+            let mut reads = vec![0; partition.columns().len()];
+            let values = crate::vector::int_block_of(argument, partition, block, params, &unselected, &mut reads)?;
+            let valid: BlockMask = std::array::from_fn(|i| mask[i] & !values.nulls()[i]);
+            let (count, sum, min, max) = crate::vector::masked_summary(values.values(), &valid);
+            accumulator.add_ints(count, sum, min, max);
+            return Ok(());
+        }
         // COUNT, MIN and MAX of a text column: by its codes, which keep its strings' order within the partition
         // (row by row, `min(s), max(s2), count(s)` over a million rows took 180 ms; DuckDB 31).
         if let Some(Expr::Column { index, .. }) = &call.argument
