@@ -443,22 +443,21 @@ fn double_comparison(
     let left = double_block(left, partition, block, absent, params, reads)?;
     let right = double_block(right, partition, block, absent, params, reads)?;
     let (a, b) = (&*left.values, &*right.values);
-    let ordered = |want: fn(std::cmp::Ordering) -> bool| -> BlockMask {
-        std::array::from_fn(|word| {
-            (0..64).fold(0u64, |bits, bit| {
-                let row = word * 64 + bit;
-                bits | u64::from(want(numadb_storage::compare_doubles(a[row], b[row]))) << bit
-            })
-        })
-    };
-    let hits = match op {
-        BinaryOp::Eq => ordered(std::cmp::Ordering::is_eq),
-        BinaryOp::NotEq => ordered(std::cmp::Ordering::is_ne),
-        BinaryOp::Lt => ordered(std::cmp::Ordering::is_lt),
-        BinaryOp::LtEq => ordered(std::cmp::Ordering::is_le),
-        BinaryOp::Gt => ordered(std::cmp::Ordering::is_gt),
-        BinaryOp::GtEq => ordered(std::cmp::Ordering::is_ge),
-        _ => return Err(ExecError::internal("not a comparison")),
+    // [`numadb_storage::compare_doubles`]'s order without its branches, which kept the loops from being
+    // vectorized: NaN equal to NaN and above every other value; IEEE comparison (-0 equal to 0) otherwise.
+    let less = |x: f64, y: f64| x < y || y.is_nan() && !x.is_nan();
+    let equal = |x: f64, y: f64| x == y || x.is_nan() && y.is_nan();
+    // SAFETY: `Isa::best` runs on this CPU (every call below).
+    let hits = unsafe {
+        match op {
+            BinaryOp::Eq => compare_double_rows_on(Isa::best(), a, b, equal),
+            BinaryOp::NotEq => compare_double_rows_on(Isa::best(), a, b, |x, y| !equal(x, y)),
+            BinaryOp::Lt => compare_double_rows_on(Isa::best(), a, b, less),
+            BinaryOp::LtEq => compare_double_rows_on(Isa::best(), a, b, |x, y| less(x, y) || equal(x, y)),
+            BinaryOp::Gt => compare_double_rows_on(Isa::best(), a, b, |x, y| less(y, x)),
+            BinaryOp::GtEq => compare_double_rows_on(Isa::best(), a, b, |x, y| !less(x, y)),
+            _ => return Err(ExecError::internal("not a comparison")),
+        }
     };
     Ok(verdicts(&hits, &left.nulls, &right.nulls))
 }
@@ -489,9 +488,8 @@ fn double_block(
     if is_int_expr(expr) {
         let ints = int_block(expr, partition, block, absent, params, reads)?;
         let mut values = filled(0.0);
-        for (value, &int) in values.iter_mut().zip(ints.values.iter()) {
-            *value = int as f64;
-        }
+        // SAFETY: `Isa::best` runs on this CPU.
+        unsafe { convert_rows_on(Isa::best(), &ints.values, &mut values) };
         return Ok(DoubleBlock { values, nulls: ints.nulls });
     }
     match expr {
@@ -522,26 +520,23 @@ fn double_block(
             }
             let b = &*right.values;
             // The row path's failures ([`crate::expr::binary`]): an infinite result of finite operands; a zero
-            // product or quotient of operands that are not zero (and a divisor not infinite); a divisor of 0.
-            let mut failed = 0u64;
-            for (word, &null) in out.nulls.iter().enumerate() {
-                let mut flags = 0u64;
-                for bit in 0..64 {
-                    let row = word * 64 + bit;
-                    let (a, b) = (out.values[row], b[row]);
-                    let (value, fails) = match op {
-                        BinaryOp::Add => (a + b, false),
-                        BinaryOp::Sub => (a - b, false),
-                        BinaryOp::Mul => (a * b, a * b == 0.0 && a != 0.0 && b != 0.0),
-                        _ => (a / b, b == 0.0 && !a.is_nan() || a / b == 0.0 && a != 0.0 && !b.is_infinite()),
-                    };
-                    let overflows = value.is_infinite() && a.is_finite() && b.is_finite();
-                    out.values[row] = value;
-                    flags |= u64::from(fails || overflows) << bit;
+            // product or quotient of operands that are not zero (and a divisor not infinite); a divisor of 0. One
+            // loop per operator, so that it is not chosen row by row.
+            let (values, nulls) = (&mut *out.values, &out.nulls);
+            // SAFETY: `Isa::best` runs on this CPU (every call below).
+            let failed = unsafe {
+                match op {
+                    BinaryOp::Add => double_rows_failing_on(Isa::best(), nulls, values, b, |a, b| (a + b, false)),
+                    BinaryOp::Sub => double_rows_failing_on(Isa::best(), nulls, values, b, |a, b| (a - b, false)),
+                    BinaryOp::Mul => double_rows_failing_on(Isa::best(), nulls, values, b, |a, b| {
+                        (a * b, a * b == 0.0 && a != 0.0 && b != 0.0)
+                    }),
+                    _ => double_rows_failing_on(Isa::best(), nulls, values, b, |a, b| {
+                        (a / b, b == 0.0 && !a.is_nan() || a / b == 0.0 && a != 0.0 && !b.is_infinite())
+                    }),
                 }
-                failed |= flags & !null;
-            }
-            if failed != 0 {
+            };
+            if failed {
                 let left = double_block(left, partition, block, absent, params, reads)?;
                 let nulls = out.nulls;
                 for_each_row(&nulls, |row| {
@@ -686,6 +681,71 @@ fn absent_or_skipped(partition: &Partition, block: usize, skip: &BlockMask) -> B
         absent | skip[word]
     })
 }
+
+/// Every row's integer as a double (`int as f64`, as the row path converts: to the nearest).
+#[inline(always)]
+fn convert_rows_portable(ints: &[i64; BLOCK_ROWS], out: &mut [f64; BLOCK_ROWS]) {
+    for (value, &int) in out.iter_mut().zip(ints) {
+        *value = int as f64;
+    }
+}
+
+on_every_isa!(convert_rows_on(ints: &[i64; BLOCK_ROWS], out: &mut [f64; BLOCK_ROWS]) -> () = convert_rows_portable);
+
+/// [`rows_failing`] for doubles: `values[row]` replaced by `op(values[row], b[row])`'s value, and whether a row
+/// not set in `nulls` fails (its flag, or an infinite result of finite operands).
+#[inline(always)]
+fn double_rows_failing_portable(
+    nulls: &BlockMask,
+    values: &mut [f64; BLOCK_ROWS],
+    b: &[f64; BLOCK_ROWS],
+    op: impl Fn(f64, f64) -> (f64, bool),
+) -> bool {
+    let mut failed = 0u64;
+    for (word, &null) in nulls.iter().enumerate() {
+        let mut flags = 0u64;
+        for bit in 0..64 {
+            let row = word * 64 + bit;
+            let (a, b) = (values[row], b[row]);
+            let (value, fails) = op(a, b);
+            let overflows = value.is_infinite() && a.is_finite() && b.is_finite();
+            values[row] = value;
+            flags |= u64::from(fails || overflows) << bit;
+        }
+        failed |= flags & !null;
+    }
+    failed != 0
+}
+
+on_every_isa!(double_rows_failing_on(
+    nulls: &BlockMask,
+    values: &mut [f64; BLOCK_ROWS],
+    b: &[f64; BLOCK_ROWS],
+    op: impl Fn(f64, f64) -> (f64, bool)
+) -> bool = double_rows_failing_portable);
+
+/// The rows where `compare(a[row], b[row])` holds.
+#[inline(always)]
+fn compare_double_rows_portable(
+    a: &[f64; BLOCK_ROWS],
+    b: &[f64; BLOCK_ROWS],
+    compare: impl Fn(f64, f64) -> bool,
+) -> BlockMask {
+    let mut hits = [0u64; MASK_WORDS];
+    for (word, hits) in hits.iter_mut().enumerate() {
+        let (a, b) = (&a[word * 64..word * 64 + 64], &b[word * 64..word * 64 + 64]);
+        for bit in 0..64 {
+            *hits |= u64::from(compare(a[bit], b[bit])) << bit;
+        }
+    }
+    hits
+}
+
+on_every_isa!(compare_double_rows_on(
+    a: &[f64; BLOCK_ROWS],
+    b: &[f64; BLOCK_ROWS],
+    compare: impl Fn(f64, f64) -> bool
+) -> BlockMask = compare_double_rows_portable);
 
 /// A block of `value`s, on the heap without passing through the stack.
 fn filled<T: Copy + std::fmt::Debug>(value: T) -> Box<[T; BLOCK_ROWS]> {
@@ -1117,6 +1177,90 @@ mod tests {
                 let (high, low, min, max) = unsafe { masked_summary_on(isa, &values, &mask) };
                 let sum = (i128::from(high) << 32) + i128::from(low);
                 assert_eq!((selected.len() as i64, sum, min, max), expected, "{isa:?}, round {round}");
+            }
+        }
+    }
+
+    #[test]
+    fn double_loops_agree_with_postgresqls_order_and_the_row_paths_failures_on_every_instruction_set() {
+        use std::cmp::Ordering;
+        let mut rng = fastrand::Rng::with_seed(12);
+        let specials = [f64::NAN, -0.0, 0.0, f64::INFINITY, f64::NEG_INFINITY, f64::MAX, f64::MIN_POSITIVE, 1e-300];
+        // Every other round without the values that overflow or underflow, so that some blocks have no failure.
+        let doubles = |rng: &mut fastrand::Rng, special: bool| -> Box<[f64; BLOCK_ROWS]> {
+            let mut values = filled(0.0);
+            for value in values.iter_mut() {
+                *value = match rng.u8(..4) {
+                    0 if special => specials[rng.usize(..specials.len())],
+                    0 => [f64::NAN, -0.0, 0.0][rng.usize(..3)],
+                    1 => f64::from(rng.i8(..)),
+                    _ => (rng.f64() - 0.5) * 1e6,
+                };
+            }
+            values
+        };
+        type Wanted = fn(Ordering) -> bool;
+        let wants: [(BinaryOp, Wanted); 6] = [
+            (BinaryOp::Eq, Ordering::is_eq),
+            (BinaryOp::NotEq, Ordering::is_ne),
+            (BinaryOp::Lt, Ordering::is_lt),
+            (BinaryOp::LtEq, Ordering::is_le),
+            (BinaryOp::Gt, Ordering::is_gt),
+            (BinaryOp::GtEq, Ordering::is_ge),
+        ];
+        for round in 0..20 {
+            let (a, b) = (doubles(&mut rng, round % 2 == 0), doubles(&mut rng, round % 2 == 0));
+            let less = |x: f64, y: f64| x < y || y.is_nan() && !x.is_nan();
+            let equal = |x: f64, y: f64| x == y || x.is_nan() && y.is_nan();
+            for (op, want) in wants {
+                let expected: BlockMask = std::array::from_fn(|w| {
+                    (0..64).fold(0, |m, bit| {
+                        let row = w * 64 + bit;
+                        m | u64::from(want(numadb_storage::compare_doubles(a[row], b[row]))) << bit
+                    })
+                });
+                for isa in variants() {
+                    // SAFETY: `variants` lists only what this CPU runs.
+                    let hits = unsafe {
+                        match op {
+                            BinaryOp::Eq => compare_double_rows_on(isa, &a, &b, equal),
+                            BinaryOp::NotEq => compare_double_rows_on(isa, &a, &b, |x, y| !equal(x, y)),
+                            BinaryOp::Lt => compare_double_rows_on(isa, &a, &b, less),
+                            BinaryOp::LtEq => compare_double_rows_on(isa, &a, &b, |x, y| less(x, y) || equal(x, y)),
+                            BinaryOp::Gt => compare_double_rows_on(isa, &a, &b, |x, y| less(y, x)),
+                            _ => compare_double_rows_on(isa, &a, &b, |x, y| !less(x, y)),
+                        }
+                    };
+                    assert_eq!(hits, expected, "{op:?} on {isa:?}, round {round}");
+                }
+            }
+            // Each row's product fails where the row path's does; NULL rows never.
+            let nulls: BlockMask = std::array::from_fn(|_| rng.u64(..) & rng.u64(..));
+            let fails_on_rows = (0..BLOCK_ROWS).any(|row| {
+                nulls[row / 64] >> (row % 64) & 1 == 0
+                    && crate::expr::binary(
+                        BinaryOp::Mul,
+                        &Value::Double(a[row]),
+                        &Value::Double(b[row]),
+                        DataType::Double,
+                    )
+                    .is_err()
+            });
+            for isa in variants() {
+                let mut values = a.clone();
+                // SAFETY: as above.
+                let failed = unsafe {
+                    double_rows_failing_on(isa, &nulls, &mut values, &b, |x, y| {
+                        (x * y, x * y == 0.0 && x != 0.0 && y != 0.0)
+                    })
+                };
+                assert_eq!(failed, fails_on_rows, "{isa:?}, round {round}");
+                assert_eq!(failed, round % 2 == 0, "round {round}: the specials make some row fail");
+                let converted: Box<[i64; BLOCK_ROWS]> = std::array::from_fn(|row| a[row] as i64 ^ 12345).into();
+                let mut out = filled(0.0);
+                // SAFETY: as above.
+                unsafe { convert_rows_on(isa, &converted, &mut out) };
+                assert!((0..BLOCK_ROWS).all(|row| out[row] == converted[row] as f64), "{isa:?}");
             }
         }
     }

@@ -46,7 +46,7 @@ macro_rules! on_every_isa {
         unsafe fn $name(isa: $crate::bitpack::Isa, $($arg: $type),*) -> $ret {
             #[cfg(target_arch = "x86_64")]
             {
-                #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,bmi2")]
+                #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,bmi2")]
                 fn avx512($($arg: $type),*) -> $ret {
                     $portable($($arg),*)
                 }
@@ -605,6 +605,7 @@ impl Isa {
                 std::arch::is_x86_feature_detected!("avx512f")
                     && std::arch::is_x86_feature_detected!("avx512bw")
                     && std::arch::is_x86_feature_detected!("avx512vl")
+                    && std::arch::is_x86_feature_detected!("avx512dq")
                     && std::arch::is_x86_feature_detected!("bmi2")
             }
             #[cfg(not(target_arch = "x86_64"))]
