@@ -589,7 +589,7 @@ pub enum Isa {
     Baseline,
     /// AVX2.
     Avx2,
-    /// AVX-512 (F, BW, VL).
+    /// AVX-512 (F, BW, VL, DQ: DQ converts 64-bit integers to doubles in the executor's loops).
     Avx512,
 }
 
