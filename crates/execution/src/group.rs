@@ -819,6 +819,23 @@ impl IntGroups {
                 });
                 continue;
             }
+            // Without GROUP BY every row is group 0's: the block's count, sum, least and greatest in one pass that
+            // the compiler vectorizes (`sum(CASE WHEN "C1" < 1000000 THEN 1 ELSE 0 END)` over 20 million rows
+            // row by row here: 56-59 ms).
+            if self.keys == 0 && matches!(kind, Kind::Count | Kind::Sum | Kind::Min | Kind::Max) {
+                let (count, sum, min, max) = crate::vector::masked_summary(values, &valid);
+                if count > 0 {
+                    let state = &mut states[offset..];
+                    state[0] += count as u64;
+                    match kind {
+                        Kind::Sum => add_to_sum(&mut state[1..3], sum),
+                        Kind::Min => state[1] = (state[1] as i64).min(min) as u64,
+                        Kind::Max => state[1] = (state[1] as i64).max(max) as u64,
+                        _ => {}
+                    }
+                }
+                continue;
+            }
             // One loop per kind of aggregate, each updating only what its function keeps.
             match kind {
                 Kind::Count => for_each_set(&valid, |row| states[bases[row] + offset] += 1),
