@@ -1,5 +1,5 @@
 //! Everyday analytical queries beyond the thesis's two workloads (top-N, GROUP BY over an expression, COUNT
-//! DISTINCT, a join, a filter over arithmetic) against DuckDB on the same data and thread count.
+//! DISTINCT, a join, a filter over arithmetic, CASE) against DuckDB on the same data and thread count.
 //!
 //! The thesis query is what numadb's scan kernels are built for; these are what a user types next. They go
 //! through the executor's other paths (expressions a block at a time, grouping, joins, subqueries), so the
@@ -95,6 +95,21 @@ pub fn queries(rows: u64) -> Vec<(&'static str, String)> {
             "BETWEEN, IN, abs",
             format!(
                 r#"SELECT COUNT(*) FROM "TBL_0" WHERE "C1" - "C2" BETWEEN -{tenth} AND {tenth} OR "C3" % 10 IN (1, 2, 3) OR abs("C4" - "C5") < 1000"#
+            ),
+        ),
+        // A boolean CASE in WHERE (compiled into its arms: kernels' ranges, double arithmetic a block at a time,
+        // IS DISTINCT FROM), and a CASE summed per group (its condition on the packed codes, 4 groups added a
+        // group at a time).
+        (
+            "CASE filter",
+            format!(
+                r#"SELECT COUNT(*) FROM "TBL_0" WHERE CASE WHEN "C1" < {tenth} THEN "C2" * 1.5 < {half} WHEN "C3" < {tenth} THEN true ELSE "C4" IS DISTINCT FROM "C5" - 1 END"#
+            ),
+        ),
+        (
+            "CASE per group",
+            format!(
+                r#"SELECT "C2" % 4 AS g, SUM(CASE WHEN "C1" < {tenth} THEN "C3" ELSE 0 END) FROM "TBL_0" GROUP BY g ORDER BY g"#
             ),
         ),
         ("join", format!(r#"SELECT COUNT(*) FROM "TBL_0" a JOIN "TBL_1" b ON a."C1" = b."C0" WHERE a."C2" < {tenth}"#)),

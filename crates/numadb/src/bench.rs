@@ -40,7 +40,7 @@ enum Benchmark {
     /// Everyday analytical queries beyond the thesis's workloads against DuckDB on the same data and thread
     /// count: top-10 by a column (with and without a filter), aggregates over a filter, GROUP BY over an
     /// expression, COUNT(DISTINCT …), a filter over arithmetic, BETWEEN, IN (a list) and abs over arithmetic, a
-    /// join, a filter and GROUP BY over a subquery in FROM, SELECT DISTINCT, a GROUP BY of many groups (a
+    /// boolean CASE in WHERE, a CASE summed per group, a join, a filter and GROUP BY over a subquery in FROM, SELECT DISTINCT, a GROUP BY of many groups (a
     /// twenty-fifth of the rows), IN (subquery) over an expression, and a correlated scalar subquery and an EXISTS
     /// from a few outer rows.
     ///
