@@ -1716,6 +1716,29 @@ mod tests {
         for list in [vec![*int(5000), *int(-3)], vec![*int(7000), *lit(Value::Null, DataType::Integer)]] {
             check_blocks(&Expr::InList { expr: times(j(), 2, DataType::Integer), list, negated: false });
         }
+        // coalesce, greatest and least over integers, a block at a time: coalesce's later arguments only on the rows
+        // the earlier ones left NULL (`1000 / i`, where i is 0 on some rows, is never evaluated beside j).
+        let call = |function, args: Vec<Expr>, data_type| Box::new(Expr::Function { function, args, data_type });
+        use crate::function::ScalarFunction as F;
+        let over_i =
+            || Box::new(Expr::Binary { op: BinaryOp::Div, left: int(1000), right: i(), data_type: DataType::Integer });
+        let calls = || {
+            [
+                call(F::Coalesce, vec![*i(), *j()], DataType::Integer),
+                call(F::Coalesce, vec![*j(), *over_i()], DataType::Integer),
+                call(F::Coalesce, vec![*i(), *lit(Value::Null, DataType::Integer), *int(-3)], DataType::Integer),
+                call(F::Greatest, vec![*i(), *j(), *int(40)], DataType::Integer),
+                call(F::Least, vec![*widened(), *k(), *lit(Value::Null, DataType::BigInt)], DataType::BigInt),
+                call(F::Least, vec![*i()], DataType::Integer),
+            ]
+        };
+        for operand in calls() {
+            for op in [BinaryOp::Eq, BinaryOp::Lt, BinaryOp::GtEq] {
+                check_blocks(&cmp(op, operand.clone(), int(35)));
+            }
+            check_blocks(&Expr::IsNull { expr: operand.clone(), negated: false });
+            check_blocks(&Expr::InList { expr: operand, list: vec![*int(-3), *int(40)], negated: true });
+        }
         // A boolean CASE as the OR of its arms: conditions NULL on some rows (i, d), no ELSE (NULL), results
         // that are kernels' leaves, text ranges and comparisons of arithmetic, a division guarded by an earlier
         // arm (`1000 / j` never meets j = 0), in a condition and in a result; negated too; IS [NOT] NULL over

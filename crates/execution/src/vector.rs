@@ -3,8 +3,9 @@
 //! [`Expr::eval`] walks the expression tree once per row and passes every value as a [`Value`]; for a filter such
 //! as `"C1" + "C2" < 2500000` over millions of rows that walk is nearly all the time. Here the columns of a block
 //! are decoded once into arrays of `i64`, and each node of the tree is one loop over the block. Only what has the
-//! same result either way is taken: comparisons of integer arithmetic (`+ - * / %`, unary minus) over INTEGER and
-//! BIGINT columns, integer constants and parameters. NULL rows (and the rows past a partition's end) are NULL in
+//! same result either way is taken: comparisons of integer arithmetic (`+ - * / %`, unary minus, `abs`, `coalesce`,
+//! `greatest`, `least`, casts, CASE) over INTEGER and BIGINT columns, integer constants and parameters, and of
+//! double precision arithmetic over doubles and such integers. NULL rows (and the rows past a partition's end) are NULL in
 //! every node, so they raise no error; any other row that overflows its type or divides by zero raises the error
 //! the row-at-a-time evaluation raises (22003, 22012).
 //!
@@ -131,6 +132,11 @@ pub(crate) fn is_int_expr(expr: &Expr) -> bool {
         Expr::Function { function: ScalarFunction::Abs, args, data_type } => {
             is_int_type(*data_type) && matches!(args.as_slice(), [arg] if is_int_expr(arg))
         }
+        Expr::Function {
+            function: ScalarFunction::Coalesce | ScalarFunction::Greatest | ScalarFunction::Least,
+            args,
+            data_type,
+        } => is_int_type(*data_type) && !args.is_empty() && args.iter().all(is_int_expr),
         _ => false,
     }
 }
@@ -299,6 +305,19 @@ fn int_bounds(expr: &Expr, partition: &Partition, block: usize, params: &[Value]
                 (0, high.max(-low))
             };
             within(magnitudes, *data_type)
+        }
+        // The value is one of the arguments' (or NULL).
+        Expr::Function {
+            function: ScalarFunction::Coalesce | ScalarFunction::Greatest | ScalarFunction::Least,
+            args,
+            data_type,
+        } => {
+            let mut range = (i128::MAX, i128::MIN);
+            for arg in args {
+                let (low, high) = bounds(arg)?;
+                range = (range.0.min(low), range.1.max(high));
+            }
+            within(range, *data_type)
         }
         Expr::Binary { op, left, right, data_type } => {
             let ((a_low, a_high), (b_low, b_high)) = (bounds(left)?, bounds(right)?);
@@ -836,15 +855,9 @@ fn int_block(
                 }
                 let others: BlockMask = std::array::from_fn(|word| !taken[word]);
                 let value = int_block(result, partition, block, &others, params, reads)?;
+                take_rows(&mut out, &value, &taken);
                 for word in 0..MASK_WORDS {
-                    out.nulls[word] = out.nulls[word] & !taken[word] | value.nulls[word] & taken[word];
                     decided[word] |= taken[word];
-                    // Without a branch per row, which the compiler vectorizes: all ones where the arm takes it.
-                    for bit in 0..64 {
-                        let row = word * 64 + bit;
-                        let keep = (taken[word] >> bit & 1).wrapping_neg() as i64;
-                        out.values[row] = value.values[row] & keep | out.values[row] & !keep;
-                    }
                 }
             }
             Ok(out)
@@ -858,6 +871,40 @@ fn int_block(
                 let operand = int_block(arg, partition, block, absent, params, reads)?;
                 for_each_row(&nulls, |row| int_result(operand.values[row].checked_abs(), *data_type).map(drop))?;
                 return Err(ExecError::internal("a row failed in bulk and not one by one"));
+            }
+            Ok(out)
+        }
+        Expr::Function { function: ScalarFunction::Coalesce, args, .. } => {
+            // Each argument only on the rows the ones before left NULL, as the row path evaluates them.
+            let mut out = IntBlock { values: filled(0), nulls: [u64::MAX; MASK_WORDS] };
+            let mut decided = *absent;
+            for arg in args {
+                if decided.iter().all(|&word| word == u64::MAX) {
+                    break;
+                }
+                let value = int_block(arg, partition, block, &decided, params, reads)?;
+                let taken: BlockMask = std::array::from_fn(|word| !value.nulls[word] & !decided[word]);
+                take_rows(&mut out, &value, &taken);
+                for word in 0..MASK_WORDS {
+                    decided[word] |= taken[word];
+                }
+            }
+            Ok(out)
+        }
+        Expr::Function { function: function @ (ScalarFunction::Greatest | ScalarFunction::Least), args, .. } => {
+            // Every argument on every row; NULLs left out, NULL where all are.
+            let greatest = *function == ScalarFunction::Greatest;
+            let mut out = IntBlock { values: filled(0), nulls: [u64::MAX; MASK_WORDS] };
+            for arg in args {
+                let value = int_block(arg, partition, block, absent, params, reads)?;
+                let better = if greatest {
+                    compare_rows(&value.values, &out.values, |a, b| a > b)
+                } else {
+                    compare_rows(&value.values, &out.values, |a, b| a < b)
+                };
+                let taken: BlockMask =
+                    std::array::from_fn(|word| !value.nulls[word] & (out.nulls[word] | better[word]));
+                take_rows(&mut out, &value, &taken);
             }
             Ok(out)
         }
@@ -914,6 +961,19 @@ fn int_block(
             Err(ExecError::internal("a row failed in bulk and not one by one"))
         }
         _ => Err(ExecError::internal("not an integer expression")),
+    }
+}
+
+/// `value`'s rows set in `taken` (values and NULLs) put into `out`.
+fn take_rows(out: &mut IntBlock, value: &IntBlock, taken: &BlockMask) {
+    for word in 0..MASK_WORDS {
+        out.nulls[word] = out.nulls[word] & !taken[word] | value.nulls[word] & taken[word];
+        // Without a branch per row, which the compiler vectorizes: all ones where the row is taken.
+        for bit in 0..64 {
+            let row = word * 64 + bit;
+            let keep = (taken[word] >> bit & 1).wrapping_neg() as i64;
+            out.values[row] = value.values[row] & keep | out.values[row] & !keep;
+        }
     }
 }
 
