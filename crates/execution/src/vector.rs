@@ -856,8 +856,8 @@ fn int_block(
                 let others: BlockMask = std::array::from_fn(|word| !taken[word]);
                 let value = int_block(result, partition, block, &others, params, reads)?;
                 take_rows(&mut out, &value, &taken);
-                for word in 0..MASK_WORDS {
-                    decided[word] |= taken[word];
+                for (decided, taken) in decided.iter_mut().zip(taken) {
+                    *decided |= taken;
                 }
             }
             Ok(out)
@@ -885,8 +885,8 @@ fn int_block(
                 let value = int_block(arg, partition, block, &decided, params, reads)?;
                 let taken: BlockMask = std::array::from_fn(|word| !value.nulls[word] & !decided[word]);
                 take_rows(&mut out, &value, &taken);
-                for word in 0..MASK_WORDS {
-                    decided[word] |= taken[word];
+                for (decided, taken) in decided.iter_mut().zip(taken) {
+                    *decided |= taken;
                 }
             }
             Ok(out)
