@@ -966,12 +966,12 @@ fn int_block(
 
 /// `value`'s rows set in `taken` (values and NULLs) put into `out`.
 fn take_rows(out: &mut IntBlock, value: &IntBlock, taken: &BlockMask) {
-    for word in 0..MASK_WORDS {
-        out.nulls[word] = out.nulls[word] & !taken[word] | value.nulls[word] & taken[word];
+    for (word, &taken) in taken.iter().enumerate() {
+        out.nulls[word] = out.nulls[word] & !taken | value.nulls[word] & taken;
         // Without a branch per row, which the compiler vectorizes: all ones where the row is taken.
         for bit in 0..64 {
             let row = word * 64 + bit;
-            let keep = (taken[word] >> bit & 1).wrapping_neg() as i64;
+            let keep = (taken >> bit & 1).wrapping_neg() as i64;
             out.values[row] = value.values[row] & keep | out.values[row] & !keep;
         }
     }
