@@ -110,9 +110,18 @@ pub enum Filter {
     Or(Vec<Filter>),
     /// Negation.
     Not(Box<Filter>),
-    /// `inner IS TRUE` (`verdict` TRUE), `IS FALSE` or `IS UNKNOWN` (`None`): never UNKNOWN itself. What a
-    /// boolean CASE's conditions are tested with (a NULL condition passes to the next arm), and `IS NULL` over a
-    /// boolean expression.
+    /// A boolean CASE: the result of the first arm whose condition is TRUE (a NULL condition passes to the next),
+    /// else `otherwise`. Each condition is evaluated on the rows no arm before it took, each result on the rows its
+    /// arm takes, in the order written, as PostgreSQL evaluates a CASE: its errors are raised where PostgreSQL's
+    /// are.
+    Case {
+        /// Conditions and their results.
+        arms: Vec<(Filter, Filter)>,
+        /// The verdict where no condition is TRUE.
+        otherwise: Box<Filter>,
+    },
+    /// `inner IS TRUE` (`verdict` TRUE), `IS FALSE` or `IS UNKNOWN` (`None`): never UNKNOWN itself; what `IS
+    /// [NOT] NULL` over a boolean expression compiles to.
     Is {
         /// The filter tested.
         inner: Box<Filter>,
@@ -361,14 +370,16 @@ pub fn compile(expr: &Expr, params: &[Value]) -> Result<Filter, ExecError> {
         Expr::IsNull { expr: inner, negated } => match column_of(inner) {
             Some((column, _)) => Filter::IsNull { column, negated: *negated },
             // A boolean expression is UNKNOWN where it is NULL (`x IS TRUE` is bound as `x IS NOT NULL AND x`).
-            None if inner.data_type() == DataType::Boolean && !inner.is_volatile() => {
+            // Not where it may fail: its ANDs would be reordered (`by_class`), where PostgreSQL evaluates an
+            // expression's operands in the order written.
+            None if inner.data_type() == DataType::Boolean && !inner.is_volatile() && !expr_may_fail(inner) => {
                 let unknown = Filter::Is { inner: Box::new(compile(inner, params)?), verdict: None };
                 if *negated { Filter::Not(Box::new(unknown)) } else { unknown }
             }
             None => rows_filter(expr),
         },
         Expr::Case { branches, otherwise, data_type: DataType::Boolean }
-            if branches.len() <= CASE_ARMS_MAX && !expr.is_volatile() && !rows_filter(expr).is_per_string() =>
+            if !expr.is_volatile() && !rows_filter(expr).is_per_string() =>
         {
             compile_case(branches, otherwise, params)?
         }
@@ -443,53 +454,31 @@ pub fn compile(expr: &Expr, params: &[Value]) -> Result<Filter, ExecError> {
     Ok(compiled)
 }
 
-/// The most conditions a boolean CASE may have to be compiled into filters ([`compile_case`]): arm `i` tests the
-/// `i - 1` conditions before its own again, so the work grows as the square of their number.
-const CASE_ARMS_MAX: usize = 8;
-
-/// A boolean `CASE WHEN c1 THEN r1 WHEN c2 THEN r2 … ELSE e END` as the OR of its arms, `c1 IS TRUE AND r1`, `c1
-/// IS NOT TRUE AND c2 IS TRUE AND r2`, …, `c1 IS NOT TRUE AND c2 IS NOT TRUE AND … AND e`: a row takes exactly one
-/// arm, whose result is then the verdict, and the other arms are FALSE. Row by row, `CASE WHEN "C1" < 100 THEN
-/// true ELSE false END` on 20 million rows took 824 ms (DuckDB: 19): here its condition is a kernel's leaf.
+/// A boolean `CASE WHEN c1 THEN r1 WHEN c2 THEN r2 … ELSE e END` as a [`Filter::Case`] of the compiled conditions
+/// and results: row by row, `CASE WHEN "C1" < 100 THEN true ELSE false END` on 20 million rows took 824 ms
+/// (DuckDB: 19); here its condition is a kernel's leaf.
 ///
-/// An AND evaluates its parts in order, each on the rows the parts before have not decided, so a condition is
-/// tested only on the rows no earlier condition took, and a result only on the rows its arm takes, as CASE
-/// evaluates them: `CASE WHEN b = 0 THEN false ELSE a / b > 1 END` divides by no zero. The arms are not reordered.
-/// Each is built without [`by_class`], which would put a result that cannot fail before its conditions
-/// (harmless: such a part raises nothing, wherever it is evaluated).
+/// A condition that is a constant (a parameter's value, a subquery's result) is settled as PostgreSQL's folding
+/// settles it when it plans: FALSE or NULL leaves its arm out, its result never compiled (nor a constant error in
+/// it raised); TRUE makes its result the ELSE, and what follows is never compiled.
 fn compile_case(branches: &[(Expr, Expr)], otherwise: &Expr, params: &[Value]) -> Result<Filter, ExecError> {
-    fn all_of(parts: Vec<Filter>) -> Filter {
-        let parts: Vec<Filter> = parts.into_iter().filter(|part| *part != Filter::True).collect();
-        match parts.len() {
-            _ if parts.contains(&Filter::False) => Filter::False,
-            0 => Filter::True,
-            1 => parts.into_iter().next().expect("one part"),
-            _ => Filter::And(parts),
-        }
-    }
     let mut arms = Vec::new();
-    let mut not_taken_before = Vec::new();
+    let mut last = None;
     for (condition, result) in branches {
-        let taken = Filter::Is { inner: Box::new(compile(condition, params)?), verdict: Some(true) };
-        let result = compile(result, params)?;
-        if result != Filter::False {
-            let mut parts = not_taken_before.clone();
-            parts.extend([taken.clone(), result]);
-            arms.push(all_of(parts));
+        match compile(condition, params)? {
+            Filter::False | Filter::Unknown => {}
+            Filter::True => {
+                last = Some(compile(result, params)?);
+                break;
+            }
+            condition => arms.push((condition, compile(result, params)?)),
         }
-        not_taken_before.push(negate(taken));
     }
-    let result = compile(otherwise, params)?;
-    if result != Filter::False {
-        not_taken_before.push(result);
-        arms.push(all_of(not_taken_before));
-    }
-    arms.retain(|arm| *arm != Filter::False);
-    Ok(match arms.len() {
-        0 => Filter::False,
-        1 => arms.into_iter().next().expect("one arm"),
-        _ => Filter::Or(arms),
-    })
+    let otherwise = match last {
+        Some(result) => result,
+        None => compile(otherwise, params)?,
+    };
+    Ok(if arms.is_empty() { otherwise } else { Filter::Case { arms, otherwise: Box::new(otherwise) } })
 }
 
 /// `NOT filter`, pushed down through AND and OR (De Morgan's laws, which hold in three-valued logic) and taken
@@ -503,6 +492,11 @@ fn negate(filter: Filter) -> Filter {
         Filter::Not(inner) => *inner,
         Filter::And(parts) => Filter::Or(parts.into_iter().map(negate).collect()),
         Filter::Or(parts) => Filter::And(parts.into_iter().map(negate).collect()),
+        // NOT CASE … is the CASE of the results negated, in three-valued logic as in two.
+        Filter::Case { arms, otherwise } => Filter::Case {
+            arms: arms.into_iter().map(|(condition, result)| (condition, negate(result))).collect(),
+            otherwise: Box::new(negate(*otherwise)),
+        },
         other => Filter::Not(Box::new(other)),
     }
 }
@@ -689,6 +683,10 @@ impl Filter {
     pub(crate) fn cost(&self) -> usize {
         match self {
             Filter::And(parts) | Filter::Or(parts) => parts.iter().map(Filter::cost).sum(),
+            Filter::Case { arms, otherwise } => {
+                arms.iter().map(|(condition, result)| condition.cost() + result.cost()).sum::<usize>()
+                    + otherwise.cost()
+            }
             Filter::Not(inner) | Filter::Is { inner, .. } => inner.cost(),
             Filter::Rows(expr) => expr_cost(expr),
             Filter::TextCodes(predicate) => expr_cost(&predicate.expr),
@@ -701,6 +699,7 @@ impl Filter {
     pub(crate) fn reads_rows(&self) -> bool {
         match self {
             Filter::And(parts) | Filter::Or(parts) => parts.iter().any(Filter::reads_rows),
+            Filter::Case { .. } => self.any_part(Filter::reads_rows),
             Filter::Not(inner) | Filter::Is { inner, .. } => inner.reads_rows(),
             other => other.is_evaluated_on_rows(),
         }
@@ -711,10 +710,21 @@ impl Filter {
     pub(crate) fn may_fail(&self) -> bool {
         match self {
             Filter::And(parts) | Filter::Or(parts) => parts.iter().any(Filter::may_fail),
+            Filter::Case { .. } => self.any_part(Filter::may_fail),
             Filter::Not(inner) | Filter::Is { inner, .. } => inner.may_fail(),
             Filter::Rows(expr) => expr_may_fail(expr),
             Filter::TextCodes(predicate) => expr_may_fail(&predicate.expr),
             _ => false,
+        }
+    }
+
+    /// Whether one of a CASE's conditions and results, or its ELSE, has `property`.
+    fn any_part(&self, property: fn(&Filter) -> bool) -> bool {
+        match self {
+            Filter::Case { arms, otherwise } => {
+                arms.iter().any(|(condition, result)| property(condition) || property(result)) || property(otherwise)
+            }
+            other => property(other),
         }
     }
 
@@ -801,6 +811,14 @@ impl Filter {
             }
             Filter::Not(inner) => inner.row_verdict(row, params)?.map(|b| !b),
             Filter::Is { inner, verdict } => Some(inner.row_verdict(row, params)? == *verdict),
+            Filter::Case { arms, otherwise } => {
+                for (condition, result) in arms {
+                    if condition.row_verdict(row, params)? == Some(true) {
+                        return result.row_verdict(row, params);
+                    }
+                }
+                otherwise.row_verdict(row, params)?
+            }
         })
     }
 
@@ -822,6 +840,13 @@ impl Filter {
             Filter::TextCodes(predicate) => add(predicate.column),
             Filter::And(parts) | Filter::Or(parts) => parts.iter().for_each(|p| p.columns(out)),
             Filter::Not(inner) | Filter::Is { inner, .. } => inner.columns(out),
+            Filter::Case { arms, otherwise } => {
+                for (condition, result) in arms {
+                    condition.columns(out);
+                    result.columns(out);
+                }
+                otherwise.columns(out);
+            }
         }
     }
 
@@ -1077,9 +1102,70 @@ impl Filter {
                     };
                 }
             }
+            Filter::Case { arms, otherwise } => {
+                // Per block: the rows decided (by an enclosing AND or OR, or taken by an arm before), and the
+                // verdicts so far. A condition is evaluated on the rows not decided, its result on those it takes.
+                let enclosing = |position: usize| skip.and_then(|s| s.get(position)).copied().unwrap_or(NONE);
+                let mut decided: Vec<BlockMask> = (0..blocks.len()).map(enclosing).collect();
+                out.extend((0..blocks.len()).map(|_| TriMask { t: NONE, f: Some(NONE) }));
+                let (mut masks, mut taken, mut others) = (Vec::new(), Vec::new(), Vec::new());
+                let arms = arms.iter().map(|(condition, result)| (Some(condition), result));
+                for (condition, result) in arms.chain(std::iter::once((None, otherwise.as_ref()))) {
+                    taken.clear();
+                    match condition {
+                        Some(condition) => {
+                            // Its TRUE rows alone, unless a part of it may fail: then every part is evaluated, as
+                            // PostgreSQL evaluates an AND past a NULL.
+                            let wanted = if condition.may_fail() { Wanted::TrueAndFalse } else { Wanted::True };
+                            condition.eval_blocks_wanting(
+                                partition,
+                                blocks.clone(),
+                                params,
+                                prefetch_blocks,
+                                reads,
+                                &mut masks,
+                                wanted,
+                                Some(&decided),
+                            )?;
+                            taken.extend(
+                                masks
+                                    .iter()
+                                    .zip(&decided)
+                                    .map(|(mask, decided)| and_masks(&mask.t, &not_mask(decided))),
+                            );
+                        }
+                        None => taken.extend(decided.iter().map(not_mask)),
+                    }
+                    if taken.iter().all(|rows| *rows == NONE) {
+                        continue;
+                    }
+                    others.clear();
+                    others.extend(taken.iter().map(not_mask));
+                    result.eval_blocks_wanting(
+                        partition,
+                        blocks.clone(),
+                        params,
+                        prefetch_blocks,
+                        reads,
+                        &mut masks,
+                        Wanted::TrueAndFalse,
+                        Some(&others),
+                    )?;
+                    for (((verdict, mask), rows), decided) in out.iter_mut().zip(&masks).zip(&taken).zip(&mut decided) {
+                        let f = verdict.false_mask();
+                        *verdict = TriMask {
+                            t: or_masks(&verdict.t, &and_masks(&mask.t, rows)),
+                            f: Some(or_masks(&f, &and_masks(&mask.false_mask(), rows))),
+                        };
+                        *decided = or_masks(decided, rows);
+                    }
+                }
+            }
             Filter::Is { inner, verdict } => {
-                // IS TRUE reads the TRUE rows alone, so an AND inside may stop at a NULL part as a WHERE's does.
-                let wanted_of_inner = if *verdict == Some(true) { Wanted::True } else { Wanted::TrueAndFalse };
+                // IS TRUE reads the TRUE rows alone, so an AND inside may stop at a NULL part as a WHERE's does:
+                // where no part may fail, which evaluating every part would show.
+                let wanted_of_inner =
+                    if *verdict == Some(true) && !inner.may_fail() { Wanted::True } else { Wanted::TrueAndFalse };
                 inner.eval_blocks_wanting(
                     partition,
                     blocks,
@@ -1632,6 +1718,10 @@ mod tests {
             match filter {
                 Filter::And(parts) | Filter::Or(parts) => parts.iter().all(block_at_a_time),
                 Filter::Not(inner) | Filter::Is { inner, .. } => block_at_a_time(inner),
+                Filter::Case { arms, otherwise } => {
+                    arms.iter().all(|(condition, result)| block_at_a_time(condition) && block_at_a_time(result))
+                        && block_at_a_time(otherwise)
+                }
                 Filter::Rows(expr) => crate::vector::is_block_comparison(expr),
                 _ => true,
             }
@@ -1751,6 +1841,8 @@ mod tests {
         };
         let divided =
             || Box::new(Expr::Binary { op: BinaryOp::Div, left: int(1000), right: j(), data_type: DataType::Integer });
+        let doubled =
+            || Box::new(Expr::Binary { op: BinaryOp::Mul, left: j(), right: int(2), data_type: DataType::Integer });
         let cases = [
             case(vec![(cmp(BinaryOp::Lt, i(), int(30)), *boolean(Some(true)))], boolean(Some(false))),
             case(vec![(cmp(BinaryOp::Lt, i(), int(30)), cmp(BinaryOp::Gt, k(), big(0)))], boolean(None)),
@@ -1763,12 +1855,12 @@ mod tests {
                     ),
                     (cmp(BinaryOp::Eq, j(), int(0)), *boolean(None)),
                 ],
-                Box::new(cmp(BinaryOp::Gt, divided(), int(50))),
+                Box::new(cmp(BinaryOp::Gt, doubled(), int(50))),
             ),
             case(
                 vec![
                     (cmp(BinaryOp::Eq, j(), int(0)), *boolean(Some(false))),
-                    (cmp(BinaryOp::Gt, divided(), int(100)), cmp(BinaryOp::Lt, arithmetic(), int(0))),
+                    (cmp(BinaryOp::Gt, doubled(), int(100)), cmp(BinaryOp::Lt, arithmetic(), int(0))),
                 ],
                 boolean(Some(true)),
             ),
@@ -1777,8 +1869,65 @@ mod tests {
             check_blocks(&expr);
             check_blocks(&Expr::Not(Box::new(expr.clone())));
             check_blocks(&cmp(BinaryOp::And, Box::new(expr.clone()), Box::new(cmp(BinaryOp::Lt, j(), int(20)))));
-            check_blocks(&Expr::IsNull { expr: Box::new(expr), negated: true });
+            // Row by row where the CASE may fail (its arithmetic may overflow), as IS NULL over such an expression is.
+            let is_not_null = Expr::IsNull { expr: Box::new(expr), negated: true };
+            check_filter(&is_not_null, &compile(&is_not_null, &[]).unwrap());
         }
+        // A CASE with parts that may fail: each condition only on the rows no earlier arm took, each result on its
+        // arm's rows (`1000 / j` never meets j = 0 here).
+        let guarded = [
+            case(
+                vec![(cmp(BinaryOp::Eq, j(), int(0)), *boolean(Some(false)))],
+                Box::new(cmp(BinaryOp::Gt, divided(), int(50))),
+            ),
+            case(
+                vec![
+                    (cmp(BinaryOp::Eq, j(), int(0)), *boolean(Some(true))),
+                    (cmp(BinaryOp::Gt, divided(), int(100)), *boolean(Some(false))),
+                ],
+                boolean(None),
+            ),
+        ];
+        for expr in guarded {
+            check_blocks(&expr);
+            check_blocks(&Expr::Not(Box::new(expr)));
+        }
+        // IS NULL over an expression that may fail goes row by row (its ANDs are not reordered).
+        let may_fail = Expr::IsNull {
+            expr: Box::new(cmp(
+                BinaryOp::And,
+                Box::new(cmp(BinaryOp::Gt, divided(), int(1))),
+                Box::new(cmp(BinaryOp::Lt, i(), int(30))),
+            )),
+            negated: false,
+        };
+        let filter = compile(&may_fail, &[]).unwrap();
+        assert!(matches!(filter, Filter::Rows(_)), "{filter:?}");
+        // A condition that is a parameter settles its arm when compiled, as PostgreSQL's folding does: the ELSE's
+        // `100 / $1` is never evaluated when `$1 = 0` is TRUE, and the arm after a FALSE one is the first.
+        let param = || Box::new(Expr::Param { index: 0, data_type: DataType::Integer });
+        let settled = case(
+            vec![
+                (cmp(BinaryOp::Eq, param(), int(0)), cmp(BinaryOp::Lt, i(), int(30))),
+                (cmp(BinaryOp::Lt, j(), int(5)), *boolean(Some(true))),
+            ],
+            Box::new(cmp(
+                BinaryOp::Gt,
+                Box::new(Expr::Binary {
+                    op: BinaryOp::Div,
+                    left: int(100),
+                    right: param(),
+                    data_type: DataType::Integer,
+                }),
+                int(1),
+            )),
+        );
+        assert_eq!(
+            compile(&settled, &[Value::Int(0)]).unwrap(),
+            compile(&cmp(BinaryOp::Lt, i(), int(30)), &[]).unwrap()
+        );
+        let Filter::Case { arms, .. } = compile(&settled, &[Value::Int(4)]).unwrap() else { panic!("not a CASE") };
+        assert_eq!(arms.len(), 1, "the FALSE arm is left out");
         // The arm that takes j = 0 divides by it: the row path's error.
         let unguarded = case(
             vec![(cmp(BinaryOp::Gt, j(), int(0)), *boolean(Some(false)))],
@@ -1789,6 +1938,22 @@ mod tests {
             .eval_blocks(&partition(), 0..3, &[], 1, &mut [0; 5], &mut Vec::new())
             .unwrap_err();
         assert_eq!(error.sqlstate, crate::sqlstate::DIVISION_BY_ZERO);
+        // A condition that divides by zero on rows no earlier arm took raises, though its arm's result is FALSE and
+        // no ELSE follows.
+        let reached = case(
+            vec![
+                (cmp(BinaryOp::Gt, j(), int(1000)), *boolean(Some(true))),
+                (cmp(BinaryOp::Gt, divided(), int(1)), *boolean(Some(false))),
+            ],
+            boolean(None),
+        );
+        for expr in [reached.clone(), Expr::Not(Box::new(reached))] {
+            let error = compile_where(&expr, &[])
+                .unwrap()
+                .eval_blocks(&partition(), 0..3, &[], 1, &mut [0; 5], &mut Vec::new())
+                .unwrap_err();
+            assert_eq!(error.sqlstate, crate::sqlstate::DIVISION_BY_ZERO, "{expr:?}");
+        }
         for negated in [false, true] {
             check_blocks(&Expr::IsNull { expr: Box::new(cmp(BinaryOp::Lt, i(), int(30))), negated });
             let either = cmp(

@@ -806,11 +806,19 @@ impl<'a> Binder<'a> {
             E::Cast { expr: operand, data_type: sql_target, .. } => {
                 let target = data_type(sql_target)?;
                 let inner = self.bind_expr(operand, scope)?;
-                let cast = match inner {
+                // At PREPARE, a number's cast that fails is left for EXECUTE, as PostgreSQL casts it when it plans
+                // (a quoted literal's text is read now, there as here: `'x'::int` fails at PREPARE).
+                let deferred = match &inner {
+                    Expr::Literal { value, .. } if self.defer_constant_errors && !matches!(value, Value::Text(_)) => {
+                        Some(inner.clone())
+                    }
+                    _ => None,
+                };
+                let cast: Result<Expr, ExecError> = match inner {
                     // A number with a fraction is PostgreSQL's numeric, which rounds halves away from zero to an
                     // integer (`2.5::int` is 3), where a double rounds them to even.
                     Expr::Literal { value: Value::Double(v), .. } if target.is_integer() && signed_number(operand) => {
-                        Ok(Expr::literal(cast(Value::Double(v.round()), target)?, target))
+                        cast(Value::Double(v.round()), target).map(|value| Expr::literal(value, target))
                     }
                     Expr::Param { index, .. } if self.param_type(index).is_none() => {
                         self.set_param_type(index, target);
@@ -819,13 +827,28 @@ impl<'a> Binder<'a> {
                     // A cast NULL or text stays a cast: folded, it would look like an untyped literal, which
                     // takes the type of what it meets (`NULL::float8` must stay a double).
                     Expr::Literal { value, .. } if !value.is_null() && target != DataType::Text => {
-                        Ok(Expr::literal(cast(value, target)?, target))
+                        cast(value, target).map(|value| Expr::literal(value, target))
                     }
                     other => Ok(Expr::Cast { expr: Box::new(other), to: target }),
+                };
+                let cast = match (cast, deferred) {
+                    (Err(error), Some(literal)) if error.sqlstate.starts_with("22") => {
+                        return Ok(Expr::Cast { expr: Box::new(literal), to: target });
+                    }
+                    (cast, _) => cast,
                 };
                 // A smallint is an integer that must fit in 16 bits.
                 if is_smallint(sql_target) {
                     return match cast? {
+                        Expr::Literal { value: Value::Int(v), data_type }
+                            if i16::try_from(v).is_err() && self.defer_constant_errors =>
+                        {
+                            Ok(Expr::Function {
+                                function: ScalarFunction::Int2,
+                                args: vec![Expr::literal(Value::Int(v), data_type)],
+                                data_type: DataType::Integer,
+                            })
+                        }
                         Expr::Literal { value: Value::Int(v), .. } if i16::try_from(v).is_err() => {
                             Err(ExecError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "smallint out of range"))
                         }

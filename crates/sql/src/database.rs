@@ -1663,10 +1663,16 @@ impl Session {
                 let name = object_name(name).join(".");
                 let values = self.execute_arguments(&name, parameters, params)?;
                 let (prepared, values) = self.ready_to_run(&name, &values)?;
-                let Some(query) = &prepared.query else {
-                    return Err(unsupported("EXPLAIN EXECUTE of anything but a query"));
+                let plan = match (&prepared.query, &prepared.statement) {
+                    (Some(query), _) => query.plan.clone(),
+                    // Kept unplanned (a constant's error deferred from PREPARE): planned now, which raises it.
+                    (None, Parsed::Sql(statement)) if let Statement::Query(query) = statement.as_ref() => {
+                        let declared: Vec<Option<DataType>> = prepared.param_types.iter().copied().map(Some).collect();
+                        binder_for(self.db.as_ref(), Some(&declared)).plan_query(query)?.plan
+                    }
+                    _ => return Err(unsupported("EXPLAIN EXECUTE of anything but a query")),
                 };
-                (query.plan.clone(), values)
+                (plan, values)
             }
             _ => return Err(unsupported("EXPLAIN of anything but a query")),
         };
