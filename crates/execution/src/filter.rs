@@ -1083,8 +1083,15 @@ impl Filter {
                     }
                 }
             }
-            Filter::Not(inner) => {
-                let wanted_of_inner = Wanted::TrueAndFalse;
+            Filter::Not(inner) | Filter::Is { inner, .. } => {
+                // IS TRUE reads the TRUE rows alone, so an AND inside may stop at a NULL part as a WHERE's does:
+                // where no part may fail, which evaluating every part would show.
+                let verdict = match self {
+                    Filter::Is { verdict, .. } => Some(*verdict),
+                    _ => None,
+                };
+                let wanted_of_inner =
+                    if verdict == Some(Some(true)) && !inner.may_fail() { Wanted::True } else { Wanted::TrueAndFalse };
                 inner.eval_blocks_wanting(
                     partition,
                     blocks,
@@ -1096,9 +1103,12 @@ impl Filter {
                     skip,
                 )?;
                 for mask in out.iter_mut() {
-                    *mask = match mask.f {
-                        None => TriMask::exact(not_mask(&mask.t)),
-                        Some(f) => TriMask { t: f, f: Some(mask.t) },
+                    *mask = match (verdict, mask.f) {
+                        (None, None) => TriMask::exact(not_mask(&mask.t)),
+                        (None, Some(f)) => TriMask { t: f, f: Some(mask.t) },
+                        (Some(Some(true)), _) => TriMask::exact(mask.t),
+                        (Some(Some(false)), _) => TriMask::exact(mask.false_mask()),
+                        (Some(None), _) => TriMask::exact(not_mask(&or_masks(&mask.t, &mask.false_mask()))),
                     };
                 }
             }
@@ -1159,29 +1169,6 @@ impl Filter {
                         };
                         *decided = or_masks(decided, rows);
                     }
-                }
-            }
-            Filter::Is { inner, verdict } => {
-                // IS TRUE reads the TRUE rows alone, so an AND inside may stop at a NULL part as a WHERE's does:
-                // where no part may fail, which evaluating every part would show.
-                let wanted_of_inner =
-                    if *verdict == Some(true) && !inner.may_fail() { Wanted::True } else { Wanted::TrueAndFalse };
-                inner.eval_blocks_wanting(
-                    partition,
-                    blocks,
-                    params,
-                    prefetch_blocks,
-                    reads,
-                    out,
-                    wanted_of_inner,
-                    skip,
-                )?;
-                for mask in out.iter_mut() {
-                    *mask = TriMask::exact(match verdict {
-                        Some(true) => mask.t,
-                        Some(false) => mask.false_mask(),
-                        None => not_mask(&or_masks(&mask.t, &mask.false_mask())),
-                    });
                 }
             }
         }

@@ -657,11 +657,12 @@ fn masked_summary_portable(values: &[i64; BLOCK_ROWS], selected: &BlockMask) -> 
     (high, low, min, max)
 }
 
+/// The rows where `compare(a[row], b[row])` holds (integers or doubles).
 #[inline(always)]
-fn compare_rows_portable(
-    a: &[i64; BLOCK_ROWS],
-    b: &[i64; BLOCK_ROWS],
-    compare: impl Fn(i64, i64) -> bool,
+fn compare_rows_portable<T: Copy>(
+    a: &[T; BLOCK_ROWS],
+    b: &[T; BLOCK_ROWS],
+    compare: impl Fn(T, T) -> bool,
 ) -> BlockMask {
     let mut hits = [0u64; MASK_WORDS];
     for (word, hits) in hits.iter_mut().enumerate() {
@@ -743,28 +744,11 @@ on_every_isa!(double_rows_failing_on(
     op: impl Fn(f64, f64) -> (f64, bool)
 ) -> bool = double_rows_failing_portable);
 
-/// The rows where `compare(a[row], b[row])` holds.
-#[inline(always)]
-fn compare_double_rows_portable(
-    a: &[f64; BLOCK_ROWS],
-    b: &[f64; BLOCK_ROWS],
-    compare: impl Fn(f64, f64) -> bool,
-) -> BlockMask {
-    let mut hits = [0u64; MASK_WORDS];
-    for (word, hits) in hits.iter_mut().enumerate() {
-        let (a, b) = (&a[word * 64..word * 64 + 64], &b[word * 64..word * 64 + 64]);
-        for bit in 0..64 {
-            *hits |= u64::from(compare(a[bit], b[bit])) << bit;
-        }
-    }
-    hits
-}
-
 on_every_isa!(compare_double_rows_on(
     a: &[f64; BLOCK_ROWS],
     b: &[f64; BLOCK_ROWS],
     compare: impl Fn(f64, f64) -> bool
-) -> BlockMask = compare_double_rows_portable);
+) -> BlockMask = compare_rows_portable);
 
 /// A block of `value`s, on the heap without passing through the stack.
 fn filled<T: Copy + std::fmt::Debug>(value: T) -> Box<[T; BLOCK_ROWS]> {
