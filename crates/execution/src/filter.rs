@@ -379,7 +379,7 @@ pub fn compile(expr: &Expr, params: &[Value]) -> Result<Filter, ExecError> {
             None => rows_filter(expr),
         },
         Expr::Case { branches, otherwise, data_type: DataType::Boolean }
-            if !expr.is_volatile() && !rows_filter(expr).is_per_string() =>
+            if !expr.is_volatile() && per_string_column(expr).is_none() =>
         {
             compile_case(branches, otherwise, params)?
         }
@@ -504,6 +504,19 @@ fn negate(filter: Filter) -> Filter {
 /// An expression the kernels do not take, as a leaf: per string of a text column's dictionaries where it reads
 /// that column alone ([`Filter::TextCodes`]), otherwise row by row ([`Filter::Rows`]).
 fn rows_filter(expr: &Expr) -> Filter {
+    match per_string_column(expr) {
+        Some(column) => Filter::TextCodes(Arc::new(TextPredicate {
+            column,
+            expr: expr.clone(),
+            verdicts: Mutex::new(HashMap::new()),
+        })),
+        None => Filter::Rows(expr.clone()),
+    }
+}
+
+/// The text column `expr` can be decided per string of ([`Filter::TextCodes`]): the one column it reads, with no
+/// volatile function and no subquery.
+fn per_string_column(expr: &Expr) -> Option<usize> {
     let mut columns = Vec::new();
     expr.columns(&mut columns);
     match columns[..] {
@@ -513,13 +526,9 @@ fn rows_filter(expr: &Expr) -> Filter {
             ) && !expr.is_volatile()
                 && !expr.any_node(&|node| matches!(node, Expr::Subquery { .. } | Expr::QuantifiedSubquery { .. })) =>
         {
-            Filter::TextCodes(Arc::new(TextPredicate {
-                column,
-                expr: expr.clone(),
-                verdicts: Mutex::new(HashMap::new()),
-            }))
+            Some(column)
         }
-        _ => Filter::Rows(expr.clone()),
+        _ => None,
     }
 }
 
@@ -667,11 +676,6 @@ impl TextPredicate {
 }
 
 impl Filter {
-    /// Whether the filter is decided once per string of a text column's dictionaries ([`Filter::TextCodes`]).
-    fn is_per_string(&self) -> bool {
-        matches!(self, Filter::TextCodes(_))
-    }
-
     /// Whether the filter is a leaf evaluated on rows, which may fail ([`Filter::Rows`]; a
     /// [`Filter::TextCodes`] falls back to it).
     pub(crate) fn is_evaluated_on_rows(&self) -> bool {
