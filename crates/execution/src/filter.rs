@@ -897,6 +897,24 @@ impl Filter {
         Ok(())
     }
 
+    /// The rows of `rows` (in block `block`) where the filter is TRUE: an aggregate's FILTER over the rows a scan
+    /// selected. Its leaves that may fail ([`Filter::may_fail`]) evaluate those rows alone, so it raises what
+    /// evaluating it row by row on them would. `scratch` is any vector, kept by the caller between blocks.
+    pub fn true_rows_among(
+        &self,
+        partition: &Partition,
+        block: usize,
+        params: &[Value],
+        rows: &BlockMask,
+        reads: &mut [u64],
+        scratch: &mut Vec<TriMask>,
+    ) -> Result<BlockMask, ExecError> {
+        let skip: [BlockMask; 1] = [std::array::from_fn(|word| !rows[word])];
+        self.eval_blocks_wanting(partition, block..block + 1, params, 0, reads, scratch, Wanted::True, Some(&skip))?;
+        let t = scratch.first().map_or(NONE, |mask| mask.t);
+        Ok(std::array::from_fn(|word| t[word] & rows[word]))
+    }
+
     /// How the filter combines its integer-range leaves when it is one over `partition`'s columns without NULLs
     /// (a single leaf counts as an OR of one), or `None` when it is anything else.
     fn two_valued_ranges(&self, partition: &Partition) -> Option<Combine> {

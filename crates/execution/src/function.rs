@@ -604,7 +604,7 @@ impl ScalarFunction {
     }
 
     /// A strict function of arguments that are not NULL, each of its parameter's type.
-    fn eval_strict(self, values: &[Value], data_type: DataType) -> Result<Value, ExecError> {
+    pub(crate) fn eval_strict(self, values: &[Value], data_type: DataType) -> Result<Value, ExecError> {
         use ScalarFunction as F;
         let double = |position: usize| match values.get(position) {
             Some(Value::Double(v)) => Ok(*v),
@@ -1026,7 +1026,7 @@ fn width_bucket(x: f64, low: f64, high: f64, count: i64) -> Result<Value, ExecEr
 
 /// How [`round_decimal`] drops digits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Rounding {
+pub(crate) enum Rounding {
     /// Half away from zero (`round`).
     HalfAwayFromZero,
     /// Toward zero (`trunc`).
@@ -1039,7 +1039,7 @@ enum Rounding {
 /// double nearest 9.45 lies just below it, which is what a user who wrote 9.45 expects; scaling by a power of ten
 /// and rounding the scaled double would say 9.5 here but 0.8 for `trunc(0.9 - 1e-16, 1)`, and rounding the exact
 /// binary value says 9.4.
-fn round_decimal(x: f64, places: i64, rounding: Rounding) -> f64 {
+pub(crate) fn round_decimal(x: f64, places: i64, rounding: Rounding) -> f64 {
     if !x.is_finite() || x == 0.0 {
         return x + 0.0;
     }

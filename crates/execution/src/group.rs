@@ -42,7 +42,7 @@ use crate::expr::Expr;
 use crate::plan::ScanOutput;
 use crate::run::for_each_set;
 use crate::textkeys::{TextKey, TextKeys};
-use crate::vector::{IntBlock, int_block_of, is_group_key, is_int_expr};
+use crate::vector::{IntBlock, double_bits_block_of, int_block_of, is_double_expr, is_group_key, is_int_expr};
 use numadb_storage::Value;
 
 /// The most GROUP BY keys this path takes.
@@ -395,13 +395,13 @@ numadb_storage::on_every_isa!(rows_of_group_on(
 /// or a text or boolean column (grouped by its strings' numbers, [`TextKeys`]; or by 0 and 1);
 /// every aggregate `COUNT(*)`, or COUNT, SUM, AVG, MIN or MAX (DISTINCT or not) of integer arithmetic, or COUNT,
 /// MIN or MAX (DISTINCT or not) of a text column (by its strings' numbers, which keep their order), or COUNT, SUM,
-/// AVG, MIN or MAX (not DISTINCT) of a double column (SUM and AVG compensated as the general path's are), none
-/// with a FILTER.
+/// AVG, MIN or MAX (not DISTINCT) of a double column (SUM and AVG compensated as the general path's are); a
+/// FILTER only where it is evaluated a block at a time ([`filters_per_block`]).
 pub(crate) fn applies(group_by: &[Expr], aggregates: &[AggregateCall]) -> bool {
     group_by.len() <= KEYS_MAX
         && group_by.iter().all(is_group_key)
         && aggregates.iter().all(|call| {
-            call.filter.is_none()
+            call.filter.as_ref().is_none_or(filters_per_block)
                 && call.extra.is_empty()
                 && call.order_by.is_empty()
                 && match call.function {
@@ -410,22 +410,33 @@ pub(crate) fn applies(group_by: &[Expr], aggregates: &[AggregateCall]) -> bool {
                         call.argument.as_ref().is_some_and(|argument| {
                             is_int_expr(argument)
                                 || matches!(argument, Expr::Column { data_type: DataType::Text, .. })
-                                || is_double_column(argument) && !call.distinct
+                                || is_double_argument(argument) && !call.distinct
                         })
                     }
-                    AggregateFunction::Sum | AggregateFunction::Avg => call
-                        .argument
-                        .as_ref()
-                        .is_some_and(|argument| is_int_expr(argument) || is_double_column(argument) && !call.distinct),
+                    AggregateFunction::Sum | AggregateFunction::Avg => call.argument.as_ref().is_some_and(|argument| {
+                        is_int_expr(argument) || is_double_argument(argument) && !call.distinct
+                    }),
                     _ => false,
                 }
         })
 }
 
-/// Whether `expr` is a double column, whose values [`IntGroups`] aggregates by their bits (not DISTINCT: equal
-/// doubles, 0 and -0, can differ in their bits).
-fn is_double_column(expr: &Expr) -> bool {
+/// Whether an aggregate's `FILTER (WHERE filter)` is compiled ([`crate::filter::compile_where`]) and evaluated
+/// on the selected rows of each block ([`crate::filter::Filter::true_rows_among`]), its TRUE rows narrowing the
+/// rows that aggregate adds: where it is not volatile (how many times it runs is then not the row path's) and
+/// holds no subquery. Row by row, `avg("C1") FILTER (WHERE "C2" < 1000000)` and a `count(*) FILTER` beside it
+/// took 1 s over 20 million rows (DuckDB: 39 ms).
+pub(crate) fn filters_per_block(filter: &Expr) -> bool {
+    !filter.is_volatile()
+        && !filter.any_node(&|node| matches!(node, Expr::Subquery { .. } | Expr::QuantifiedSubquery { .. }))
+}
+
+/// Whether `expr` is a double column or double arithmetic ([`is_double_expr`]), whose values [`IntGroups`]
+/// aggregates by their bits (not DISTINCT: equal doubles, 0 and -0, can differ in their bits). Row by row,
+/// `sum("C1"::double precision * 0.5)` over 20 million rows took 573 ms (DuckDB: 15).
+fn is_double_argument(expr: &Expr) -> bool {
     matches!(expr, Expr::Column { data_type: DataType::Double, .. })
+        || expr.data_type() == DataType::Double && is_double_expr(expr)
 }
 
 /// A task's groups.
@@ -785,8 +796,10 @@ impl IntGroups {
     }
 
     /// Adds the rows selected in `mask` of block `block`; `numbers` gives, per key and then per aggregate, the
-    /// numbers of a text column's codes in `partition` ([`TextKeys::numbers_in`]). An error means a row would raise one: nothing of the
-    /// block has been added, and the caller runs it on the general path.
+    /// numbers of a text column's codes in `partition` ([`TextKeys::numbers_in`]). `filtered` gives, per
+    /// aggregate with a FILTER, the block's rows it keeps ([`filters_per_block`]; empty where none has one): that
+    /// aggregate adds the rows of both masks, and its argument is evaluated on those alone. An error means a row
+    /// would raise one: nothing of the block has been added, and the caller runs it on the general path.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn add_block(
         &mut self,
@@ -796,14 +809,31 @@ impl IntGroups {
         numbers: &[Option<&[u32]>],
         block: usize,
         mask: &BlockMask,
+        filtered: &[Option<BlockMask>],
         params: &[Value],
     ) -> Result<(), ExecError> {
-        let skip: BlockMask = std::array::from_fn(|word| !mask[word]);
-        let mut evaluate = |expr: &Expr| int_block_of(expr, partition, block, params, &skip, &mut self.reads);
-        let mut keys: Vec<IntBlock> = group_by.iter().map(&mut evaluate).collect::<Result<_, _>>()?;
+        // Each aggregate's rows: the block's selected ones, narrowed by its FILTER's.
+        let call_mask = |slot: usize| match filtered.get(slot) {
+            Some(Some(kept)) => std::array::from_fn(|word| mask[word] & kept[word]),
+            _ => *mask,
+        };
+        let reads = &mut self.reads;
+        let mut evaluate = |expr: &Expr, rows: &BlockMask| {
+            let skip: BlockMask = std::array::from_fn(|word| !rows[word]);
+            match expr {
+                // Double arithmetic as its doubles' bits, as a double column's values come.
+                Expr::Column { .. } => int_block_of(expr, partition, block, params, &skip, reads),
+                _ if expr.data_type() == DataType::Double => {
+                    double_bits_block_of(expr, partition, block, params, &skip, reads)
+                }
+                _ => int_block_of(expr, partition, block, params, &skip, reads),
+            }
+        };
+        let mut keys: Vec<IntBlock> = group_by.iter().map(|key| evaluate(key, mask)).collect::<Result<_, _>>()?;
         let mut arguments: Vec<Option<IntBlock>> = aggregates
             .iter()
-            .map(|call| call.argument.as_ref().map(&mut evaluate).transpose())
+            .enumerate()
+            .map(|(slot, call)| call.argument.as_ref().map(|argument| evaluate(argument, &call_mask(slot))).transpose())
             .collect::<Result<_, _>>()?;
         // `numbers` has a place per key, then per aggregate (with an argument or not).
         let columns = keys.iter_mut().map(Some).chain(arguments.iter_mut().map(Option::as_mut));
@@ -840,11 +870,13 @@ impl IntGroups {
             // A slice, not the vector: its address and length stay in registers through the loops below, not
             // loaded again for every row (`GROUP BY "C1" % 100` with COUNT(*) and SUM: 19.3 -> 18.6 ms).
             let states = &mut self.states[..];
+            let mask = &call_mask(slot);
             let Some(argument) = argument else {
                 match few {
                     Some(few) => {
                         for (base, rows) in few {
-                            states[base + offset] += u64::from(bitpack::count(rows));
+                            let rows: BlockMask = std::array::from_fn(|word| rows[word] & mask[word]);
+                            states[base + offset] += u64::from(bitpack::count(&rows));
                         }
                     }
                     None => for_each_set(mask, |row| states[bases[row] + offset] += 1),

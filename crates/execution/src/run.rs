@@ -296,6 +296,9 @@ struct ScanJob {
     groups_spilled: AtomicU64,
     /// Whether the tasks aggregate a block at a time ([`IntGroups`]).
     block_groups: bool,
+    /// With `block_groups`, per aggregate: its FILTER compiled, evaluated on each block with selected rows
+    /// ([`group::filters_per_block`]); empty where no aggregate has one.
+    aggregate_filters: Vec<Option<Filter>>,
     /// The numbers of the strings of the GROUP BY's text keys and of text aggregate arguments, which
     /// [`IntGroups`] groups and aggregates by.
     text_keys: TextKeys,
@@ -901,6 +904,15 @@ fn add_scan(
         }
         _ => (false, TextKeys::default()),
     };
+    let aggregate_filters = match &scan.output {
+        ScanOutput::Aggregate { aggregates, .. } if block_groups && aggregates.iter().any(|a| a.filter.is_some()) => {
+            aggregates
+                .iter()
+                .map(|call| call.filter.as_ref().map(|filter| compile_where(filter, params)).transpose())
+                .collect::<Result<_, _>>()?
+        }
+        _ => Vec::new(),
+    };
     let merge_parts = if block_groups && group::merges_by_partition(&scan.output) {
         if snapshot.rows() >= MANY_MERGE_PARTS_ROWS { workers.max(MANY_MERGE_PARTS) } else { workers }
     } else {
@@ -983,6 +995,7 @@ fn add_scan(
         worker_groups: (0..if merge_parts > 0 { workers } else { 0 }).map(|_| Mutex::default()).collect(),
         merge_source: OnceLock::new(),
         block_groups,
+        aggregate_filters,
         text_keys,
         tasks: morsels.len(),
     });
@@ -1238,6 +1251,9 @@ fn run_morsel(
         }
         _ => None,
     };
+    // The rows each aggregate's FILTER keeps in the block at hand (`ScanJob::aggregate_filters`).
+    let (mut filtered, mut filter_scratch) = (Vec::new(), Vec::new());
+    let mut filter_reads = if job.aggregate_filters.is_empty() { Vec::new() } else { vec![0; reads.len()] };
     let mut top = job.top_n.as_ref().map(|top_n| TopRows::new(top_n, &job.top_bound));
     let (mut probe_buffers, mut joined_rows) = (ProbeBuffers::default(), 0u64);
     // `COUNT(*)`s alone (the thesis query) need only the number of selected rows: counted per block, added once.
@@ -1309,10 +1325,32 @@ fn run_morsel(
             }
             continue;
         }
-        if let (Some(groups), ScanOutput::Aggregate { group_by, aggregates, .. }) = (&mut int_groups, &job.output)
-            && groups.add_block(group_by, aggregates, partition, &numbers, block, &mask, params).is_ok()
-        {
-            continue;
+        if let (Some(groups), ScanOutput::Aggregate { group_by, aggregates, .. }) = (&mut int_groups, &job.output) {
+            // Each aggregate's FILTER on the selected rows; one that raises an error sends the block down the
+            // general path, which raises the error it meets first, as it does for the arguments' errors.
+            filtered.clear();
+            let mut filters_failed = false;
+            for filter in &job.aggregate_filters {
+                filtered.push(match filter {
+                    Some(filter) => {
+                        // The bytes are the output's (`output_columns` holds the filters' columns).
+                        let reads = &mut filter_reads;
+                        match filter.true_rows_among(partition, block, params, &mask, reads, &mut filter_scratch) {
+                            Ok(kept) => Some(kept),
+                            Err(_) => {
+                                filters_failed = true;
+                                break;
+                            }
+                        }
+                    }
+                    None => None,
+                });
+            }
+            if !filters_failed
+                && groups.add_block(group_by, aggregates, partition, &numbers, block, &mask, &filtered, params).is_ok()
+            {
+                continue;
+            }
         }
         match (&job.output, &mut output) {
             (ScanOutput::Aggregate { group_by, aggregates, .. }, TaskOutput::Aggregate(..)) if group_by.is_empty() => {

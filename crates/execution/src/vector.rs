@@ -159,6 +159,28 @@ pub(crate) fn is_double_expr(expr: &Expr) -> bool {
         }
         Expr::Negate { expr, data_type } => *data_type == DataType::Double && is_double_expr(expr),
         Expr::Cast { expr, to: DataType::Double } => operand(expr),
+        Expr::Function { function, args, data_type: DataType::Double } => is_double_function(*function, args),
+        _ => false,
+    }
+}
+
+/// Whether `function(args)` is a double precision function [`double_block`] evaluates: of arguments that are
+/// double or integer expressions, `round` and `trunc`'s places (if given) a constant. Row by row,
+/// `round("C1" / 3.0) = 5` over 20 million rows took 3.4 s (DuckDB: 4 ms), `sum(sqrt("C1"))` 0.6 s (29 ms).
+fn is_double_function(function: ScalarFunction, args: &[Expr]) -> bool {
+    use ScalarFunction as F;
+    let operand = |e: &Expr| is_double_expr(e) || is_int_expr(e);
+    let constant_int = |e: &Expr| {
+        matches!(e, Expr::Literal { value: Value::Int(_) | Value::Null, .. } | Expr::Param { .. })
+            && is_int_type(e.data_type())
+    };
+    match (function, args) {
+        (
+            F::Abs | F::Floor | F::Ceil | F::Sign | F::Sqrt | F::Cbrt | F::Exp | F::Ln | F::Log10 | F::Round | F::Trunc,
+            [x],
+        ) => operand(x),
+        (F::Round | F::Trunc, [x, places]) => operand(x) && constant_int(places),
+        (F::Power | F::Log, [x, y]) => operand(x) && operand(y),
         _ => false,
     }
 }
@@ -566,8 +588,180 @@ fn double_block(
             }
             Ok(out)
         }
+        Expr::Function { function, args, .. } => {
+            double_function_block(*function, args, partition, block, absent, params, reads)
+        }
         _ => Err(ExecError::internal("not a double expression")),
     }
+}
+
+/// [`double_block`] of a function ([`is_double_function`]): its first argument's block, each row replaced by the
+/// function's value. The common functions are one loop each, in the row path's arithmetic
+/// ([`ScalarFunction::eval_strict`]'s): `floor`, `ceil`, `abs`, `sign`, `sqrt`, `cbrt`, and `round` and `trunc`
+/// where that arithmetic's decimal rounding cannot differ from the binary one
+/// ([`round_places`]). The others call [`ScalarFunction::eval_strict`] per row, with no tree walk and no row built.
+/// Where a row not NULL fails (`sqrt` of a negative), the block is gone through row by row for the first error.
+fn double_function_block(
+    function: ScalarFunction,
+    args: &[Expr],
+    partition: &Partition,
+    block: usize,
+    absent: &BlockMask,
+    params: &[Value],
+    reads: &mut [u64],
+) -> Result<DoubleBlock, ExecError> {
+    use ScalarFunction as F;
+    let Some(first) = args.first() else { return Err(ExecError::internal("a double function without arguments")) };
+    let mut out = double_block(first, partition, block, absent, params, reads)?;
+    // The second argument: a block of doubles (`power`, `log`), or `round`'s and `trunc`'s places.
+    let (mut second, mut places) = (None, 0);
+    match (function, args.get(1)) {
+        (_, None) => {}
+        (F::Round | F::Trunc, Some(arg)) => match int_constant(arg, params)? {
+            Some(value) => places = value,
+            None => {
+                // A strict function of a NULL: NULL on every row.
+                out.nulls = [u64::MAX; MASK_WORDS];
+                return Ok(out);
+            }
+        },
+        (_, Some(arg)) => {
+            let arg = double_block(arg, partition, block, absent, params, reads)?;
+            for (word, null) in out.nulls.iter_mut().zip(arg.nulls) {
+                *word |= null;
+            }
+            second = Some(arg);
+        }
+    }
+    let nulls = out.nulls;
+    let values = &mut *out.values;
+    // The general way: the row path's own function, per row not NULL; a row whose call fails is flagged.
+    let per_row = |values: &mut [f64; BLOCK_ROWS]| {
+        let mut failed = false;
+        for row in 0..BLOCK_ROWS {
+            if nulls[row / 64] >> (row % 64) & 1 == 1 {
+                continue;
+            }
+            let x = Value::Double(values[row]);
+            let result = match (&second, args.len()) {
+                (Some(y), _) => function.eval_strict(&[x, Value::Double(y.values[row])], DataType::Double),
+                (None, 2) => function.eval_strict(&[x, Value::Int(places)], DataType::Double),
+                (None, _) => function.eval_strict(&[x], DataType::Double),
+            };
+            match result {
+                Ok(Value::Double(value)) => values[row] = value,
+                _ => failed = true,
+            }
+        }
+        failed
+    };
+    // SAFETY: `Isa::best` runs on this CPU (every call below).
+    let failed = unsafe {
+        match (function, args.len()) {
+            (F::Floor, 1) => map_doubles_on(Isa::best(), &nulls, values, |x| (x.floor() + 0.0, false)),
+            (F::Ceil, 1) => map_doubles_on(Isa::best(), &nulls, values, |x| (x.ceil() + 0.0, false)),
+            (F::Abs, 1) => map_doubles_on(Isa::best(), &nulls, values, |x| (x.abs(), false)),
+            // NaN's sign is 0, as the row path's comparisons make it.
+            (F::Sign, 1) => map_doubles_on(Isa::best(), &nulls, values, |x| {
+                (f64::from(u8::from(x > 0.0)) - f64::from(u8::from(x < 0.0)), false)
+            }),
+            (F::Sqrt, 1) => map_doubles_on(Isa::best(), &nulls, values, |x| (x.sqrt(), x < 0.0)),
+            (F::Cbrt, 1) => map_doubles_on(Isa::best(), &nulls, values, |x| (x.cbrt(), false)),
+            // An infinite result of a finite number is the row path's 22003.
+            (F::Round | F::Trunc, _) => map_doubles_on(Isa::best(), &nulls, values, |x| {
+                let rounded = round_places(x, places, function == F::Round);
+                (rounded, rounded.is_infinite() && x.is_finite())
+            }),
+            _ => per_row(values),
+        }
+    };
+    if failed {
+        let operand = double_block(first, partition, block, absent, params, reads)?;
+        for_each_row(&nulls, |row| {
+            let x = Value::Double(operand.values[row]);
+            match (&second, args.len()) {
+                (Some(y), _) => function.eval_strict(&[x, Value::Double(y.values[row])], DataType::Double),
+                (None, 2) => function.eval_strict(&[x, Value::Int(places)], DataType::Double),
+                (None, _) => function.eval_strict(&[x], DataType::Double),
+            }
+            .map(drop)
+        })?;
+        return Err(ExecError::internal("a row failed in bulk and not one by one"));
+    }
+    Ok(out)
+}
+
+/// `round(x, places)` (`half_away`) or `trunc(x, places)` as the row path computes them: PostgreSQL's numeric
+/// rounds a number's decimal digits, so the row path rounds `x`'s first 15 significant digits
+/// ([`crate::function::round_decimal`], through text; `round("C3" / 7.0, 1)` took 150 ns a row). That differs
+/// from rounding `x · 10^places` in binary only where that is within a 15-digit rounding step of a half (round)
+/// or just below a whole number (trunc), or where `x` has no digits to drop among its 15, and only those rows
+/// take the decimal way. Otherwise the kept digits are a whole number below 10^14 and `10^|places|` is exact
+/// (|places| ≤ 22), so their quotient (product) is the correctly rounded double of the decimal result, which is
+/// what the row path's parse of its text gives.
+#[inline(always)]
+fn round_places(x: f64, places: i64, half_away: bool) -> f64 {
+    const POWERS: [f64; 23] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19,
+        1e20, 1e21, 1e22,
+    ];
+    if let Some(&power) = POWERS.get(places.unsigned_abs() as usize) {
+        let magnitude = x.abs();
+        let scaled = if places >= 0 { magnitude * power } else { magnitude / power };
+        let fraction = scaled - scaled.floor();
+        // The 15 digits are within 5e-15 × |x| of x, and the scaling is off by an ulp at most: twenty times
+        // that is a safe margin.
+        let clear = if half_away { (fraction - 0.5).abs() } else { 1.0 - fraction };
+        if scaled < 1e14 && clear > 1e-13 * (scaled + 1.0) {
+            let kept = if half_away { scaled.round() } else { scaled.trunc() };
+            let rounded = if places >= 0 { kept / power } else { kept * power };
+            return if x < 0.0 { -rounded + 0.0 } else { rounded + 0.0 };
+        }
+    }
+    let rounding =
+        if half_away { crate::function::Rounding::HalfAwayFromZero } else { crate::function::Rounding::TowardZero };
+    crate::function::round_decimal(x, places, rounding)
+}
+
+/// Each row's value replaced by `op(value)`'s, and whether a row not set in `nulls` fails (its flag).
+#[inline(always)]
+fn map_doubles_portable(nulls: &BlockMask, values: &mut [f64; BLOCK_ROWS], op: impl Fn(f64) -> (f64, bool)) -> bool {
+    let mut failed = 0u64;
+    for (word, &null) in nulls.iter().enumerate() {
+        let mut flags = 0u64;
+        for bit in 0..64 {
+            let row = word * 64 + bit;
+            let (value, fails) = op(values[row]);
+            values[row] = value;
+            flags |= u64::from(fails) << bit;
+        }
+        failed |= flags & !null;
+    }
+    failed != 0
+}
+
+on_every_isa!(map_doubles_on(
+    nulls: &BlockMask,
+    values: &mut [f64; BLOCK_ROWS],
+    op: impl Fn(f64) -> (f64, bool)
+) -> bool = map_doubles_portable);
+
+/// `expr` (an [`is_double_expr`]) over block `block` of `partition`, except the rows set in `skip` (NULL), as
+/// the bits of its doubles: how [`crate::group::IntGroups`] holds a double column's values.
+pub(crate) fn double_bits_block_of(
+    expr: &Expr,
+    partition: &Partition,
+    block: usize,
+    params: &[Value],
+    skip: &BlockMask,
+    reads: &mut [u64],
+) -> Result<IntBlock, ExecError> {
+    let doubles = double_block(expr, partition, block, &absent_or_skipped(partition, block, skip), params, reads)?;
+    let mut values = filled(0i64);
+    for (bits, value) in values.iter_mut().zip(doubles.values.iter()) {
+        *bits = value.to_bits() as i64;
+    }
+    Ok(IntBlock { values, nulls: doubles.nulls })
 }
 
 /// The rows where `compare(a[row], b[row])` holds, as a block mask.
@@ -1339,6 +1533,88 @@ mod tests {
                 assert!((0..BLOCK_ROWS).all(|row| out[row] == converted[row] as f64), "{isa:?}");
             }
         }
+    }
+
+    #[test]
+    fn rounding_in_binary_is_the_row_paths_decimal_rounding() {
+        use crate::function::{Rounding, round_decimal};
+        let mut rng = fastrand::Rng::with_seed(7);
+        let mut checked = 0;
+        for round in 0..400_000 {
+            let places = [0, 0, 0, 1, 2, 3, -1, -2, 5, 14, 22, -22, 23, -23, 300][round % 15];
+            // Quotients of whole numbers (what `"C1" / 7.0` gives), halves and near-halves at every scale,
+            // numbers just below whole ones, and the edges of the fast way (10^14, NaN, infinities).
+            let x = match rng.u8(..8) {
+                0 => rng.i64(-10_000_000..10_000_000) as f64 / [3.0, 7.0, 9.0, 0.3, 1e3][rng.usize(..5)],
+                1 => (rng.i64(-1_000_000..1_000_000) as f64 + 0.5) / 10f64.powi(rng.i32(-3..6)),
+                2 => {
+                    let half = rng.i64(-1_000_000..1_000_000) as f64 + 0.5;
+                    let nudged = f64::from_bits(half.to_bits().wrapping_add(rng.u64(..64)).wrapping_sub(32));
+                    nudged / 10f64.powi(rng.i32(0..4))
+                }
+                3 => f64::from_bits((rng.i64(1..100_000) as f64).to_bits() - rng.u64(1..8)),
+                4 => 1e14 * (1.0 + (rng.f64() - 0.5) * 1e-3),
+                5 => [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -0.0, f64::MAX, 1e-300, -2.5][rng.usize(..8)],
+                6 => (rng.f64() - 0.5) * 10f64.powi(rng.i32(-20..20)),
+                _ => rng.i64(..) as f64,
+            };
+            for (half_away, rounding) in [(true, Rounding::HalfAwayFromZero), (false, Rounding::TowardZero)] {
+                let (fast, decimal) = (round_places(x, places, half_away), round_decimal(x, places, rounding));
+                assert!(
+                    fast.to_bits() == decimal.to_bits() || fast.is_nan() && decimal.is_nan(),
+                    "{x:e} to {places} places ({rounding:?}): {fast:e} against the row path's {decimal:e}"
+                );
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 800_000);
+    }
+
+    #[test]
+    fn double_functions_by_block_are_the_row_paths_on_every_instruction_set() {
+        use ScalarFunction as F;
+        let mut rng = fastrand::Rng::with_seed(3);
+        let nulls: BlockMask = std::array::from_fn(|_| rng.u64(..) & rng.u64(..));
+        let x: Box<[f64; BLOCK_ROWS]> = std::array::from_fn(|row| match row % 5 {
+            0 => [f64::NAN, -0.0, 0.0, f64::INFINITY, -2.5, 2.5, -0.4][row % 7],
+            1 => rng.i64(-1000..1000) as f64 / 7.0,
+            _ => (rng.f64() - 0.2) * 1e6,
+        })
+        .into();
+        type Loop = fn(f64) -> (f64, bool);
+        let cases: [(F, Loop); 6] = [
+            (F::Floor, |x| (x.floor() + 0.0, false)),
+            (F::Ceil, |x| (x.ceil() + 0.0, false)),
+            (F::Abs, |x| (x.abs(), false)),
+            (F::Sign, |x| (f64::from(u8::from(x > 0.0)) - f64::from(u8::from(x < 0.0)), false)),
+            (F::Sqrt, |x| (x.sqrt(), x < 0.0)),
+            (F::Cbrt, |x| (x.cbrt(), false)),
+        ];
+        for (function, op) in cases {
+            let fails = (0..BLOCK_ROWS).any(|row| {
+                nulls[row / 64] >> (row % 64) & 1 == 0
+                    && function.eval_strict(&[Value::Double(x[row])], DataType::Double).is_err()
+            });
+            for isa in variants() {
+                let mut values = x.clone();
+                // SAFETY: `variants` lists only what this CPU runs.
+                let failed = unsafe { map_doubles_on(isa, &nulls, &mut values, op) };
+                assert_eq!(failed, fails, "{function:?} on {isa:?}");
+                for row in (0..BLOCK_ROWS).filter(|&row| nulls[row / 64] >> (row % 64) & 1 == 0) {
+                    let Ok(Value::Double(expected)) = function.eval_strict(&[Value::Double(x[row])], DataType::Double)
+                    else {
+                        continue;
+                    };
+                    assert!(
+                        values[row].to_bits() == expected.to_bits() || values[row].is_nan() && expected.is_nan(),
+                        "{function:?}({}) on {isa:?}: {} against {expected}",
+                        x[row],
+                        values[row]
+                    );
+                }
+            }
+        }
+        assert!(x.iter().any(|&v| v < 0.0), "sqrt meets a negative number");
     }
 
     #[test]
