@@ -331,6 +331,15 @@ pub enum Accumulator {
         /// The aggregate's empty state.
         empty: Box<Accumulator>,
     },
+    /// A DISTINCT aggregate of integers as the block-at-a-time aggregation found them (`group.rs`): their set
+    /// taken as it is. Turned into [`Value`]s one by one, `count(DISTINCT "C1")`'s 12.6 million values over 20
+    /// million rows were a set built twice.
+    DistinctInts {
+        /// Values seen.
+        values: HashSet<i64, foldhash::fast::RandomState>,
+        /// The aggregate's empty state.
+        empty: Box<Accumulator>,
+    },
 }
 
 /// One value of an ordered aggregate.
@@ -526,6 +535,11 @@ impl Accumulator {
                     values.insert(value.clone());
                 }
             }
+            Accumulator::DistinctInts { values, .. } => {
+                if let Value::Int(v) = value {
+                    values.insert(*v);
+                }
+            }
         }
     }
 
@@ -578,7 +592,10 @@ impl Accumulator {
                 s.add(sum as f64, overflowed);
                 *c += count;
             }
-            Accumulator::Distinct { .. } | Accumulator::Moments { .. } | Accumulator::Ordered { .. } => {
+            Accumulator::Distinct { .. }
+            | Accumulator::DistinctInts { .. }
+            | Accumulator::Moments { .. }
+            | Accumulator::Ordered { .. } => {
                 unreachable!("DISTINCT aggregates, variances and string_agg take no fast path (they need values)")
             }
         }
@@ -632,6 +649,15 @@ impl Accumulator {
             }
             (Accumulator::Distinct { values: a, .. }, Accumulator::Distinct { values: b, .. }) => {
                 a.extend(b.iter().cloned())
+            }
+            (Accumulator::DistinctInts { values: a, .. }, Accumulator::DistinctInts { values: b, .. }) => {
+                a.extend(b.iter().copied())
+            }
+            (Accumulator::DistinctInts { values: a, .. }, Accumulator::Distinct { values: b, .. }) => {
+                a.extend(b.iter().filter_map(|v| if let Value::Int(v) = v { Some(*v) } else { None }))
+            }
+            (Accumulator::Distinct { values: a, .. }, Accumulator::DistinctInts { values: b, .. }) => {
+                a.extend(b.iter().map(|&v| Value::Int(v)))
             }
             _ => {}
         }
@@ -693,6 +719,18 @@ impl Accumulator {
             Accumulator::Distinct { values, empty } => {
                 let mut accumulator = (**empty).clone();
                 values.iter().for_each(|v| accumulator.add(v, false));
+                return accumulator.finish();
+            }
+            Accumulator::DistinctInts { values, empty } => {
+                // COUNT, SUM and AVG of the distinct values (MIN and MAX keep no set): their summary at once.
+                let mut accumulator = (**empty).clone();
+                let (mut sum, mut min, mut max) = (0i128, i64::MAX, i64::MIN);
+                for &v in values {
+                    sum += i128::from(v);
+                    min = min.min(v);
+                    max = max.max(v);
+                }
+                accumulator.add_ints(values.len() as i64, sum, min, max);
                 return accumulator.finish();
             }
         })
@@ -1038,5 +1076,37 @@ mod tests {
         let rows = left.finish(&calls, false).unwrap();
         // Distinct non-NULL values 1, 2, 3; six non-NULL values in all.
         assert_eq!(rows, vec![vec![Value::Int(3), Value::Int(6), Value::Double(2.0), Value::Int(3), Value::Int(6)]]);
+    }
+
+    #[test]
+    fn distinct_integer_sets_finish_and_merge_as_distinct_values() {
+        // The block-at-a-time aggregation's set of integers, merged with the row path's set of values either way
+        // round (a delta's rows meet sealed partitions' sets), finishes as the values' set does.
+        for function in [AggregateFunction::Count, AggregateFunction::Sum, AggregateFunction::Avg] {
+            let distinct_call = AggregateCall { distinct: true, ..call(function, DataType::Integer) };
+            let Accumulator::Distinct { empty, .. } = Accumulator::new(&distinct_call) else {
+                panic!("a DISTINCT aggregate keeps a set")
+            };
+            let ints = |values: &[i64]| Accumulator::DistinctInts {
+                values: values.iter().copied().collect(),
+                empty: empty.clone(),
+            };
+            let mut values = Accumulator::new(&distinct_call);
+            for v in [5, -7, 5, 9] {
+                values.add(&Value::Int(v), false);
+            }
+            let mut expected = Accumulator::new(&distinct_call);
+            for v in [5, -7, 9, 1, 2, -7, 1 << 40] {
+                expected.add(&Value::Int(v), false);
+            }
+            let mut merged = ints(&[1, 2, -7]);
+            merged.merge(&values);
+            merged.add(&Value::Int(1 << 40), false);
+            assert_eq!(merged.finish().unwrap(), expected.finish().unwrap(), "{function:?}");
+            let mut merged = values.clone();
+            merged.merge(&ints(&[1, 2, -7, 1 << 40]));
+            assert_eq!(merged.finish().unwrap(), expected.finish().unwrap(), "{function:?}");
+            assert_eq!(ints(&[]).finish().unwrap(), Accumulator::new(&distinct_call).finish().unwrap());
+        }
     }
 }

@@ -1544,7 +1544,16 @@ impl IntGroups {
         match kind {
             Kind::Distinct => {
                 let set = std::mem::take(&mut values[group * self.aggregates + slot]);
-                set.into_iter().for_each(|v| accumulator.add(&value(v), false));
+                match (strings, accumulator) {
+                    // Integers: the set as it is.
+                    (None, Accumulator::Distinct { empty, .. }) => {
+                        return Accumulator::DistinctInts { values: set, empty };
+                    }
+                    (_, distinct) => {
+                        accumulator = distinct;
+                        set.into_iter().for_each(|v| accumulator.add(&value(v), false));
+                    }
+                }
             }
             Kind::Min | Kind::Max if strings.is_some() => {
                 if state[0] > 0 {
