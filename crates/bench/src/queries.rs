@@ -112,6 +112,22 @@ pub fn queries(rows: u64) -> Vec<(&'static str, String)> {
                 r#"SELECT "C2" % 4 AS g, SUM(CASE WHEN "C1" < {tenth} THEN "C3" ELSE 0 END) FROM "TBL_0" GROUP BY g ORDER BY g"#
             ),
         ),
+        // Double precision functions a block at a time (round and trunc in binary where the row path's decimal
+        // rounding cannot differ), aggregate FILTERs on each block's selected rows, and a DISTINCT aggregate's
+        // set of integers kept as one to the end.
+        (
+            "double functions",
+            format!(
+                r#"SELECT COUNT(*), SUM(sqrt("C1")), MAX(round("C2" / 3.0)) FROM "TBL_0" WHERE floor("C3" / 7.0) < {tenth}"#
+            ),
+        ),
+        (
+            "FILTER aggregates",
+            format!(
+                r#"SELECT "C1" % 4 AS g, AVG("C2") FILTER (WHERE "C3" < {tenth}), COUNT(*) FILTER (WHERE "C4" % 2 = 0) FROM "TBL_0" GROUP BY g ORDER BY g"#
+            ),
+        ),
+        ("count distinct column", r#"SELECT COUNT(DISTINCT "C1") FROM "TBL_0""#.to_string()),
         ("join", format!(r#"SELECT COUNT(*) FROM "TBL_0" a JOIN "TBL_1" b ON a."C1" = b."C0" WHERE a."C2" < {tenth}"#)),
         (
             "subquery in FROM",

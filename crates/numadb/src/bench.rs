@@ -40,13 +40,14 @@ enum Benchmark {
     /// Everyday analytical queries beyond the thesis's workloads against DuckDB on the same data and thread
     /// count: top-10 by a column (with and without a filter), aggregates over a filter, GROUP BY over an
     /// expression, COUNT(DISTINCT …), a filter over arithmetic, BETWEEN, IN (a list) and abs over arithmetic, a
-    /// boolean CASE in WHERE, a CASE summed per group, a join, a filter and GROUP BY over a subquery in FROM, SELECT DISTINCT, a GROUP BY of many groups (a
-    /// twenty-fifth of the rows), IN (subquery) over an expression, and a correlated scalar subquery and an EXISTS
-    /// from a few outer rows.
+    /// boolean CASE in WHERE, a CASE summed per group, double precision functions (sqrt, round, floor),
+    /// aggregates with FILTER per group, COUNT(DISTINCT) of a column, a join, a filter and GROUP BY over a
+    /// subquery in FROM, SELECT DISTINCT, a GROUP BY of many groups (a twenty-fifth of the rows), IN (subquery)
+    /// over an expression, and a correlated scalar subquery and an EXISTS from a few outer rows.
     ///
     /// These go beyond numadb's scan kernels (expressions evaluated a block at a time, grouping, joins,
-    /// subqueries), so the ratios show where numadb stands outside the thesis query. Every query has a total order and integer results: the table
-    /// says whether both systems returned the same rows.
+    /// subqueries), so the ratios show where numadb stands outside the thesis query. Every query has a total
+    /// order: the table says whether both systems returned the same rows (integers exactly, doubles to 1e-9).
     Queries(QueriesArgs),
     /// Runs an experiment: every configuration (table placement, worker layout, stealing, binding, domain
     /// granularity) × every workload (random access; aggregation at each skew and range predicate), with N client
