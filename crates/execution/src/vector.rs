@@ -526,6 +526,11 @@ fn double_block(
         Value::Null => Ok(DoubleBlock { values: filled(0.0), nulls: [u64::MAX; MASK_WORDS] }),
         _ => Err(ExecError::internal("a double expression's constant is not a number")),
     };
+    // A strict call or operator with a NULL argument is NULL, its other arguments not evaluated (as the row
+    // path and PostgreSQL's folding): `power(x / 0.0, NULL)` raises nothing.
+    if expr.is_null_constant() {
+        return Ok(DoubleBlock { values: filled(0.0), nulls: [u64::MAX; MASK_WORDS] });
+    }
     if is_int_expr(expr) {
         let ints = int_block(expr, partition, block, absent, params, reads)?;
         let mut values = filled(0.0);
@@ -962,6 +967,10 @@ fn int_block(
         Value::Null => Ok(IntBlock { values: filled(0), nulls: [u64::MAX; MASK_WORDS] }),
         _ => Err(ExecError::internal("an integer expression's constant is not an integer")),
     };
+    // As in `double_block`: `x / 0 + NULL` raises nothing.
+    if expr.is_null_constant() {
+        return Ok(IntBlock { values: filled(0), nulls: [u64::MAX; MASK_WORDS] });
+    }
     match expr {
         Expr::Column { index, .. } => {
             let chunk = partition.column(*index);
