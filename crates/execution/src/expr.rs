@@ -1,6 +1,7 @@
 //! Typed expressions and their row-at-a-time evaluation with PostgreSQL's semantics: three-valued logic,
 //! integer overflow and division by zero are errors, comparisons of NULL are NULL.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
@@ -510,6 +511,18 @@ impl Expr {
         any
     }
 
+    /// [`Expr::eval`], borrowing a literal's value and a column's from `row` where `eval` clones them. A text
+    /// value's clone is an atomic increment of its shared count: workers evaluating one literal row by row fought
+    /// over that count's cache line, and `"C1"::text LIKE '12%'` spent over half its time there (2 workers).
+    #[inline]
+    pub fn eval_ref<'a>(&'a self, row: &'a [Value], params: &[Value]) -> Result<Cow<'a, Value>, ExecError> {
+        match self {
+            Expr::Literal { value, .. } => Ok(Cow::Borrowed(value)),
+            Expr::Column { index, .. } => Ok(row.get(*index).map_or(Cow::Owned(Value::Null), Cow::Borrowed)),
+            _ => self.eval(row, params).map(Cow::Owned),
+        }
+    }
+
     /// Evaluates on a row of values.
     pub fn eval(&self, row: &[Value], params: &[Value]) -> Result<Value, ExecError> {
         match self {
@@ -531,24 +544,24 @@ impl Expr {
                 Ok(Value::Null)
             }
             Expr::Binary { op, left, right, data_type } => {
-                let left_value = left.eval(row, params)?;
+                let left_value = left.eval_ref(row, params)?;
                 match op {
                     BinaryOp::And => {
-                        if matches!(left_value, Value::Bool(false)) {
+                        if matches!(*left_value, Value::Bool(false)) {
                             return Ok(Value::Bool(false));
                         }
-                        let right_value = right.eval(row, params)?;
+                        let right_value = right.eval_ref(row, params)?;
                         Ok(and3(&left_value, &right_value))
                     }
                     BinaryOp::Or => {
-                        if matches!(left_value, Value::Bool(true)) {
+                        if matches!(*left_value, Value::Bool(true)) {
                             return Ok(Value::Bool(true));
                         }
-                        let right_value = right.eval(row, params)?;
+                        let right_value = right.eval_ref(row, params)?;
                         Ok(or3(&left_value, &right_value))
                     }
                     _ => {
-                        let right_value = right.eval(row, params)?;
+                        let right_value = right.eval_ref(row, params)?;
                         binary(*op, &left_value, &right_value, *data_type)
                     }
                 }
@@ -564,19 +577,19 @@ impl Expr {
                 Value::Double(v) => Ok(Value::Double(-v)),
                 other => Err(type_error(&format!("cannot negate {other}"))),
             },
-            Expr::IsNull { expr, negated } => Ok(Value::Bool(expr.eval(row, params)?.is_null() != *negated)),
+            Expr::IsNull { expr, negated } => Ok(Value::Bool(expr.eval_ref(row, params)?.is_null() != *negated)),
             Expr::Between { expr, low, high, negated } => {
-                let value = expr.eval(row, params)?;
-                let low = compare(BinaryOp::GtEq, &value, &low.eval(row, params)?);
-                let high = compare(BinaryOp::LtEq, &value, &high.eval(row, params)?);
+                let value = expr.eval_ref(row, params)?;
+                let low = compare(BinaryOp::GtEq, &value, &*low.eval_ref(row, params)?);
+                let high = compare(BinaryOp::LtEq, &value, &*high.eval_ref(row, params)?);
                 let within = and3(&low, &high);
                 Ok(if *negated { not3(&within) } else { within })
             }
             Expr::InList { expr, list, negated } => {
-                let value = expr.eval(row, params)?;
+                let value = expr.eval_ref(row, params)?;
                 let mut result = Value::Bool(false);
                 for candidate in list {
-                    let equal = compare(BinaryOp::Eq, &value, &candidate.eval(row, params)?);
+                    let equal = compare(BinaryOp::Eq, &value, &*candidate.eval_ref(row, params)?);
                     result = or3(&result, &equal);
                     if matches!(result, Value::Bool(true)) {
                         break;
@@ -589,10 +602,10 @@ impl Expr {
                 Ok(if *negated { not3(&found) } else { found })
             }
             Expr::Like { expr, pattern, negated, case_insensitive, escape } => {
-                match (expr.eval(row, params)?, pattern.eval(row, params)?) {
+                match (&*expr.eval_ref(row, params)?, &*pattern.eval_ref(row, params)?) {
                     (Value::Null, _) | (_, Value::Null) => Ok(Value::Null),
                     (Value::Text(text), Value::Text(pattern)) => {
-                        Ok(Value::Bool(like(&text, &pattern, *escape, *case_insensitive)? != *negated))
+                        Ok(Value::Bool(like(text, pattern, *escape, *case_insensitive)? != *negated))
                     }
                     (a, b) => Err(type_error(&format!("LIKE needs text operands, not {a} and {b}"))),
                 }
