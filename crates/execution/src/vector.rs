@@ -428,21 +428,56 @@ fn decided_by_bounds(
     }
 }
 
-/// The rows of block `block` where one of `expr`'s columns is NULL, and those `absent`, adding the NULL masks'
-/// bytes to `reads`: where an expression over them, whose values are not read, is NULL.
+/// The rows of block `block` where `expr` (one [`int_bounds`] bounds, or a comparison of two) is NULL, and those
+/// `absent`, from its columns' NULL masks alone (adding their bytes to `reads`): its values are not read.
 fn nulls_of(expr: &Expr, partition: &Partition, block: usize, absent: &BlockMask, reads: &mut [u64]) -> BlockMask {
-    let mut columns = Vec::new();
-    expr.columns(&mut columns);
-    let mut nulls = *absent;
-    for column in columns {
-        if let Some(mask) = partition.column(column).null_mask(block) {
-            reads[column] += (MASK_WORDS * 8) as u64;
-            for (word, null) in nulls.iter_mut().zip(mask) {
+    let mut nulls = null_rows(expr, partition, block, reads);
+    for (word, absent) in nulls.iter_mut().zip(absent) {
+        *word |= absent;
+    }
+    nulls
+}
+
+/// The rows where `expr` is NULL, from its columns' NULL masks: a strict node is NULL where an operand is;
+/// `coalesce`, `greatest` and `least` only where every argument is (a NULL column under them does not make
+/// them NULL: counting it so dropped `coalesce(a, 19) <= k` rows whose `a` is NULL where the zone maps settled
+/// the block). Constants are not NULL here ([`int_bounds`] gives none for a NULL).
+fn null_rows(expr: &Expr, partition: &Partition, block: usize, reads: &mut [u64]) -> BlockMask {
+    let union = |args: &mut dyn Iterator<Item = &Expr>, reads: &mut [u64]| {
+        let mut nulls = [0u64; MASK_WORDS];
+        for arg in args {
+            for (word, null) in nulls.iter_mut().zip(null_rows(arg, partition, block, reads)) {
                 *word |= null;
             }
         }
+        nulls
+    };
+    match expr {
+        Expr::Column { index, .. } => match partition.column(*index).null_mask(block) {
+            Some(mask) => {
+                reads[*index] += (MASK_WORDS * 8) as u64;
+                mask
+            }
+            None => [0; MASK_WORDS],
+        },
+        Expr::Function {
+            function: ScalarFunction::Coalesce | ScalarFunction::Greatest | ScalarFunction::Least,
+            args,
+            ..
+        } => {
+            let mut nulls = [u64::MAX; MASK_WORDS];
+            for arg in args {
+                for (word, null) in nulls.iter_mut().zip(null_rows(arg, partition, block, reads)) {
+                    *word &= null;
+                }
+            }
+            nulls
+        }
+        Expr::Binary { left, right, .. } => union(&mut [&**left, &**right].into_iter(), reads),
+        Expr::Negate { expr, .. } | Expr::Cast { expr, .. } => null_rows(expr, partition, block, reads),
+        Expr::Function { args, .. } => union(&mut args.iter(), reads),
+        _ => [0; MASK_WORDS],
     }
-    nulls
 }
 
 /// `[NOT] IN`'s TRUE and FALSE rows from the rows whose value was `found`: a value not found is FALSE, or NULL
