@@ -676,19 +676,22 @@ fn double_function_block(
     let nulls = out.nulls;
     let values = &mut *out.values;
     // The general way: the row path's own function, per row not NULL; a row whose call fails is flagged.
+    // The row path's own function on row `row`, its first argument `x`.
+    let call = |row: usize, x: f64| {
+        let x = Value::Double(x);
+        match (&second, args.len()) {
+            (Some(y), _) => function.eval_strict(&[x, Value::Double(y.values[row])], DataType::Double),
+            (None, 2) => function.eval_strict(&[x, Value::Int(places)], DataType::Double),
+            (None, _) => function.eval_strict(&[x], DataType::Double),
+        }
+    };
     let per_row = |values: &mut [f64; BLOCK_ROWS]| {
         let mut failed = false;
         for row in 0..BLOCK_ROWS {
             if nulls[row / 64] >> (row % 64) & 1 == 1 {
                 continue;
             }
-            let x = Value::Double(values[row]);
-            let result = match (&second, args.len()) {
-                (Some(y), _) => function.eval_strict(&[x, Value::Double(y.values[row])], DataType::Double),
-                (None, 2) => function.eval_strict(&[x, Value::Int(places)], DataType::Double),
-                (None, _) => function.eval_strict(&[x], DataType::Double),
-            };
-            match result {
+            match call(row, values[row]) {
                 Ok(Value::Double(value)) => values[row] = value,
                 _ => failed = true,
             }
@@ -717,15 +720,7 @@ fn double_function_block(
     };
     if failed {
         let operand = double_block(first, partition, block, absent, params, reads)?;
-        for_each_row(&nulls, |row| {
-            let x = Value::Double(operand.values[row]);
-            match (&second, args.len()) {
-                (Some(y), _) => function.eval_strict(&[x, Value::Double(y.values[row])], DataType::Double),
-                (None, 2) => function.eval_strict(&[x, Value::Int(places)], DataType::Double),
-                (None, _) => function.eval_strict(&[x], DataType::Double),
-            }
-            .map(drop)
-        })?;
+        for_each_row(&nulls, |row| call(row, operand.values[row]).map(drop))?;
         return Err(ExecError::internal("a row failed in bulk and not one by one"));
     }
     Ok(out)
