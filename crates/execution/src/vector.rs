@@ -1358,13 +1358,7 @@ mod tests {
 
     /// The portable variant and every other one this CPU runs.
     fn variants() -> Vec<Isa> {
-        match Isa::best() {
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => vec![Isa::Baseline, Isa::Avx2, Isa::Avx512],
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => vec![Isa::Baseline, Isa::Avx2],
-            _ => vec![Isa::Baseline],
-        }
+        Isa::ALL.into_iter().filter(|isa| isa.is_available()).collect()
     }
 
     fn compare_with(isa: Isa, a: &[i64; BLOCK_ROWS], b: &[i64; BLOCK_ROWS], f: fn(i64, i64) -> bool) -> BlockMask {

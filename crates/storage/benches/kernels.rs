@@ -32,7 +32,7 @@ fn main() {
         let bytes = (words.len() * 4) as f64;
         let threshold = 1u32 << (width - 6).min(31); // about 1/64 selected
         let mut baseline_seconds = 0.0;
-        for isa in [Isa::Baseline, Isa::Avx2, Isa::Avx512] {
+        for isa in Isa::ALL {
             if !isa.is_available() {
                 continue;
             }
@@ -87,7 +87,7 @@ fn cache_resident() {
             }
             pack(&codes, width, &mut words[block * size..(block + 1) * size]);
         }
-        for isa in [Isa::Baseline, Isa::Avx2, Isa::Avx512].into_iter().filter(|i| i.is_available()) {
+        for isa in Isa::ALL.into_iter().filter(|i| i.is_available()) {
             let started = Instant::now();
             let mut total = 0u64;
             let mut mask: BlockMask = [0; MASK_WORDS];

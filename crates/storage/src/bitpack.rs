@@ -24,8 +24,9 @@
 //! settles it four times as often.
 //!
 //! The kernel is one generic function, monomorphised per width (so shifts are constants and the 64 positions of
-//! a lane unroll) and compiled three times: for AVX-512, for AVX2 and for the baseline target. The variant is
-//! chosen once at run time from the CPU's features; tests check all available variants against each other.
+//! a lane unroll) and compiled four times: for AVX-512 with and without AVX512_VBMI2 (whose funnel shift joins a
+//! code that straddles two words in one instruction), for AVX2 and for the baseline target. The variant is chosen
+//! once at run time from the CPU's features; tests check all available variants against each other.
 //!
 //! The SIMD variants never isolate a code at the bottom of its word: they shift it to the *top* (one left shift,
 //! or two shifts and an OR where it straddles two words) and compare against a bound shifted the same way, with
@@ -50,6 +51,10 @@ macro_rules! on_every_isa {
                 fn avx512($($arg: $type),*) -> $ret {
                     $portable($($arg),*)
                 }
+                #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi2,avx2,bmi2")]
+                fn avx512_vbmi2($($arg: $type),*) -> $ret {
+                    $portable($($arg),*)
+                }
                 #[target_feature(enable = "avx2,bmi2")]
                 fn avx2($($arg: $type),*) -> $ret {
                     $portable($($arg),*)
@@ -57,6 +62,8 @@ macro_rules! on_every_isa {
                 match isa {
                     // SAFETY: the caller vouches that the CPU runs `isa`.
                     $crate::bitpack::Isa::Avx512 => return unsafe { avx512($($arg),*) },
+                    // SAFETY: as above.
+                    $crate::bitpack::Isa::Avx512Vbmi2 => return unsafe { avx512_vbmi2($($arg),*) },
                     // SAFETY: as above.
                     $crate::bitpack::Isa::Avx2 => return unsafe { avx2($($arg),*) },
                     $crate::bitpack::Isa::Baseline => {}
@@ -444,71 +451,89 @@ macro_rules! quarter_kernels {
     };
 }
 
-/// Hand-written AVX-512 kernel: per position one left shift (or two shifts and an OR where codes straddle
-/// words), a subtract unless `lo` is 0, and one unsigned compare into a 16-bit mask register, stored as is.
+/// Defines, inside a module, the hand-written AVX-512 kernels compiled with `$features`: per position one left
+/// shift (or, where codes straddle words, two shifts and an OR, or one funnel shift `vpshldd` where the features
+/// include AVX512_VBMI2), a subtract unless `lo` is 0, and one unsigned compare into a 16-bit mask register,
+/// stored as is.
+macro_rules! avx512_kernels {
+    ($features:literal) => {
+        use super::*;
+        use std::arch::x86_64::*;
+
+        #[target_feature(enable = $features)]
+        pub(super) fn kernel<const W: usize>(words: &[u32], lo: u32, span: u32, out: &mut BlockMask) {
+            dispatch_top_aligned::<W>(words, lo, span, out, |lanes, range, lo_zero, selected| {
+                if lo_zero {
+                    positions::<W, true>(lanes, range, selected)
+                } else {
+                    positions::<W, false>(lanes, range, selected)
+                }
+            });
+        }
+
+        /// The 64 positions of a block. Kept out of line per `LO_ZERO`: inlined into one function, the two
+        /// variants' shared decoding was hoisted above the branch and spilled to the stack.
+        #[target_feature(enable = $features)]
+        #[inline(never)]
+        fn positions<const W: usize, const LO_ZERO: bool>(
+            lanes: &[[u32; LANES]],
+            range: TopAligned,
+            selected: &mut [u16; POSITIONS],
+        ) {
+            // The length asserted once, so that no index of the unrolled steps is checked again.
+            assert!(lanes.len() == 2 * W);
+            let lo_vector = _mm512_set1_epi32(range.lo as i32);
+            let bound_vector = _mm512_set1_epi32(range.bound as i32);
+            for_each_position!(step::<W, LO_ZERO>(lanes, lo_vector, bound_vector, selected));
+        }
+
+        #[inline(always)]
+        fn load(lanes: &[[u32; LANES]], word: usize) -> __m512i {
+            // SAFETY: `lanes[word]` is a `[u32; 16]`: 64 readable bytes; the load is unaligned.
+            unsafe { _mm512_loadu_si512(lanes[word].as_ptr().cast()) }
+        }
+
+        #[target_feature(enable = $features)]
+        #[inline]
+        fn step<const W: usize, const LO_ZERO: bool, const P: usize>(
+            lanes: &[[u32; LANES]],
+            lo_vector: __m512i,
+            bound_vector: __m512i,
+            selected: &mut [u16; POSITIONS],
+        ) {
+            let bit = P * W;
+            let (word, shift) = (bit / 32, bit % 32);
+            let top = if shift + W <= 32 {
+                _mm512_sll_epi32(load(lanes, word), _mm_cvtsi32_si128((32 - W - shift) as i32))
+            } else {
+                let left = (64 - W - shift) as i32; // 1..=31: the code's high part comes from the next word
+                _mm512_or_si512(
+                    _mm512_sll_epi32(load(lanes, word + 1), _mm_cvtsi32_si128(left)),
+                    _mm512_srl_epi32(load(lanes, word), _mm_cvtsi32_si128(32 - left)),
+                )
+            };
+            let offset = if LO_ZERO { top } else { _mm512_sub_epi32(top, lo_vector) };
+            selected[P] = _mm512_cmple_epu32_mask(offset, bound_vector);
+        }
+        pub(super) const TABLE: [RangeKernel; 33] = width_table!(kernel);
+
+        quarter_kernels!($features, _mm512_set1_epi32);
+    };
+}
+
+/// The AVX-512 kernels for CPUs without AVX512_VBMI2 (Skylake-SP, Cascade Lake).
 #[cfg(all(target_arch = "x86_64", target_endian = "little"))]
 mod avx512 {
-    use super::*;
-    use std::arch::x86_64::*;
+    avx512_kernels!("avx512f,avx512bw,avx512vl,bmi2");
+}
 
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,bmi2")]
-    pub(super) fn kernel<const W: usize>(words: &[u32], lo: u32, span: u32, out: &mut BlockMask) {
-        dispatch_top_aligned::<W>(words, lo, span, out, |lanes, range, lo_zero, selected| {
-            if lo_zero {
-                positions::<W, true>(lanes, range, selected)
-            } else {
-                positions::<W, false>(lanes, range, selected)
-            }
-        });
-    }
-
-    /// The 64 positions of a block. Kept out of line per `LO_ZERO`: inlined into one function, the two
-    /// variants' shared decoding was hoisted above the branch and spilled to the stack.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,bmi2")]
-    #[inline(never)]
-    fn positions<const W: usize, const LO_ZERO: bool>(
-        lanes: &[[u32; LANES]],
-        range: TopAligned,
-        selected: &mut [u16; POSITIONS],
-    ) {
-        // The length asserted once, so that no index of the unrolled steps is checked again.
-        assert!(lanes.len() == 2 * W);
-        let lo_vector = _mm512_set1_epi32(range.lo as i32);
-        let bound_vector = _mm512_set1_epi32(range.bound as i32);
-        for_each_position!(step::<W, LO_ZERO>(lanes, lo_vector, bound_vector, selected));
-    }
-
-    #[inline(always)]
-    fn load(lanes: &[[u32; LANES]], word: usize) -> __m512i {
-        // SAFETY: `lanes[word]` is a `[u32; 16]`: 64 readable bytes; the load is unaligned.
-        unsafe { _mm512_loadu_si512(lanes[word].as_ptr().cast()) }
-    }
-
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,bmi2")]
-    #[inline]
-    fn step<const W: usize, const LO_ZERO: bool, const P: usize>(
-        lanes: &[[u32; LANES]],
-        lo_vector: __m512i,
-        bound_vector: __m512i,
-        selected: &mut [u16; POSITIONS],
-    ) {
-        let bit = P * W;
-        let (word, shift) = (bit / 32, bit % 32);
-        let top = if shift + W <= 32 {
-            _mm512_sll_epi32(load(lanes, word), _mm_cvtsi32_si128((32 - W - shift) as i32))
-        } else {
-            let left = (64 - W - shift) as i32; // 1..=31: the code's high part comes from the next word
-            _mm512_or_si512(
-                _mm512_sll_epi32(load(lanes, word + 1), _mm_cvtsi32_si128(left)),
-                _mm512_srl_epi32(load(lanes, word), _mm_cvtsi32_si128(32 - left)),
-            )
-        };
-        let offset = if LO_ZERO { top } else { _mm512_sub_epi32(top, lo_vector) };
-        selected[P] = _mm512_cmple_epu32_mask(offset, bound_vector);
-    }
-    pub(super) const TABLE: [RangeKernel; 33] = width_table!(kernel);
-
-    quarter_kernels!("avx512f,avx512bw,avx512vl,bmi2", _mm512_set1_epi32);
+/// The AVX-512 kernels compiled for CPUs with AVX512_VBMI2 (Ice Lake and later, Zen 4 and later): the compiler
+/// turns each straddling code's two shifts and OR into one funnel shift (`vpshldd`), a third fewer vector
+/// operations per 16 codes of 26 bits; 26-bit codes decode ~14% faster from cache (19.8 -> 22.6 G codes/s on one
+/// core of an Intel Xeon guest, `cargo bench -p numadb-storage --bench kernels`).
+#[cfg(all(target_arch = "x86_64", target_endian = "little"))]
+mod avx512_vbmi2 {
+    avx512_kernels!("avx512f,avx512bw,avx512vl,bmi2,avx512vbmi2");
 }
 
 /// Hand-written AVX2 kernel: the 16 lanes as two 256-bit halves; unsigned `<=` as `min(x, bound) == x`.
@@ -591,9 +616,14 @@ pub enum Isa {
     Avx2,
     /// AVX-512 (F, BW, VL, DQ: DQ converts 64-bit integers to doubles in the executor's loops).
     Avx512,
+    /// AVX-512 as [`Isa::Avx512`], with AVX512_VBMI2's funnel shifts (`vpshldd`, `vpshrdd`).
+    Avx512Vbmi2,
 }
 
 impl Isa {
+    /// Every variant, whether this CPU runs it or not.
+    pub const ALL: [Isa; 4] = [Isa::Baseline, Isa::Avx2, Isa::Avx512, Isa::Avx512Vbmi2];
+
     /// Whether this CPU can run the variant.
     pub fn is_available(self) -> bool {
         match self {
@@ -608,6 +638,8 @@ impl Isa {
                     && std::arch::is_x86_feature_detected!("avx512dq")
                     && std::arch::is_x86_feature_detected!("bmi2")
             }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Vbmi2 => Isa::Avx512.is_available() && std::arch::is_x86_feature_detected!("avx512vbmi2"),
             #[cfg(not(target_arch = "x86_64"))]
             _ => false,
         }
@@ -617,7 +649,10 @@ impl Isa {
     pub fn best() -> Isa {
         static BEST: OnceLock<Isa> = OnceLock::new();
         *BEST.get_or_init(|| {
-            [Isa::Avx512, Isa::Avx2].into_iter().find(|isa| isa.is_available()).unwrap_or(Isa::Baseline)
+            [Isa::Avx512Vbmi2, Isa::Avx512, Isa::Avx2]
+                .into_iter()
+                .find(|isa| isa.is_available())
+                .unwrap_or(Isa::Baseline)
         })
     }
 
@@ -627,6 +662,7 @@ impl Isa {
             Isa::Baseline => "baseline",
             Isa::Avx2 => "avx2",
             Isa::Avx512 => "avx512",
+            Isa::Avx512Vbmi2 => "avx512vbmi2",
         }
     }
 
@@ -634,6 +670,8 @@ impl Isa {
         match self {
             #[cfg(all(target_arch = "x86_64", target_endian = "little"))]
             Isa::Avx512 => &avx512::TABLE,
+            #[cfg(all(target_arch = "x86_64", target_endian = "little"))]
+            Isa::Avx512Vbmi2 => &avx512_vbmi2::TABLE,
             #[cfg(all(target_arch = "x86_64", target_endian = "little"))]
             Isa::Avx2 => &avx2::TABLE,
             _ => &baseline::TABLE,
@@ -723,6 +761,8 @@ mod quarters {
             #[cfg(all(target_arch = "x86_64", target_endian = "little"))]
             Isa::Avx512 => &avx512::QUARTER_TABLE,
             #[cfg(all(target_arch = "x86_64", target_endian = "little"))]
+            Isa::Avx512Vbmi2 => &avx512_vbmi2::QUARTER_TABLE,
+            #[cfg(all(target_arch = "x86_64", target_endian = "little"))]
             Isa::Avx2 => &avx2::QUARTER_TABLE,
             _ => &BASELINE,
         }
@@ -774,20 +814,24 @@ fn range_mask_quarters_on(
     }
 }
 
-/// Asks the CPU to start loading `words` into its L1 cache, one `prefetcht0` per 64-byte line, paced; never
-/// faults. A scan loop calls it for a block it will read two blocks later, right after reading a block.
+/// Asks the CPU to start loading `words` into its L1 cache, one `prefetcht0` per 64-byte line, in one burst; never
+/// faults. A scan loop calls it for a block it will read one or two blocks later, right after reading a block.
 ///
-/// Paced: each line's address goes through [`std::hint::black_box`], a store and a reload, so the requests go
-/// out a few cycles apart while the core gets on with other work, instead of a block's 52 lines (26-bit codes)
-/// in a dozen cycles. On the thesis aggregation (50 million rows, 2 threads, one process alternating variants
-/// query by query on an AMD EPYC guest) the unpaced burst took 25.2 ms per full scan where the paced loop took
-/// 21.0 (a `chunks` loop, paced by its length arithmetic, 21.6; asked for before the due block was read, not
-/// after, 22.4), and 25.9 against 21.8 ms at range_pred 100 000. One block ahead took 20.6 and 23.1 ms, three
-/// 22.0 and 22.5.
+/// A burst, not paced: until stop 54 each line's address went through [`std::hint::black_box`] (a store and a
+/// reload), so that the requests went out a few cycles apart. That was measured on an AMD EPYC guest (thesis
+/// aggregation, 50 million rows, 2 threads, one process alternating variants query by query), where the burst
+/// took 25.2 ms per full scan and the paced loop 21.0 (this `chunks` loop 21.6). On the Intel Xeon guest of
+/// stops 49-54 the pacing cost more than it gave: with every line's prefetch waiting for a free miss buffer in
+/// turn, a profile of the full scan put 87% of the scan loop's own samples on the store after the `prefetcht0`,
+/// and the paced chain held up the decoding behind it. There (same method, 12 queries per variant, two rounds,
+/// a process per variant, with the AVX512_VBMI2 kernels) full scans of `TBL_0` took 31.8-32.3 ms with this loop
+/// against 35.4-36.0 paced, 37.5 with every other line asked for and 38.5 with none; the engine benchmark's full
+/// scans went from 80-82% of the reference read bandwidth to 87-90%. Scans at range_pred 100 000 and 10 000
+/// (quarters, with [`prefetch_to_l2`] further ahead) did as well as paced or better.
 ///
-/// The kernels themselves ask for nothing. Measured on the kernel alone, the same 26-bit codes read by 2
-/// threads against the prober's read kernel over the same bytes (thousands of rounds, sorted by whether the
-/// memory was in its slow ~50 GB/s or its fast ~88 GB/s phase):
+/// The kernels themselves ask for nothing. Measured on the kernel alone, on the AMD guest, the same 26-bit codes
+/// read by 2 threads against the prober's read kernel over the same bytes (thousands of rounds, sorted by
+/// whether the memory was in its slow ~50 GB/s or its fast ~88 GB/s phase):
 /// - every line into L1, 1 to 3 blocks ahead: 86-96% of the read kernel's rate when slow, 72-89% when fast; 4 or
 ///   6 blocks ahead: worse;
 /// - spread over the decoding of the block before, one line per line decoded (the kernels' way until stop 28):
@@ -798,17 +842,24 @@ fn range_mask_quarters_on(
 /// - two to four blocks at a time: 13-19 points worse;
 /// - none: 61-78% when fast (the read kernel itself, whose loads run far ahead, gets 98% without prefetches and
 ///   85% with them: what holds the scans back when the memory is fast is how many lines a core can have in
-///   flight, not decoding, which runs at ~120 GB/s per core from cache).
+///   flight).
 #[inline]
 pub fn prefetch(words: &[u32]) {
     #[cfg(target_arch = "x86_64")]
-    prefetch_paced::<{ std::arch::x86_64::_MM_HINT_T0 }>(words);
+    for line in words.chunks(16) {
+        // SAFETY: a prefetch is a hint: it reads nothing architecturally and cannot fault; the address is that of
+        // a line of `words` anyway.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.as_ptr().cast()) };
+    }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = words;
 }
 
-/// As [`prefetch`], into the L2 cache only (`prefetcht1`): for blocks further ahead than those asked for into
-/// L1, which a sparse scan loop keeps to have more lines in flight than the L1's miss buffers hold.
+/// As [`prefetch`], into the L2 cache only (`prefetcht1`), paced (each line's address through
+/// [`std::hint::black_box`], so the requests go out a few cycles apart): for blocks further ahead than those
+/// asked for into L1, which a sparse scan loop keeps to have more lines in flight than the L1's miss buffers
+/// hold, and for settled blocks loaded amid a stream of reads. In one burst, as [`prefetch`] is, scans at
+/// range_pred 10 000 took 8.3-8.4 ms against 6.8-6.9 paced (Intel Xeon guest, stop 54).
 #[inline]
 pub fn prefetch_to_l2(words: &[u32]) {
     #[cfg(target_arch = "x86_64")]
@@ -917,7 +968,7 @@ mod tests {
 
     #[test]
     fn every_kernel_variant_agrees_with_the_definition() {
-        let isas: Vec<Isa> = [Isa::Baseline, Isa::Avx2, Isa::Avx512].into_iter().filter(|i| i.is_available()).collect();
+        let isas: Vec<Isa> = Isa::ALL.into_iter().filter(|i| i.is_available()).collect();
         for width in 0..=MAX_WIDTH {
             let codes = random_codes(width, 1000 + u64::from(width));
             let mut words = vec![0u32; words_for_width(width)];
@@ -984,7 +1035,7 @@ mod tests {
 
     #[test]
     fn quarter_kernels_select_their_quarters_rows_reading_only_their_runs() {
-        let isas: Vec<Isa> = [Isa::Baseline, Isa::Avx2, Isa::Avx512].into_iter().filter(|i| i.is_available()).collect();
+        let isas: Vec<Isa> = Isa::ALL.into_iter().filter(|i| i.is_available()).collect();
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         for width in 0..=MAX_WIDTH {
             let codes = random_codes(width, 100 + u64::from(width));

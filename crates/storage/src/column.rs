@@ -1260,7 +1260,7 @@ mod tests {
             let mut dispatched = [0i64; BLOCK_ROWS];
             column.decode_block(0, &mut dispatched);
             assert_eq!(dispatched, portable, "width {width}, {:?}", bitpack::Isa::best());
-            for isa in [bitpack::Isa::Avx2, bitpack::Isa::Avx512].into_iter().filter(|isa| isa.is_available()) {
+            for isa in bitpack::Isa::ALL.into_iter().filter(|isa| isa.is_available()) {
                 let mut decoded = [0i64; BLOCK_ROWS];
                 // SAFETY: filtered to what this CPU runs.
                 unsafe { decode_on(isa, words, meta.width, meta.base, &mut decoded) };
