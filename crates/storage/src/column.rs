@@ -76,7 +76,10 @@ pub enum Combine {
 /// scans alone, and keeps half as many blocks ahead (one by default). On an Intel Xeon guest (stop 49, same
 /// method, 12 runs each, a prober reference of 34.5 GB/s) full scans took 39.4 ms two blocks ahead against 35.7 with
 /// one and 35.5 with none, then 34.1 with this rule, while the quarter-reading scans kept two ahead: at 100 000,
-/// 32.1 ms with two, 32.9 with one, 35.9 with none; at 30 000 (sparse), 13.0, 14.2 and 25.7.
+/// 32.1 ms with two, 32.9 with one, 35.9 with none; at 30 000 (sparse), 13.0, 14.2 and 25.7. With a block's
+/// lines asked for in one burst (stop 54, [`bitpack::prefetch`]), full scans of `TBL_0` took 31.7 and 32.4 ms
+/// with this setting (one block ahead), 31.6 and 31.6 with 4 and 31.5 and 31.3 with 6 (two rounds of 12 queries
+/// each, alternating): within the noise, so the default stays.
 pub const PREFETCH_BLOCKS_DEFAULT: usize = 2;
 
 /// The most blocks the scan loop keeps prefetched ahead.
