@@ -4,6 +4,7 @@ use std::collections::{HashMap, HashSet};
 
 use numadb_storage::{DataType, Value};
 
+use crate::distinct::IntSet;
 use crate::error::{ExecError, sqlstate};
 use crate::expr::Expr;
 use crate::plan::SortKey;
@@ -336,7 +337,7 @@ pub enum Accumulator {
     /// million rows were a set built twice.
     DistinctInts {
         /// Values seen.
-        values: HashSet<i64, foldhash::fast::RandomState>,
+        values: IntSet,
         /// The aggregate's empty state.
         empty: Box<Accumulator>,
     },
@@ -651,13 +652,17 @@ impl Accumulator {
                 a.extend(b.iter().cloned())
             }
             (Accumulator::DistinctInts { values: a, .. }, Accumulator::DistinctInts { values: b, .. }) => {
-                a.extend(b.iter().copied())
+                a.union_ref(b)
             }
             (Accumulator::DistinctInts { values: a, .. }, Accumulator::Distinct { values: b, .. }) => {
-                a.extend(b.iter().filter_map(|v| if let Value::Int(v) = v { Some(*v) } else { None }))
+                b.iter().for_each(|v| {
+                    if let Value::Int(v) = v {
+                        a.insert(*v)
+                    }
+                })
             }
             (Accumulator::Distinct { values: a, .. }, Accumulator::DistinctInts { values: b, .. }) => {
-                a.extend(b.iter().map(|&v| Value::Int(v)))
+                a.extend(b.iter().map(Value::Int))
             }
             _ => {}
         }
@@ -724,13 +729,8 @@ impl Accumulator {
             Accumulator::DistinctInts { values, empty } => {
                 // COUNT, SUM and AVG of the distinct values (MIN and MAX keep no set): their summary at once.
                 let mut accumulator = (**empty).clone();
-                let (mut sum, mut min, mut max) = (0i128, i64::MAX, i64::MIN);
-                for &v in values {
-                    sum += i128::from(v);
-                    min = min.min(v);
-                    max = max.max(v);
-                }
-                accumulator.add_ints(values.len() as i64, sum, min, max);
+                let (count, sum, min, max) = values.summary();
+                accumulator.add_ints(count, sum, min, max);
                 return accumulator.finish();
             }
         })

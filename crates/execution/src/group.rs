@@ -25,7 +25,6 @@
 //! been added by then: every key and argument is evaluated before any group is touched.
 
 use std::cmp::Ordering;
-use std::collections::HashSet;
 use std::hash::BuildHasher as _;
 
 use hashbrown::{HashTable, hash_table};
@@ -37,6 +36,7 @@ use crate::aggregate::{
     Accumulator, AggregateCall, AggregateFunction, CompensatedSum, GroupMap, GroupState, PartialAggregate,
     int_sum_value,
 };
+use crate::distinct::IntSet;
 use crate::error::ExecError;
 use crate::expr::{BinaryOp, Expr};
 use crate::plan::ScanOutput;
@@ -227,7 +227,7 @@ pub(crate) struct GroupsPart {
     /// Each group's state words, [`IntGroups::stride`] of them per group.
     states: Vec<u64>,
     /// Each group's distinct value sets, one per aggregate (none without a DISTINCT aggregate).
-    values: Vec<HashSet<i64, foldhash::fast::RandomState>>,
+    values: Vec<IntSet>,
     /// The shape of the task's last direct table, for the merge's ([`IntGroups::merge_part`]).
     shape: Option<[KeyShape; KEYS_MAX]>,
     /// Whether each key is here once: the groups were cut from one table, not spilled from it time after time.
@@ -248,7 +248,7 @@ fn cut_into(
     part_of: impl Fn(&IntKey) -> usize,
     keys: &KeyList,
     states: &[u64],
-    values: Vec<HashSet<i64, foldhash::fast::RandomState>>,
+    values: Vec<IntSet>,
     stride: usize,
     aggregates: usize,
 ) {
@@ -483,7 +483,7 @@ pub(crate) struct IntGroups {
     bases: Box<[usize; BLOCK_ROWS]>,
     /// The distinct values per group and aggregate (empty sets for the others; none at all without a DISTINCT
     /// aggregate, as a GROUP BY of millions of groups would otherwise hold millions of empty sets).
-    values: Vec<HashSet<i64, foldhash::fast::RandomState>>,
+    values: Vec<IntSet>,
     /// Bytes the evaluation decodes: the caller accounts the columns' blocks itself.
     reads: Vec<u64>,
     /// The group of each row of the block being added.
@@ -509,14 +509,7 @@ pub(crate) struct IntGroups {
     /// ([`RELAYOUT_GROUPS_PER_ROW`]).
     rows_added: u64,
     relaid_groups: u64,
-    /// Without GROUP BY, per DISTINCT aggregate: the values already in its set from a range fixed by the first
-    /// block (`SEEN_SPAN` values from its smallest), one bit each, so that a value seen before costs a bit test
-    /// and not a hash-set insert (`COUNT(DISTINCT x % 1000)` over millions of rows).
-    seen: Vec<Option<(i64, Box<[u64; SEEN_SPAN / 64]>)>>,
 }
-
-/// The values a DISTINCT aggregate's bitmap covers ([`IntGroups::seen`]): 8 KiB of bits.
-const SEEN_SPAN: usize = 1 << 16;
 
 /// The state words of a table's groups from which [`IntGroups::find_groups`] asks for each row's state ahead of
 /// the aggregates' loops: 256 KiB, past what the first-level cache holds.
@@ -792,7 +785,6 @@ impl IntGroups {
             groups: Box::new([0; BLOCK_ROWS]),
             direct: Vec::new(),
             direct_shape: None,
-            seen: aggregates.iter().map(|_| None).collect(),
             spill_parts: 0,
             spilled: Vec::new(),
             groups_spilled: 0,
@@ -906,28 +898,11 @@ impl IntGroups {
                 let set = |row: usize| groups[row] as usize * aggregates + slot;
                 let sets = &mut self.values;
                 if self.keys == 0 {
-                    // One group: values the bitmap covers go into the set once.
-                    let seen = self.seen[slot].get_or_insert_with(|| {
-                        let mut low = i64::MAX;
-                        for_each_set(&valid, |row| low = low.min(values[row]));
-                        (low, Box::new([0; SEEN_SPAN / 64]))
-                    });
-                    let (low, bits) = (seen.0, &mut seen.1);
-                    for_each_set(&valid, |row| {
-                        let value = values[row];
-                        match usize::try_from(value.wrapping_sub(low)) {
-                            Ok(offset) if value >= low && offset < SEEN_SPAN => {
-                                let (word, bit) = (offset / 64, 1u64 << (offset % 64));
-                                if bits[word] & bit == 0 {
-                                    bits[word] |= bit;
-                                    sets[set(row)].insert(value);
-                                }
-                            }
-                            _ => {
-                                sets[set(row)].insert(value);
-                            }
-                        }
-                    });
+                    // One group: the block's values into the set's bitmap, grown to span them where it can be.
+                    let (count, _, min, max) = crate::vector::masked_summary(values, &valid);
+                    if count > 0 {
+                        sets[slot].insert_block(values, &valid, min, max);
+                    }
                     continue;
                 }
                 for_each_set(&valid, |row| {
@@ -1202,7 +1177,7 @@ impl IntGroups {
         self.order.push(&key);
         self.states.extend_from_slice(&self.empty);
         if self.distinct_sets {
-            self.values.extend((0..self.aggregates).map(|_| HashSet::default()));
+            self.values.extend((0..self.aggregates).map(|_| IntSet::default()));
         }
         group
     }
@@ -1386,10 +1361,10 @@ impl IntGroups {
                     Kind::Distinct => {
                         let mut values = std::mem::take(&mut part.values[theirs * self.aggregates + slot]);
                         let mine = &mut self.values[group * self.aggregates + slot];
-                        if mine.len() < values.len() {
+                        if mine.size_hint() < values.size_hint() {
                             std::mem::swap(mine, &mut values);
                         }
-                        mine.extend(values);
+                        mine.union(values);
                     }
                     kind => add_words(kind, mine, their),
                 }
@@ -1542,7 +1517,7 @@ impl IntGroups {
         slot: usize,
         empty: &Accumulator,
         strings: Option<&TextKey>,
-        values: &mut [HashSet<i64, foldhash::fast::RandomState>],
+        values: &mut [IntSet],
     ) -> Accumulator {
         let mut accumulator = empty.clone();
         let StateSlot { offset, kind } = self.slots[slot];
@@ -1558,7 +1533,7 @@ impl IntGroups {
                     }
                     (_, distinct) => {
                         accumulator = distinct;
-                        set.into_iter().for_each(|v| accumulator.add(&value(v), false));
+                        set.iter().for_each(|v| accumulator.add(&value(v), false));
                     }
                 }
             }
@@ -1732,6 +1707,7 @@ fn value_range(values: &[i64; BLOCK_ROWS], nulls: &BlockMask, mask: &BlockMask) 
 mod tests {
     use super::*;
     use numadb_storage::bitpack::MASK_WORDS;
+    use std::collections::HashSet;
 
     #[test]
     fn a_key_list_gives_back_the_keys_pushed_and_their_nulls_from_the_first_null_on() {

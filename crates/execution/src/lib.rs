@@ -15,6 +15,7 @@
 //! it is the only layer that turns "partition p lives on node n" into "task t prefers domain d".
 
 pub mod aggregate;
+pub mod distinct;
 pub mod error;
 pub mod expr;
 pub mod filter;
