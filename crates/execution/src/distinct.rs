@@ -17,9 +17,12 @@ use numadb_storage::bitpack::{BLOCK_ROWS, BlockMask};
 use crate::run::for_each_set;
 
 /// The most values a bitmap spans: 2^27 bits, 16 MiB per set. Values that would stretch it further go into the
-/// hash set. (Bits never written stay pages the kernel has not handed out: a sparse bitmap costs little memory,
-/// and the zero words its summary reads come from the shared zero page.)
+/// hash set. (A fresh bitmap's words never written stay pages the kernel has not handed out, so a sparse one
+/// costs little memory until it is grown or merged, which copy it.)
 pub const BITMAP_SPAN_MAX: u64 = 1 << 27;
+
+/// The span of the bitmap a block whose values lie too far apart for one starts ([`IntSet::insert_block`]).
+const FIRST_SPAN: i64 = 1 << 16;
 
 /// Distinct 64-bit integers: a bitmap over a range, and a hash set for values outside it.
 #[derive(Debug, Clone, Default)]
@@ -31,11 +34,18 @@ pub struct IntSet {
 }
 
 /// One bit per value of `[low, low + 64 * words.len())`.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 struct Bitmap {
     /// The value of word 0's bit 0: a multiple of 64.
     low: i64,
     words: Vec<u64>,
+}
+
+impl std::fmt::Debug for Bitmap {
+    /// The span, not the millions of words.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Bitmap {{ low: {}, values spanned: {} }}", self.low, 64 * self.words.len())
+    }
 }
 
 impl Bitmap {
@@ -156,6 +166,11 @@ impl IntSet {
     /// bitmap, grown to span them where it can be.
     pub fn insert_block(&mut self, values: &[i64; BLOCK_ROWS], valid: &BlockMask, min: i64, max: i64) {
         let bits = self.bits.get_or_insert_with(|| Box::new(Bitmap { low: 0, words: Vec::new() }));
+        // A block whose values lie too far apart for one bitmap starts one at its smallest, as wide as a
+        // dense block's values (a few far values in every block must not keep the rest out of it).
+        if bits.words.is_empty() && !bits.cover(min, max) {
+            bits.cover(min, min.saturating_add(FIRST_SPAN - 1));
+        }
         if bits.cover(min, max) {
             let low = bits.low;
             // Within the span (just made sure of): the offset is in range, and the wrapping subtraction exact.
@@ -209,6 +224,10 @@ impl IntSet {
             for (word, &their) in mine.words[at..].iter_mut().zip(&theirs.words) {
                 *word |= their;
             }
+        } else if theirs.words.len() > mine.words.len() {
+            // Too far apart for one bitmap: the wider one stays a bitmap, the other's values go in one by one.
+            let mine = std::mem::replace(mine, Box::new(theirs.clone()));
+            mine.iter().for_each(|value| self.insert(value));
         } else {
             theirs.iter().for_each(|value| self.insert(value));
         }
@@ -237,7 +256,8 @@ impl IntSet {
         self.hashed.is_empty() && self.bits.as_ref().is_none_or(|bits| bits.words.iter().all(|&w| w == 0))
     }
 
-    /// Roughly how many values there are, without counting: to choose which of two sets to add into the other.
+    /// How large the set is, without counting: its hash set's values and its bitmap's words (so a bitmap
+    /// counts for 1 to 64 values a word), to choose which of two sets to add into the other.
     pub fn size_hint(&self) -> usize {
         self.hashed.len() + self.bits.as_ref().map_or(0, |bits| bits.words.len())
     }
@@ -371,6 +391,51 @@ mod tests {
         add(&mut set, &[1 << 40]);
         assert_eq!(set.hashed.len(), 1);
         assert!(set.contains(1 << 40) && set.contains(5) && !set.contains(0));
+    }
+
+    #[test]
+    fn a_few_far_values_per_block_keep_the_rest_in_the_bitmap() {
+        let mut set = IntSet::default();
+        for block in 0..50i64 {
+            let mut values: Vec<i64> = (0..1000).map(|row| (block * 1000 + row) % 20_000).collect();
+            values.push((block + 1) * 1_000_000_007);
+            add(&mut set, &values);
+        }
+        assert_eq!(set.hashed.len(), 50, "only the far values are hashed");
+        assert_eq!(set.len(), 20_050);
+    }
+
+    #[test]
+    fn bitmaps_too_far_apart_to_join_merge_value_by_value() {
+        let dense = |start: i64, blocks: i64| {
+            let mut set = IntSet::default();
+            for block in 0..blocks {
+                let values: Vec<i64> = (0..1000).map(|row| start + block * 1000 + row).collect();
+                add(&mut set, &values);
+            }
+            set
+        };
+        let expected = |sets: &[&IntSet]| {
+            let all: std::collections::BTreeSet<i64> = sets.iter().flat_map(|set| set.iter()).collect();
+            summary_of(&all)
+        };
+        let (near, far) = (dense(0, 30), dense(1 << 30, 3));
+        let want = expected(&[&near, &far]);
+        for (a, b) in [(&near, &far), (&far, &near)] {
+            let mut owned = a.clone();
+            owned.union(b.clone());
+            assert_eq!(owned.summary(), want);
+            assert_eq!(owned.hashed.len(), 3000, "the narrower bitmap's values are hashed, the wider stays");
+            let mut borrowed = a.clone();
+            borrowed.union_ref(b);
+            assert_eq!(borrowed.summary(), want);
+            assert_eq!(borrowed.hashed.len(), 3000);
+        }
+        // Overlapping bitmaps join by OR.
+        let mut joined = dense(0, 30);
+        joined.union_ref(&dense(5_000, 30));
+        assert!(joined.hashed.is_empty());
+        assert_eq!(joined.len(), 35_000);
     }
 
     #[test]

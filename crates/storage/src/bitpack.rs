@@ -37,7 +37,7 @@
 use std::sync::OnceLock;
 
 /// `fn $name(isa, args) -> ret`: `$portable` (an `#[inline(always)]` loop written for the compiler to vectorize)
-/// compiled for `isa`: AVX-512, AVX2 or the baseline. `$name` is unsafe: the CPU must run `isa`.
+/// compiled for `isa`: AVX-512 (with or without AVX512_VBMI2), AVX2 or the baseline. `$name` is unsafe: the CPU must run `isa`.
 #[macro_export]
 macro_rules! on_every_isa {
     ($name:ident($($arg:ident: $type:ty),*) -> $ret:ty = $portable:ident) => {
