@@ -878,6 +878,9 @@ impl IntGroups {
                             states[base + offset] += u64::from(bitpack::count(&rows));
                         }
                     }
+                    // One group: the block's count at once (row by row, each increment waited on the one before
+                    // it through memory: a quarter of `COUNT(*), SUM(sqrt("C1"))`'s aggregation time).
+                    None if self.keys == 0 => states[offset] += u64::from(bitpack::count(mask)),
                     None => for_each_set(mask, |row| states[bases[row] + offset] += 1),
                 }
                 continue;
@@ -915,6 +918,16 @@ impl IntGroups {
             // row by row here: 56-59 ms).
             if self.keys == 0 && matches!(kind, Kind::Count | Kind::Sum | Kind::Min | Kind::Max) {
                 add_summary(&mut states[offset..], kind, crate::vector::masked_summary(values, &valid));
+                continue;
+            }
+            // One group: a double sum kept in registers through the block, its rows added in the same order as
+            // below (so to the same bits), the state read and written once.
+            if self.keys == 0 && kind == Kind::DoubleSum {
+                let state = &mut states[offset..][..4];
+                let (mut sum, mut overflowed) = (compensated_sum_of(state), state[3] != 0);
+                for_each_set(&valid, |row| sum.add(f64::from_bits(values[row] as u64), &mut overflowed));
+                state[0] += u64::from(bitpack::count(&valid));
+                set_compensated_sum(state, &sum, overflowed);
                 continue;
             }
             // One loop per kind of aggregate, each updating only what its function keeps.
