@@ -451,15 +451,11 @@ macro_rules! quarter_kernels {
     };
 }
 
-/// Defines, inside a module, the hand-written AVX-512 kernels compiled with `$features`: per position one left
-/// shift (or, where codes straddle words, two shifts and an OR, or one funnel shift `vpshldd` where the features
-/// include AVX512_VBMI2), a subtract unless `lo` is 0, and one unsigned compare into a 16-bit mask register,
-/// stored as is.
-macro_rules! avx512_kernels {
-    ($features:literal) => {
-        use super::*;
-        use std::arch::x86_64::*;
-
+/// Defines, inside a SIMD kernel module, `kernel::<W>` (a block's 64 positions, each through the module's `step`)
+/// and its `TABLE`, and the quarter kernels ([`quarter_kernels`]), compiled with `$features`; `$set1` broadcasts a
+/// word to the module's vector type.
+macro_rules! block_kernels {
+    ($features:literal, $set1:ident) => {
         #[target_feature(enable = $features)]
         pub(super) fn kernel<const W: usize>(words: &[u32], lo: u32, span: u32, out: &mut BlockMask) {
             dispatch_top_aligned::<W>(words, lo, span, out, |lanes, range, lo_zero, selected| {
@@ -482,10 +478,27 @@ macro_rules! avx512_kernels {
         ) {
             // The length asserted once, so that no index of the unrolled steps is checked again.
             assert!(lanes.len() == 2 * W);
-            let lo_vector = _mm512_set1_epi32(range.lo as i32);
-            let bound_vector = _mm512_set1_epi32(range.bound as i32);
+            let lo_vector = $set1(range.lo as i32);
+            let bound_vector = $set1(range.bound as i32);
             for_each_position!(step::<W, LO_ZERO>(lanes, lo_vector, bound_vector, selected));
         }
+
+        pub(super) const TABLE: [RangeKernel; 33] = width_table!(kernel);
+
+        quarter_kernels!($features, $set1);
+    };
+}
+
+/// Defines, inside a module, the hand-written AVX-512 kernels compiled with `$features`: per position one left
+/// shift (or, where codes straddle words, two shifts and an OR, or one funnel shift `vpshldd` where the features
+/// include AVX512_VBMI2), a subtract unless `lo` is 0, and one unsigned compare into a 16-bit mask register,
+/// stored as is.
+macro_rules! avx512_kernels {
+    ($features:literal) => {
+        use super::*;
+        use std::arch::x86_64::*;
+
+        block_kernels!($features, _mm512_set1_epi32);
 
         #[inline(always)]
         fn load(lanes: &[[u32; LANES]], word: usize) -> __m512i {
@@ -515,9 +528,6 @@ macro_rules! avx512_kernels {
             let offset = if LO_ZERO { top } else { _mm512_sub_epi32(top, lo_vector) };
             selected[P] = _mm512_cmple_epu32_mask(offset, bound_vector);
         }
-        pub(super) const TABLE: [RangeKernel; 33] = width_table!(kernel);
-
-        quarter_kernels!($features, _mm512_set1_epi32);
     };
 }
 
@@ -542,32 +552,7 @@ mod avx2 {
     use super::*;
     use std::arch::x86_64::*;
 
-    #[target_feature(enable = "avx2,bmi2")]
-    pub(super) fn kernel<const W: usize>(words: &[u32], lo: u32, span: u32, out: &mut BlockMask) {
-        dispatch_top_aligned::<W>(words, lo, span, out, |lanes, range, lo_zero, selected| {
-            if lo_zero {
-                positions::<W, true>(lanes, range, selected)
-            } else {
-                positions::<W, false>(lanes, range, selected)
-            }
-        })
-    }
-
-    /// The 64 positions of a block. Kept out of line per `LO_ZERO`: inlined into one function, the two
-    /// variants' shared decoding was hoisted above the branch and spilled to the stack.
-    #[target_feature(enable = "avx2,bmi2")]
-    #[inline(never)]
-    fn positions<const W: usize, const LO_ZERO: bool>(
-        lanes: &[[u32; LANES]],
-        range: TopAligned,
-        selected: &mut [u16; POSITIONS],
-    ) {
-        // The length asserted once, so that no index of the unrolled steps is checked again.
-        assert!(lanes.len() == 2 * W);
-        let lo_vector = _mm256_set1_epi32(range.lo as i32);
-        let bound_vector = _mm256_set1_epi32(range.bound as i32);
-        for_each_position!(step::<W, LO_ZERO>(lanes, lo_vector, bound_vector, selected));
-    }
+    block_kernels!("avx2,bmi2", _mm256_set1_epi32);
 
     #[inline(always)]
     fn load(lanes: &[[u32; LANES]], word: usize, half: usize) -> __m256i {
@@ -602,9 +587,6 @@ mod avx2 {
         }
         selected[P] = bits as u16;
     }
-    pub(super) const TABLE: [RangeKernel; 33] = width_table!(kernel);
-
-    quarter_kernels!("avx2,bmi2", _mm256_set1_epi32);
 }
 
 /// An instruction set the scan kernels are compiled for.
