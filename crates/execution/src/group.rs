@@ -880,7 +880,11 @@ impl IntGroups {
                     }
                     // One group: the block's count at once (row by row, each increment waited on the one before
                     // it through memory: a quarter of `COUNT(*), SUM(sqrt("C1"))`'s aggregation time).
-                    None if self.keys == 0 => states[offset] += u64::from(bitpack::count(mask)),
+                    // (Group 0 exists once a row has been selected: none is, no state is touched.)
+                    None if self.keys == 0 => match bitpack::count(mask) {
+                        0 => {}
+                        rows => states[offset] += u64::from(rows),
+                    },
                     None => for_each_set(mask, |row| states[bases[row] + offset] += 1),
                 }
                 continue;
@@ -923,10 +927,14 @@ impl IntGroups {
             // One group: a double sum kept in registers through the block, its rows added in the same order as
             // below (so to the same bits), the state read and written once.
             if self.keys == 0 && kind == Kind::DoubleSum {
+                let rows = bitpack::count(&valid);
+                if rows == 0 {
+                    continue;
+                }
                 let state = &mut states[offset..][..4];
                 let (mut sum, mut overflowed) = (compensated_sum_of(state), state[3] != 0);
                 for_each_set(&valid, |row| sum.add(f64::from_bits(values[row] as u64), &mut overflowed));
-                state[0] += u64::from(bitpack::count(&valid));
+                state[0] += u64::from(rows);
                 set_compensated_sum(state, &sum, overflowed);
                 continue;
             }
