@@ -256,12 +256,6 @@ impl IntSet {
         self.hashed.is_empty() && self.bits.as_ref().is_none_or(|bits| bits.words.iter().all(|&w| w == 0))
     }
 
-    /// How large the set is, without counting: its hash set's values and its bitmap's words (so a bitmap
-    /// counts for 1 to 64 values a word), to choose which of two sets to add into the other.
-    pub fn size_hint(&self) -> usize {
-        self.hashed.len() + self.bits.as_ref().map_or(0, |bits| bits.words.len())
-    }
-
     /// Count, sum, least and greatest of the values (`i64::MAX` and `i64::MIN` for the least and greatest of
     /// none).
     pub fn summary(&self) -> (i64, i128, i64, i64) {

@@ -879,8 +879,8 @@ impl IntGroups {
                         }
                     }
                     // One group: the block's count at once (row by row, each increment waited on the one before
-                    // it through memory: a quarter of `COUNT(*), SUM(sqrt("C1"))`'s aggregation time).
-                    // (Group 0 exists once a row has been selected: none is, no state is touched.)
+                    // it through memory: a quarter of `COUNT(*), SUM(sqrt("C1"))`'s aggregation time). A block
+                    // selecting no row touches no state: group 0 may not exist yet.
                     None if self.keys == 0 => match bitpack::count(mask) {
                         0 => {}
                         rows => states[offset] += u64::from(rows),
@@ -1380,12 +1380,9 @@ impl IntGroups {
                 let their = &part.states[theirs_at + offset..][..kind.words()];
                 match kind {
                     Kind::Distinct => {
-                        let mut values = std::mem::take(&mut part.values[theirs * self.aggregates + slot]);
-                        let mine = &mut self.values[group * self.aggregates + slot];
-                        if mine.size_hint() < values.size_hint() {
-                            std::mem::swap(mine, &mut values);
-                        }
-                        mine.union(values);
+                        // `union` keeps the larger hash set and adopts or ORs in the bitmap, whichever side it is.
+                        let values = std::mem::take(&mut part.values[theirs * self.aggregates + slot]);
+                        self.values[group * self.aggregates + slot].union(values);
                     }
                     kind => add_words(kind, mine, their),
                 }
