@@ -796,6 +796,9 @@ fn range_mask_quarters_on(
     }
 }
 
+/// 32-bit code words in a 64-byte cache line: the unit the prefetch helpers ask for.
+pub const WORDS_PER_LINE: usize = 16;
+
 /// Asks the CPU to start loading `words` into its L1 cache, one `prefetcht0` per 64-byte line, in one burst; never
 /// faults. A scan loop calls it for a block it will read one or two blocks later, right after reading a block.
 ///
@@ -828,7 +831,7 @@ fn range_mask_quarters_on(
 #[inline]
 pub fn prefetch(words: &[u32]) {
     #[cfg(target_arch = "x86_64")]
-    for line in words.chunks(16) {
+    for line in words.chunks(WORDS_PER_LINE) {
         // SAFETY: a prefetch is a hint: it reads nothing architecturally and cannot fault; the address is that of
         // a line of `words` anyway.
         unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.as_ptr().cast()) };
@@ -840,7 +843,8 @@ pub fn prefetch(words: &[u32]) {
 /// As [`prefetch`], into the L2 cache only (`prefetcht1`), paced (each line's address through
 /// [`std::hint::black_box`], so the requests go out a few cycles apart): for blocks further ahead than those
 /// asked for into L1, which a sparse scan loop keeps to have more lines in flight than the L1's miss buffers
-/// hold, and for settled blocks loaded amid a stream of reads. In one burst, as [`prefetch`] is, scans at
+/// hold (the first lines of each run only: `FAR_ASK_LINES` in `column.rs`), and for settled blocks loaded amid
+/// a stream of reads. In one burst, as [`prefetch`] is, scans at
 /// range_pred 10 000 took 8.3-8.4 ms against 6.8-6.9 paced (Intel Xeon guest, stop 54).
 #[inline]
 pub fn prefetch_to_l2(words: &[u32]) {
@@ -858,7 +862,7 @@ fn prefetch_paced<const HINT: i32>(words: &[u32]) {
         // SAFETY: a prefetch is a hint: it reads nothing architecturally and cannot fault; the address is inside
         // `words` anyway (`line < words.len()`).
         unsafe { std::arch::x86_64::_mm_prefetch::<HINT>(words.as_ptr().wrapping_add(line).cast()) };
-        line = std::hint::black_box(line) + 16;
+        line = std::hint::black_box(line) + WORDS_PER_LINE;
     }
 }
 
