@@ -888,6 +888,12 @@ impl Filter {
             out.reset(combine, blocks.len());
             return combine_range_leaves(leaves, partition, blocks, reads, out, prefetch_blocks);
         }
+        if matches!(self, Filter::False | Filter::Unknown) {
+            // `WHERE false` (or `WHERE 1 = 0`, as tools send to learn a result's columns) selects nothing: no
+            // mask to build per block.
+            out.reset(Combine::Or, blocks.len());
+            return Ok(());
+        }
         let mut masks = Vec::with_capacity(blocks.len());
         self.eval_blocks_wanting(partition, blocks, params, prefetch_blocks, reads, &mut masks, Wanted::True, None)?;
         out.reset(Combine::Or, masks.len());

@@ -921,7 +921,11 @@ impl IntGroups {
             // the compiler vectorizes (`sum(CASE WHEN "C1" < 1000000 THEN 1 ELSE 0 END)` over 20 million rows
             // row by row here: 56-59 ms).
             if self.keys == 0 && matches!(kind, Kind::Count | Kind::Sum | Kind::Min | Kind::Max) {
-                add_summary(&mut states[offset..], kind, crate::vector::masked_summary(values, &valid));
+                // A block that selects no row touches no state: group 0 may not exist yet.
+                let summary = crate::vector::masked_summary(values, &valid);
+                if summary.0 > 0 {
+                    add_summary(&mut states[offset..], kind, summary);
+                }
                 continue;
             }
             // One group: a double sum kept in registers through the block, its rows added in the same order as
