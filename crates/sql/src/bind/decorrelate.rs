@@ -34,6 +34,9 @@
 //! - one that keeps its first row in an order (`ORDER BY … LIMIT 1`, `FETCH FIRST ROW ONLY`): each key's rows
 //!   numbered in that order (`row_number() OVER (PARTITION BY keys ORDER BY …)`) and the first one joined.
 //!
+//! An equality of an inner BIGINT with an outer double precision is no key (`bigint_meets_double`): 2^53 and
+//! 2^53 + 1 are two groups but one double, and both would meet the outer row, repeating it.
+//!
 //! A correlated subquery none of those take (other comparisons with the outer row, as in running totals
 //! `(SELECT sum(b.v) FROM b WHERE b.t <= a.t)`; outer columns in its select list or ORDER BY; joins in its FROM)
 //! is computed over the distinct values of the outer columns it reads (`over_outer_values`): those values are a
@@ -1547,6 +1550,9 @@ impl Binder<'_> {
                     _ => return None,
                 };
             match op {
+                BinaryOperator::Eq if self.bigint_meets_double(&inner_side, &inner_names, &outer_side, outer) => {
+                    return None;
+                }
                 BinaryOperator::Eq => keys.push((inner_side, outer_side)),
                 _ if is_comparison(&op) && residual.is_none() => residual = Some((inner_side, op, outer_side)),
                 _ => return None,
@@ -1562,6 +1568,26 @@ impl Binder<'_> {
             format!(" WHERE {}", local.iter().map(|c| format!("({c})")).collect::<Vec<_>>().join(" AND "))
         };
         Some(Correlated { inner, keys, local, residual })
+    }
+
+    /// Whether an equality of `inner` (over `inner_names`' FROM) with `outer` (over `outer_names`') compares a
+    /// BIGINT with a double precision, where the types are known. Such a key is not grouped by its inner values:
+    /// two BIGINTs can be the same double (2^53 and 2^53 + 1), and both groups would then meet one outer row,
+    /// repeating it. The subquery is taken another way (over the outer values), which compares as written. An
+    /// INTEGER becomes a double exactly, and distinct doubles meet a BIGINT once at most.
+    fn bigint_meets_double(&self, inner: &E, inner_names: &Names, outer: &E, outer_names: &Names) -> bool {
+        self.type_over(inner, &inner_names.from) == Some(DataType::BigInt)
+            && self.type_over(outer, &outer_names.from) == Some(DataType::Double)
+    }
+
+    /// The type of `expr` over the FROM `from` (text), where the two plan alone.
+    fn type_over(&self, expr: &E, from: &str) -> Option<DataType> {
+        if from.is_empty() {
+            return None;
+        }
+        let parsed = Parser::parse_sql(&PostgreSqlDialect {}, &format!("SELECT {expr} FROM {from}")).ok()?;
+        let [ast::Statement::Query(query)] = parsed.as_slice() else { return None };
+        Some(self.plan_query_inner(query).ok()?.columns.first()?.data_type)
     }
 
     /// The subquery of an `EXISTS` or `IN` as [`Binder::correlated_select`] takes it apart, with its FROM's names;
@@ -1616,7 +1642,12 @@ impl Binder<'_> {
             (Some(tested), [ast::SelectItem::UnnamedExpr(v) | ast::SelectItem::ExprWithAlias { expr: v, .. }]) => {
                 let refs = references(v, &inner_names, outer);
                 let tested_refs = references(tested, &inner_names, outer);
-                if refs.outer || tested_refs.inner || contains_subquery(v) || contains_subquery(tested) {
+                if refs.outer
+                    || tested_refs.inner
+                    || contains_subquery(v)
+                    || contains_subquery(tested)
+                    || self.bigint_meets_double(v, &inner_names, tested, outer)
+                {
                     return None;
                 }
                 Some((v.clone(), tested.clone()))
