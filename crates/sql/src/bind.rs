@@ -2066,7 +2066,8 @@ impl<'a> Binder<'a> {
             Some(LimitClause::OffsetCommaLimit { offset, limit }) => (Some(limit), Some(offset)),
         };
         let count = |count: &ast::Expr, clause: &str| {
-            self.bind_constant(count, Some(DataType::BigInt))
+            let rounded = decimal_count_rounded(count);
+            self.bind_constant(rounded.as_ref().unwrap_or(count), Some(DataType::BigInt))
                 .map_err(|error| self.row_count_error(query, count, clause, error))
         };
         // `FETCH FIRST n ROWS ONLY` is the standard's LIMIT (PostgreSQL refuses both in one query, and names its
@@ -4209,4 +4210,23 @@ fn not_exists_under_is(expr: &ast::Expr) -> Option<ast::Expr> {
         _ => E::IsNotUnknown(positive),
     };
     Some(E::UnaryOp { op: UnaryOperator::Not, expr: Box::new(is) })
+}
+/// A LIMIT or OFFSET count written as a decimal number (`LIMIT 2.5`, `-0.5`), rounded half away from zero as
+/// PostgreSQL rounds that numeric to a BIGINT (numadb's decimal literals are doubles, whose cast rounds half to
+/// even: 2 rows where PostgreSQL returns 3); `None` for any other count.
+fn decimal_count_rounded(count: &ast::Expr) -> Option<ast::Expr> {
+    match count {
+        ast::Expr::Value(value) => match &value.value {
+            ast::Value::Number(text, long) if text.contains(['.', 'e', 'E']) => {
+                let rounded = text.parse::<f64>().ok()?.round();
+                rounded.is_finite().then(|| ast::Expr::Value(ast::Value::Number(format!("{rounded:.0}"), *long).into()))
+            }
+            _ => None,
+        },
+        ast::Expr::UnaryOp { op: op @ (ast::UnaryOperator::Minus | ast::UnaryOperator::Plus), expr } => {
+            Some(ast::Expr::UnaryOp { op: *op, expr: Box::new(decimal_count_rounded(expr)?) })
+        }
+        ast::Expr::Nested(inner) => decimal_count_rounded(inner),
+        _ => None,
+    }
 }
