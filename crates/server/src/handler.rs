@@ -126,7 +126,7 @@ impl Statement {
             .iter()
             .enumerate()
             .map(|(i, t)| match declared.get(i).copied().flatten() {
-                Some(pg) if pg.declared().is_some() => pg.oid(),
+                Some(pg) if pg.declared().is_some() || pg == PgType::Numeric => pg.oid(),
                 _ => PgType::of(*t).oid(),
             })
             .collect();

@@ -140,17 +140,15 @@ impl PgType {
     }
 
     /// The numadb type a parameter declared with this type gets (`None`: numadb infers it from the statement).
-    /// `int2` widens to INTEGER (numadb has no smaller integer); `unknown` is inferred. A `numeric` (psycopg's
-    /// `Decimal` and its ints beyond BIGINT, JDBC's `BigDecimal`) is a double, as numadb's decimal literals are:
-    /// inferred from `$1 + 1` it was an INTEGER, and `2.5` or `10^20` then failed where PostgreSQL computes.
+    /// `int2` widens to INTEGER (numadb has no smaller integer); `numeric` and `unknown` are inferred.
     pub fn declared(self) -> Option<DataType> {
         match self {
             PgType::Int2 | PgType::Int4 => Some(DataType::Integer),
             PgType::Int8 => Some(DataType::BigInt),
-            PgType::Float4 | PgType::Float8 | PgType::Numeric => Some(DataType::Double),
+            PgType::Float4 | PgType::Float8 => Some(DataType::Double),
             PgType::Text | PgType::Varchar | PgType::Bpchar | PgType::Name | PgType::Char => Some(DataType::Text),
             PgType::Bool => Some(DataType::Boolean),
-            PgType::Oid | PgType::Unknown => None,
+            PgType::Oid | PgType::Unknown | PgType::Numeric => None,
         }
     }
 

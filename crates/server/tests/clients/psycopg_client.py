@@ -39,20 +39,6 @@ with psycopg.connect(url) as conn:
                 assert row is None, row
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
 
-    # Decimals and ints beyond BIGINT travel as numeric: numadb takes them as doubles (PostgreSQL computes in
-    # numeric), in text and in binary.
-    from decimal import Decimal
-
-    for binary in (False, True):
-        with conn.cursor(binary=binary) as cur:
-            cur.execute("SELECT %s + 1", (Decimal("2.5"),))
-            assert cur.fetchone()[0] == 3.5
-            cur.execute("SELECT count(*) FROM people WHERE visits < %s", (10**20,))
-            assert cur.fetchone() == (3,)
-            cur.execute("SELECT name FROM people WHERE id = %s", (Decimal("2"),))
-            assert cur.fetchone() == ("bob",)
-    conn.commit()
-
     # Up to 65 535 parameters, as PostgreSQL takes (the protocol's count is an unsigned 16-bit number).
     with conn.cursor() as cur:
         many = list(range(40_000))
