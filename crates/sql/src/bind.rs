@@ -4211,15 +4211,30 @@ fn not_exists_under_is(expr: &ast::Expr) -> Option<ast::Expr> {
     };
     Some(E::UnaryOp { op: UnaryOperator::Not, expr: Box::new(is) })
 }
+
 /// A LIMIT or OFFSET count written as a decimal number (`LIMIT 2.5`, `-0.5`), rounded half away from zero as
 /// PostgreSQL rounds that numeric to a BIGINT (numadb's decimal literals are doubles, whose cast rounds half to
-/// even: 2 rows where PostgreSQL returns 3); `None` for any other count.
+/// even: 2 rows where PostgreSQL returns 3); `None` for any other count. Without an exponent it is rounded on its
+/// digits, so `2.4999999999999999` (2.5 as a double) stays 2.
 fn decimal_count_rounded(count: &ast::Expr) -> Option<ast::Expr> {
     match count {
         ast::Expr::Value(value) => match &value.value {
             ast::Value::Number(text, long) if text.contains(['.', 'e', 'E']) => {
-                let rounded = text.parse::<f64>().ok()?.round();
-                rounded.is_finite().then(|| ast::Expr::Value(ast::Value::Number(format!("{rounded:.0}"), *long).into()))
+                let rounded = match text.split_once('.') {
+                    Some((whole, fraction)) if !text.contains(['e', 'E']) => {
+                        let whole = if whole.is_empty() { "0" } else { whole };
+                        let up = fraction.bytes().next().is_some_and(|digit| digit >= b'5');
+                        if up { increment_digits(whole)? } else { whole.to_string() }
+                    }
+                    _ => {
+                        let rounded = text.parse::<f64>().ok()?.round();
+                        if !rounded.is_finite() {
+                            return None;
+                        }
+                        format!("{rounded:.0}")
+                    }
+                };
+                Some(ast::Expr::Value(ast::Value::Number(rounded, *long).into()))
             }
             _ => None,
         },
@@ -4229,4 +4244,22 @@ fn decimal_count_rounded(count: &ast::Expr) -> Option<ast::Expr> {
         ast::Expr::Nested(inner) => decimal_count_rounded(inner),
         _ => None,
     }
+}
+
+/// A whole number written in decimal digits, plus one (`None` if it is not digits alone).
+fn increment_digits(digits: &str) -> Option<String> {
+    if !digits.bytes().all(|digit| digit.is_ascii_digit()) {
+        return None;
+    }
+    let mut out: Vec<u8> = digits.bytes().collect();
+    for digit in out.iter_mut().rev() {
+        if *digit == b'9' {
+            *digit = b'0';
+        } else {
+            *digit += 1;
+            return String::from_utf8(out).ok();
+        }
+    }
+    out.insert(0, b'1');
+    String::from_utf8(out).ok()
 }
