@@ -733,10 +733,10 @@ fn decimal_rounding(half_away: bool) -> crate::function::Rounding {
 }
 
 /// [`round_block`]'s binary way for one number, `power` being `10^|places|` (`up`: `places >= 0`), without a
-/// branch, so that a block's loop vectorizes: the rounded value, and whether it is the row path's (else the row takes the decimal
-/// way). Where it is, the kept digits are a whole number below 10^14 and `power` is exact, so their quotient
-/// (product) is the correctly rounded double of the decimal result, which is what the row path's parse of its
-/// text gives.
+/// branch, so that a block's loop vectorizes: the rounded value, and whether it is the row path's (else the row
+/// takes the decimal way). Where it is, the kept digits are a whole number below 10^14 and `power` is exact, so
+/// their quotient (product) is the correctly rounded double of the decimal result, which is what the row path's
+/// parse of its text gives.
 #[inline(always)]
 fn round_binary(x: f64, power: f64, up: bool, half_away: bool) -> (f64, bool) {
     let magnitude = x.abs();

@@ -844,8 +844,8 @@ pub fn prefetch(words: &[u32]) {
 /// [`std::hint::black_box`], so the requests go out a few cycles apart): for blocks further ahead than those
 /// asked for into L1, which a sparse scan loop keeps to have more lines in flight than the L1's miss buffers
 /// hold (the first lines of each run only: `FAR_ASK_LINES` in `column.rs`), and for settled blocks loaded amid
-/// a stream of reads. In one burst, as [`prefetch`] is, scans at
-/// range_pred 10 000 took 8.3-8.4 ms against 6.8-6.9 paced (Intel Xeon guest, stop 54).
+/// a stream of reads. In one burst, as [`prefetch`] is, scans at range_pred 10 000 took 8.3-8.4 ms against
+/// 6.8-6.9 paced (Intel Xeon guest, stop 54).
 #[inline]
 pub fn prefetch_to_l2(words: &[u32]) {
     #[cfg(target_arch = "x86_64")]

@@ -271,11 +271,12 @@ struct PendingRead<'s> {
     leaf: usize,
 }
 
-/// How many lines of each run of a read a sparse scan asks for into L2 when it enters the ring ([`PendingRead::ask_for`]):
-/// the first few only. Each software prefetch holds one of the core's few L1 miss buffers until its line arrives,
-/// and a sparse scan loop spent most of its time waiting for one (two thirds of its samples on the instruction
-/// after a prefetch, Intel Xeon guest, stop 55); the L2's own streamer, which holds none, follows a run whose first
-/// lines it has seen asked for in order. All of a run's lines are asked for into L1 when it comes near.
+/// How many lines of each run of a read a sparse scan asks for into L2 when it enters the ring
+/// ([`PendingRead::ask_for`]): the first few only. Each software prefetch holds one of the core's few L1 miss
+/// buffers until its line arrives, and a sparse scan loop spent most of its time waiting for one (two thirds of
+/// its samples on the instruction after a prefetch, Intel Xeon guest, stop 55); the L2's own streamer, which holds
+/// none, follows a run whose first lines it has seen asked for in order. All of a run's lines are asked for into
+/// L1 when it comes near.
 /// Measured on the thesis aggregation at range_pred 10 000 (one process alternating variants query by query,
 /// 25 rounds): 5.5-5.7 ms with 4 lines against 6.5-6.6 with all of them; 1 to 8 lines were within 0.3 ms of 4.
 const FAR_ASK_LINES: usize = 4;
