@@ -1884,14 +1884,18 @@ impl<'a> Binder<'a> {
 
     /// Binds a subquery for its errors alone: nothing it plans (the subqueries inside it) is kept.
     fn check_subquery(&self, query: &Query) -> Result<(), ExecError> {
+        self.plan_apart(query).map(drop).map_err(|error| self.correlated_subquery_error(query, error))
+    }
+
+    /// Plans `query` apart from the statement, for its errors or its columns' types: the subqueries it plans are
+    /// not kept, nor the enclosing SELECT's aggregates touched.
+    pub(super) fn plan_apart(&self, query: &Query) -> Result<BoundQuery, ExecError> {
         let planned = (self.subqueries.borrow().len(), self.subquery_tables.borrow().len());
-        let bound = self
-            .without_aggregates(|| self.plan_query_inner(query))
-            .map_err(|error| self.correlated_subquery_error(query, error));
+        let bound = self.without_aggregates(|| self.plan_query_inner(query));
         self.subqueries.borrow_mut().truncate(planned.0);
         self.subquery_texts.borrow_mut().truncate(planned.0);
         self.subquery_tables.borrow_mut().truncate(planned.1);
-        bound.map(drop)
+        bound
     }
 
     /// Plans an uncorrelated subquery of an expression; returns its position in the statement's list and the

@@ -1576,26 +1576,23 @@ impl Binder<'_> {
     /// repeating it. The subquery is taken another way (over the outer values), which compares as written. An
     /// INTEGER becomes a double exactly, and distinct doubles meet a BIGINT once at most.
     fn bigint_meets_double(&self, inner: &E, inner_names: &Names, outer: &E, outer_names: &Names) -> bool {
+        // The outer side first: a double there is the rarer case, and settles most keys with one plan.
         // A NUMERIC (a sum of BIGINTs, in a subquery in FROM) maps many values to one double too.
-        matches!(self.type_over(inner, &inner_names.from), Some(DataType::BigInt | DataType::Numeric))
-            && self.type_over(outer, &outer_names.from) == Some(DataType::Double)
+        self.type_over(outer, &outer_names.from) == Some(DataType::Double)
+            && matches!(self.type_over(inner, &inner_names.from), Some(DataType::BigInt | DataType::Numeric))
     }
 
-    /// The type of `expr` over the FROM `from` (text), where the two plan alone. Planned for its type alone, as
-    /// [`Binder::check_subquery`] plans for errors: the subqueries it plans and the parameter types it infers are
-    /// not kept. An expression holding a subquery is not planned (it is no key anyway).
+    /// The type of `expr` over the FROM `from` (text), where the two plan alone ([`Binder::plan_apart`]; the
+    /// parameter types the plan infers are not kept either). An expression holding a subquery is not planned (it
+    /// is no key anyway).
     fn type_over(&self, expr: &E, from: &str) -> Option<DataType> {
         if from.is_empty() || contains_subquery(expr) {
             return None;
         }
         let parsed = Parser::parse_sql(&PostgreSqlDialect {}, &format!("SELECT {expr} FROM {from}")).ok()?;
         let [ast::Statement::Query(query)] = parsed.as_slice() else { return None };
-        let planned = (self.subqueries.borrow().len(), self.subquery_tables.borrow().len());
         let params = self.params.borrow().clone();
-        let bound = self.without_aggregates(|| self.plan_query_inner(query));
-        self.subqueries.borrow_mut().truncate(planned.0);
-        self.subquery_texts.borrow_mut().truncate(planned.0);
-        self.subquery_tables.borrow_mut().truncate(planned.1);
+        let bound = self.plan_apart(query);
         *self.params.borrow_mut() = params;
         Some(bound.ok()?.columns.first()?.data_type)
     }
