@@ -829,6 +829,14 @@ impl<'a> Binder<'a> {
                     Expr::Literal { value, .. } if !value.is_null() && target != DataType::Text => {
                         cast(value, target).map(|value| Expr::literal(value, target))
                     }
+                    // A cast to the type a computed value already has is no node at all, as in PostgreSQL's
+                    // parse tree: `SELECT a, a::integer … ORDER BY a` names one expression, not two.
+                    other
+                        if !matches!(other, Expr::Literal { .. } | Expr::Param { .. })
+                            && other.data_type() == target =>
+                    {
+                        Ok(other)
+                    }
                     other => Ok(Expr::Cast { expr: Box::new(other), to: target }),
                 };
                 let cast = match (cast, deferred) {
@@ -2115,7 +2123,20 @@ impl<'a> Binder<'a> {
             },
         };
         let order_by: Vec<&ast::OrderByExpr> = order_items.iter().collect();
+        // `LIMIT 0` (written so) reads nothing, as PostgreSQL's Limit node never asks its input for a row: a select
+        // list or sort key that would fail on the rows does not run. A negative OFFSET still fails, as there.
+        let count_is = |count: &Option<Expr>, wanted: fn(i64) -> bool| match count {
+            Some(Expr::Literal { value: Value::Int(n), .. }) => wanted(*n),
+            _ => false,
+        };
+        let reads_nothing = count_is(&limit, |n| n == 0) && (offset.is_none() || count_is(&offset, |n| n >= 0));
         let mut bound = self.plan_ordered_body(query, &order_by, limit, offset)?;
+        if reads_nothing {
+            // Its constant parts are still folded, whose errors are the statement's (`SELECT 1/0 … LIMIT 0`).
+            bound.plan.try_map_exprs(&mut |expr| self.fold(expr))?;
+            bound.plan = Plan::Values(Vec::new());
+            return Ok(bound);
+        }
         if query.fetch.as_ref().is_some_and(|fetch| fetch.with_ties) {
             // The LIMIT just planned is the outermost one with a sort: it keeps the ties of its last row.
             match &mut bound.plan {
