@@ -5,7 +5,8 @@
 //! where they are, when every worker found its groups through its direct table), rows still in a table's unsealed
 //! delta (grouped row by row), and many small tasks.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use numadb_sql::{Database, Session};
 use numadb_storage::Value;
@@ -18,32 +19,46 @@ fn int(value: &Value) -> Option<i64> {
     }
 }
 
-/// A key value as it is compared here: integers, booleans, strings and NULL alike.
-fn key(value: &Value) -> String {
-    format!("{value:?}")
+/// A key value as it is compared here: NULL, an integer, a boolean or a string (shared with the row it came from).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Key {
+    Null,
+    Int(i64),
+    Bool(bool),
+    Text(Arc<str>),
 }
 
-/// Per group (key values), over its rows' `v`: count(*), sum, min, max, count(DISTINCT v % 7).
-type Expected = BTreeMap<Vec<String>, (i64, i64, i64, i64, usize)>;
+fn key(value: &Value) -> Key {
+    match value {
+        Value::Null => Key::Null,
+        Value::Int(v) => Key::Int(*v),
+        Value::Bool(b) => Key::Bool(*b),
+        Value::Text(s) => Key::Text(Arc::clone(s)),
+        other => panic!("not a key here: {other:?}"),
+    }
+}
 
-/// A group's count, sum, minimum, maximum and set of `v % 7` while its rows are added.
-type Adding = (i64, i64, i64, i64, BTreeSet<i64>);
+/// Per group (key values), over its rows' `v`: count(*), sum, min, max, count(DISTINCT v % 7). Hashed, not
+/// sorted: over a million groups, comparing keys in a tree took most of this test's time in a debug build.
+type Expected = HashMap<Vec<Key>, (i64, i64, i64, i64, usize)>;
 
-fn expected(rows: &[Vec<Value>], keys: usize) -> Expected {
-    let mut groups: BTreeMap<Vec<String>, Adding> = BTreeMap::new();
+/// The groups of `rows` by their `key_columns`, over their `v_column` (never NULL here).
+fn expected(rows: &[Vec<Value>], key_columns: &[usize], v_column: usize) -> Expected {
+    // A group's count, sum, minimum, maximum and the values of `v % 7` (-6..=6) met, as bits.
+    let mut groups: HashMap<Vec<Key>, (i64, i64, i64, i64, u16)> = HashMap::new();
     for row in rows {
-        let key: Vec<String> = row[..keys].iter().map(key).collect();
-        let v = int(&row[keys]).expect("v is never NULL here");
-        let group = groups.entry(key).or_insert((0, 0, i64::MAX, i64::MIN, BTreeSet::new()));
+        let key: Vec<Key> = key_columns.iter().map(|&c| key(&row[c])).collect();
+        let v = int(&row[v_column]).expect("v is never NULL here");
+        let group = groups.entry(key).or_insert((0, 0, i64::MAX, i64::MIN, 0));
         group.0 += 1;
         group.1 += v;
         group.2 = group.2.min(v);
         group.3 = group.3.max(v);
-        group.4.insert(v % 7);
+        group.4 |= 1 << (v % 7 + 6);
     }
     groups
         .into_iter()
-        .map(|(key, (count, sum, min, max, distinct))| (key, (count, sum, min, max, distinct.len())))
+        .map(|(key, (count, sum, min, max, distinct))| (key, (count, sum, min, max, distinct.count_ones() as usize)))
         .collect()
 }
 
@@ -56,7 +71,7 @@ fn grouped(session: &mut Session, keys: &[&str], table: &str, distinct: bool) ->
     let rows = session.execute_one(&sql).unwrap_or_else(|e| panic!("{sql}: {e:?}")).rows;
     let mut out = Expected::new();
     for row in rows {
-        let key: Vec<String> = row[..keys.len()].iter().map(key).collect();
+        let key: Vec<Key> = row[..keys.len()].iter().map(key).collect();
         let values: Vec<i64> = row[keys.len()..].iter().map(|v| int(v).expect("an aggregate")).collect();
         let state = (values[0], values[1], values[2], values[3], values[4] as usize);
         assert!(out.insert(key.clone(), state).is_none(), "{sql}: group {key:?} came out twice");
@@ -92,14 +107,11 @@ fn many_groups_merged_in_partitions_are_the_groups_of_the_rows() {
         .unwrap();
     let rows = session.execute_one("SELECT k, b, w, v FROM g").unwrap().rows;
     assert_eq!(rows.len(), 131_076);
-    let pick = |columns: &[usize]| -> Vec<Vec<Value>> {
-        rows.iter().map(|row| columns.iter().map(|&c| row[c].clone()).chain([row[3].clone()]).collect()).collect()
-    };
     for morsel_rows in ["auto", "1024"] {
         session.execute_one(&format!("SET numadb.morsel_rows = '{morsel_rows}'")).unwrap();
         for (keys, columns) in [(&["k"][..], &[0][..]), (&["k", "b"], &[0, 1]), (&["w"], &[2]), (&["b", "w"], &[1, 2])]
         {
-            let want = expected(&pick(columns), keys.len());
+            let want = expected(&rows, columns, 3);
             let got = grouped(&mut session, keys, "g", true);
             assert_eq!(got.len(), want.len(), "GROUP BY {keys:?}, morsels of {morsel_rows} rows");
             assert!(got == want, "GROUP BY {keys:?}, morsels of {morsel_rows} rows: the groups differ");
@@ -168,9 +180,6 @@ fn groups_spilled_from_full_tables_are_the_groups_of_the_rows() {
             ))
             .unwrap();
         let all = session.execute_one(&format!("SELECT k, w, d, v, a, z, j FROM {table}")).unwrap().rows;
-        let pick = |columns: &[usize]| -> Vec<Vec<Value>> {
-            all.iter().map(|row| columns.iter().map(|&c| row[c].clone()).chain([row[3].clone()]).collect()).collect()
-        };
         // Two keys too: spilled and merged as one key of two values.
         let keys_and_columns = [
             (&["w"][..], &[1][..]),
@@ -182,7 +191,7 @@ fn groups_spilled_from_full_tables_are_the_groups_of_the_rows() {
             (&["j"], &[6]),
         ];
         for (keys, columns) in keys_and_columns {
-            let want = expected(&pick(columns), keys.len());
+            let want = expected(&all, columns, 3);
             for workers in ["cpus(0)", "all"] {
                 session.execute_one(&format!("SET numadb.workers = '{workers}'")).unwrap();
                 let got = grouped(&mut session, keys, table, true);
@@ -315,9 +324,6 @@ fn text_keys_numbered_across_partitions_are_the_groups_of_the_rows() {
         .unwrap();
     let rows = session.execute_one("SELECT s, t, k, v FROM tk").unwrap().rows;
     assert_eq!(rows.len(), 131_078);
-    let pick = |columns: &[usize]| -> Vec<Vec<Value>> {
-        rows.iter().map(|row| columns.iter().map(|&c| row[c].clone()).chain([row[3].clone()]).collect()).collect()
-    };
     let keys_and_columns = [
         (&["s"][..], &[0][..]),
         (&["t"], &[1]),
@@ -327,7 +333,7 @@ fn text_keys_numbered_across_partitions_are_the_groups_of_the_rows() {
         (&["t", "s", "k"], &[1, 0, 2]),
     ];
     for (keys, columns) in keys_and_columns {
-        let want = expected(&pick(columns), keys.len());
+        let want = expected(&rows, columns, 3);
         for (workers, morsel_rows) in [("cpus(0)", "auto"), ("all", "auto"), ("all", "1024")] {
             session.execute_one(&format!("SET numadb.workers = '{workers}'")).unwrap();
             session.execute_one(&format!("SET numadb.morsel_rows = '{morsel_rows}'")).unwrap();
@@ -378,7 +384,7 @@ fn text_keys_numbered_across_partitions_are_the_groups_of_the_rows() {
     type TextSummary = (Option<String>, Option<String>, i64, usize);
     type TextAdding = (Option<String>, Option<String>, i64, BTreeSet<String>);
     for (keys, columns) in [(&["t"][..], &[1][..]), (&["k"], &[2]), (&["t", "k"], &[1, 2]), (&[], &[])] {
-        let mut want: BTreeMap<Vec<String>, TextAdding> = BTreeMap::new();
+        let mut want: BTreeMap<Vec<Key>, TextAdding> = BTreeMap::new();
         for row in &rows {
             let group = want.entry(columns.iter().map(|&c| key(&row[c])).collect()).or_default();
             if let Some(s) = text(&row[0]) {
@@ -388,7 +394,7 @@ fn text_keys_numbered_across_partitions_are_the_groups_of_the_rows() {
                 group.3.insert(s);
             }
         }
-        let want: BTreeMap<Vec<String>, TextSummary> =
+        let want: BTreeMap<Vec<Key>, TextSummary> =
             want.into_iter().map(|(key, (min, max, count, set))| (key, (min, max, count, set.len()))).collect();
         for workers in ["cpus(0)", "all"] {
             session.execute_one(&format!("SET numadb.workers = '{workers}'")).unwrap();
@@ -399,7 +405,7 @@ fn text_keys_numbered_across_partitions_are_the_groups_of_the_rows() {
                 (format!("{list}, "), format!(" GROUP BY {list}"))
             };
             let sql = format!("SELECT {select}min(s), max(s), count(s), count(DISTINCT s) FROM tk{group_by}");
-            let mut got: BTreeMap<Vec<String>, TextSummary> = BTreeMap::new();
+            let mut got: BTreeMap<Vec<Key>, TextSummary> = BTreeMap::new();
             for row in session.execute_one(&sql).unwrap().rows {
                 let n = keys.len();
                 let summary =
