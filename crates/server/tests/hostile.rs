@@ -201,6 +201,17 @@ fn statements_deep_enough_to_overflow_a_stack_are_refused() {
     assert_eq!(rows(&client.simple(&sum)), vec![vec![total.clone()]]);
     client.send(vec![parse("", &sum, &[]), bind("", "", &[], &[], &[]), execute("", 0), sync()]);
     assert_eq!(rows(&client.until_ready()), vec![vec![total]]);
+    // As deep over a table's sealed partitions, whose rows the workers' tasks compute: a worker's stack is as
+    // deep as a statement's (its default 2 MiB overflowed at about a thousand `+`, aborting the server).
+    let setup = "CREATE TABLE deep (a INTEGER) WITH (partition_rows = 1024); \
+                 INSERT INTO deep SELECT g FROM generate_series(1, 5000) AS s(g)";
+    client.simple(setup);
+    // As many operators as a statement may hold (`count(*)`'s star and `>` count).
+    let ones = "+1".repeat(numadb_server::sql_text::OPERATORS_MAX - 2);
+    let sum = format!("SELECT sum(a{ones}) FROM deep");
+    assert_eq!(rows(&client.simple(&sum)), vec![vec![Some((12_502_500 + 5000 * 4998).to_string())]]);
+    let count = format!("SELECT count(*) FROM deep WHERE a{ones} > 5000");
+    assert_eq!(rows(&client.simple(&count)), vec![vec![Some("4998".into())]]);
     // One more is refused; so is deep nesting.
     for sql in [
         unions(numadb_server::sql_text::SET_OPERATIONS_MAX + 1),
