@@ -689,10 +689,34 @@ impl<'a> Binder<'a> {
                 let args = vec![self.bind_expr(operand, scope)?];
                 self.call_function(ScalarFunction::BitNot, args)
             }
-            E::BinaryOp { left, op, right } => {
-                let left = self.bind_expr(left, scope)?;
-                let right = self.bind_expr(right, scope)?;
-                self.bind_binary(op, left, right)
+            E::BinaryOp { left: left_ast, op, right: right_ast } => {
+                let left = self.bind_expr(left_ast, scope)?;
+                let right = self.bind_expr(right_ast, scope)?;
+                // An integer compared with a number literal that is no integer compares exactly.
+                let literal = |expr: &Expr, ast: &ast::Expr| match expr {
+                    Expr::Literal { value: Value::Double(c), .. } if signed_number(ast) => {
+                        Some(exact_number(ast).unwrap_or_else(|| number_of_double(*c)))
+                    }
+                    _ => None,
+                };
+                let comparison = binary_op(op).ok();
+                let exact = match (literal(&left, left_ast), literal(&right, right_ast), comparison) {
+                    (None, Some(c), Some(op)) if left.data_type().is_integer() => {
+                        integer_against_number(op, c).map(|bound| (true, bound))
+                    }
+                    (Some(c), None, Some(op)) if right.data_type().is_integer() => {
+                        integer_against_number(op.flipped(), c).map(|bound| (false, bound))
+                    }
+                    _ => None,
+                };
+                match exact {
+                    Some((integer_left, (op, bound))) => {
+                        let integer = if integer_left { left } else { right };
+                        let bound = Expr::literal(Value::Int(bound), DataType::BigInt);
+                        self.bind_binary(&ast_comparison(op), integer, bound)
+                    }
+                    None => self.bind_binary(op, left, right),
+                }
             }
             E::UnaryOp { op: UnaryOperator::Minus, expr: inner } if matches!(inner.as_ref(), E::Value(v) if matches!(v.value, ast::Value::Number(..))) =>
             {
@@ -784,9 +808,33 @@ impl<'a> Binder<'a> {
             }
             E::InList { expr: inner, list, negated } => {
                 let mut inner = self.bind_expr(inner, scope)?;
-                let items = list.iter().map(|item| self.bind_expr(item, scope)).collect::<Result<Vec<_>, _>>()?;
+                let mut items = list.iter().map(|item| self.bind_expr(item, scope)).collect::<Result<Vec<_>, _>>()?;
+                // Over an integer, a number literal that is no integer is PostgreSQL's numeric, compared exactly:
+                // a whole one is that integer, and one with a fraction or beyond BIGINT equals no integer, so it
+                // goes (`b IN (9007199254740993, 2.5)` is `b = 9007199254740993`, not a comparison of doubles).
+                if inner.data_type().is_integer() {
+                    let mut kept = Vec::with_capacity(items.len());
+                    for (item, item_ast) in items.into_iter().zip(list) {
+                        match item {
+                            Expr::Literal { value: Value::Double(c), .. } if signed_number(item_ast) => {
+                                let c = exact_number(item_ast).unwrap_or_else(|| number_of_double(c));
+                                if let Some((BinaryOp::Eq, k)) = integer_against_number(BinaryOp::Eq, c) {
+                                    kept.push(Expr::literal(Value::Int(k), DataType::BigInt));
+                                }
+                            }
+                            other => kept.push(other),
+                        }
+                    }
+                    if kept.is_empty() {
+                        // `b IN (2.5)`: FALSE, or NULL for a NULL `b`; NOT IN: TRUE, or NULL.
+                        let op = if *negated { BinaryOp::LtEq } else { BinaryOp::Gt };
+                        let bound = Expr::literal(Value::Int(i64::MAX), DataType::BigInt);
+                        return self.bind_binary(&ast_comparison(op), inner, bound);
+                    }
+                    items = kept;
+                }
                 // As in PostgreSQL, the operand and the list take one type: with a double among them, integers
-                // compare as doubles (`9007199254740992 IN (9007199254740993, 1.5)` is true).
+                // compare as doubles (`9007199254740992 IN (9007199254740993, 1.5::float8)` is true).
                 let typed = |e: &&Expr| !self.is_untyped(e);
                 let doubles =
                     std::iter::once(&inner).chain(&items).filter(typed).any(|e| e.data_type() == DataType::Double);
@@ -4190,6 +4238,84 @@ fn signed_number(expr: &ast::Expr) -> bool {
             signed_number(inner)
         }
         _ => false,
+    }
+}
+
+/// `x op c` for an integer `x` and a number literal `c` the engine holds as a double (it has a fraction, or is
+/// beyond BIGINT), as `x op' k` with an integer `k`: PostgreSQL's numeric `c` compared exactly, where comparing
+/// doubles would round a BIGINT past 2^53 (`b < 9223372036854775808` is TRUE for BIGINT's largest value, whose
+/// double is 2^63). `c` is given as its floor and whether it is whole ([`exact_number`]). A comparison always
+/// FALSE is `x > i64::MAX`, always TRUE `x <= i64::MAX` (both NULL for a NULL `x`). `None` for an operator that
+/// compares nothing.
+fn integer_against_number(op: BinaryOp, (floor, whole): (i128, bool)) -> Option<(BinaryOp, i64)> {
+    use BinaryOp::*;
+    const NEVER: (BinaryOp, i64) = (Gt, i64::MAX);
+    const ALWAYS: (BinaryOp, i64) = (LtEq, i64::MAX);
+    if !matches!(op, Eq | NotEq | Lt | LtEq | Gt | GtEq) {
+        return None;
+    }
+    let above_every_integer = floor > i128::from(i64::MAX) || floor == i128::from(i64::MAX) && !whole;
+    Some(if above_every_integer {
+        if matches!(op, Lt | LtEq | NotEq) { ALWAYS } else { NEVER }
+    } else if floor < i128::from(i64::MIN) {
+        if matches!(op, Gt | GtEq | NotEq) { ALWAYS } else { NEVER }
+    } else if whole {
+        (op, floor as i64)
+    } else {
+        // Between two integers: `x < 2.5` is `x <= 2`, `x >= 2.5` is `x > 2`; `=` is never TRUE.
+        match op {
+            Lt | LtEq => (LtEq, floor as i64),
+            Gt | GtEq => (Gt, floor as i64),
+            Eq => NEVER,
+            _ => ALWAYS,
+        }
+    })
+}
+
+/// A number literal's floor and whether it is whole, read from its digits (`9007199254740993.0` is whole and
+/// odd, though its double is even). `None` for a literal with an exponent (then [`number_of_double`]).
+fn exact_number(expr: &ast::Expr) -> Option<(i128, bool)> {
+    use ast::Expr as E;
+    match expr {
+        E::Value(v) => match &v.value {
+            ast::Value::Number(text, _) if text.bytes().all(|b| b.is_ascii_digit() || b == b'.') => {
+                let (whole_digits, fraction) = text.split_once('.').unwrap_or((text, ""));
+                let whole_digits = whole_digits.trim_start_matches('0');
+                // Past 30 digits only "beyond BIGINT" matters.
+                let floor = if whole_digits.len() > 30 { 10i128.pow(30) } else { whole_digits.parse().unwrap_or(0) };
+                Some((floor, fraction.bytes().all(|b| b == b'0')))
+            }
+            _ => None,
+        },
+        E::Nested(inner) | E::UnaryOp { op: UnaryOperator::Plus, expr: inner } => exact_number(inner),
+        E::UnaryOp { op: UnaryOperator::Minus, expr: inner } => {
+            exact_number(inner).map(|(floor, whole)| if whole { (-floor, true) } else { (-floor - 1, false) })
+        }
+        _ => None,
+    }
+}
+
+/// A double's floor and whether it is whole, as [`exact_number`] gives a literal's.
+fn number_of_double(c: f64) -> (i128, bool) {
+    let huge = 10i128.pow(30);
+    if c.is_nan() || c >= 1e30 {
+        (huge, true)
+    } else if c <= -1e30 {
+        (-huge, true)
+    } else {
+        (c.floor() as i128, c.fract() == 0.0)
+    }
+}
+
+/// The parser's spelling of a comparison operator.
+fn ast_comparison(op: BinaryOp) -> BinaryOperator {
+    match op {
+        BinaryOp::Eq => BinaryOperator::Eq,
+        BinaryOp::NotEq => BinaryOperator::NotEq,
+        BinaryOp::Lt => BinaryOperator::Lt,
+        BinaryOp::LtEq => BinaryOperator::LtEq,
+        BinaryOp::Gt => BinaryOperator::Gt,
+        _ => BinaryOperator::GtEq,
     }
 }
 

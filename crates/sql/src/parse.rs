@@ -55,7 +55,20 @@ pub enum Parsed {
 }
 
 /// A syntax error in PostgreSQL's words.
+/// Levels of nesting (parentheses, subqueries, NOT, CASE within CASE) the parser takes: sqlparser's default of 50
+/// refused `(a = 23 OR (a = 22 OR …))` at 23 levels, which PostgreSQL and DuckDB run. Deeper is PostgreSQL's
+/// "stack depth limit exceeded" (54001); the statement threads' stacks ([`text::STATEMENT_STACK_BYTES`]) hold
+/// this many levels with room to spare, as they hold [`text::OPERATORS_MAX`] operators.
+pub const PARSER_NESTING_MAX: usize = 1000;
+
 pub fn syntax_error(error: ParserError) -> ExecError {
+    if matches!(error, ParserError::RecursionLimitExceeded) {
+        return ExecError::new(
+            sqlstate::STATEMENT_TOO_COMPLEX,
+            format!("stack depth limit exceeded: the statement nests more than {PARSER_NESTING_MAX} levels deep"),
+        )
+        .with_hint("Split the statement, or nest its expressions less deeply.");
+    }
     let text = error.to_string();
     let text = text.strip_prefix("sql parser error: ").unwrap_or(&text).to_string();
     ExecError::new(sqlstate::SYNTAX_ERROR, format!("syntax error: {text}"))
@@ -134,7 +147,7 @@ pub fn parse(sql: &str) -> Result<Vec<Parsed>, ExecError> {
         .map_err(|e| syntax_error(e.into()))?;
     let (tokens, symmetric) = mark_symmetric_bounds(drop_trim_from_without_characters(tokens));
     let (tokens, fetch_counts) = mark_fetch_counts(tokens).map_err(syntax_error)?;
-    let mut parser = Parser::new(&dialect).with_tokens_with_locations(tokens);
+    let mut parser = Parser::new(&dialect).with_recursion_limit(PARSER_NESTING_MAX).with_tokens_with_locations(tokens);
     let mut statements = Vec::new();
     loop {
         while parser.consume_token(&Token::SemiColon) {}
@@ -236,7 +249,9 @@ fn mark_fetch_counts(tokens: Vec<TokenWithSpan>) -> Result<(Vec<TokenWithSpan>, 
     for (number, &(first, last)) in counts.iter().enumerate() {
         let (start, end) = (significant[first], significant[last]);
         out.extend_from_slice(&tokens[next..start]);
-        let mut parser = Parser::new(&dialect).with_tokens_with_locations(tokens[start..=end].to_vec());
+        let mut parser = Parser::new(&dialect)
+            .with_recursion_limit(PARSER_NESTING_MAX)
+            .with_tokens_with_locations(tokens[start..=end].to_vec());
         exprs.push(parser.parse_expr()?);
         if parser.peek_token().token != Token::EOF {
             return Err(ParserError::ParserError(format!("syntax error at or near \"{}\"", parser.peek_token().token)));
@@ -602,6 +617,23 @@ mod tests {
         // Counted per statement: many statements of moderate size are fine.
         let moderate = format!("SELECT 1{};", "+1".repeat(text::OPERATORS_MAX / 2)).repeat(3);
         assert_eq!(parse(&moderate).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn nesting_is_taken_as_deep_as_postgresql_takes_it_and_deeper_is_54001() {
+        // On a statement thread's stack, as every caller runs statements.
+        let run = std::thread::Builder::new().stack_size(text::STATEMENT_STACK_BYTES).spawn(nesting_checks);
+        run.unwrap().join().unwrap();
+    }
+
+    fn nesting_checks() {
+        let nested = |levels: usize| format!("SELECT {}1{}", "(".repeat(levels), ")".repeat(levels));
+        assert_eq!(parse(&nested(PARSER_NESTING_MAX / 2)).unwrap().len(), 1);
+        let ors = (0..100).fold("a = 0".to_string(), |inner, i| format!("a = {} OR ({inner})", i + 1));
+        assert_eq!(parse(&format!("SELECT 1 FROM t WHERE {ors}")).unwrap().len(), 1);
+        let nots = format!("SELECT {}true{}", "NOT (".repeat(100), ")".repeat(100));
+        assert_eq!(parse(&nots).unwrap().len(), 1);
+        assert_eq!(parse(&nested(PARSER_NESTING_MAX * 2)).unwrap_err().sqlstate, "54001");
     }
 
     #[test]
