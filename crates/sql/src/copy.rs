@@ -14,7 +14,7 @@ use std::sync::Arc;
 use numadb_execution::expr::parse_value;
 use numadb_execution::{ExecError, sqlstate};
 use numadb_storage::{ColumnDef, ColumnInput, Partition, StorageError, Table, Value};
-use sqlparser::ast::{CopyLegacyOption, CopyOption, CopySource, CopyTarget};
+use sqlparser::ast::{CopyLegacyCsvOption, CopyLegacyOption, CopyOption, CopySource, CopyTarget};
 
 use crate::bind::{fold, object_name};
 use crate::database::{QueryOutput, Session};
@@ -77,7 +77,17 @@ impl CopyFormat {
         }
         for option in legacy {
             match option {
-                CopyLegacyOption::Csv(_) => format.csv = true,
+                // `CSV HEADER`, as psql's `\copy … csv header` sends it: the CSV options come inside.
+                CopyLegacyOption::Csv(csv_options) => {
+                    format.csv = true;
+                    for csv_option in csv_options {
+                        match csv_option {
+                            CopyLegacyCsvOption::Header => format.header = true,
+                            CopyLegacyCsvOption::Quote(c) => format.quote = ascii(*c)?,
+                            other => return Err(unsupported_copy(&format!("COPY option {other}"))),
+                        }
+                    }
+                }
                 CopyLegacyOption::Header => format.header = true,
                 CopyLegacyOption::Delimiter(c) => delimiter = Some(*c),
                 CopyLegacyOption::Null(text) => null = Some(text.clone()),
@@ -129,7 +139,7 @@ fn split_records(data: &[u8], format: &CopyFormat, at_end: bool) -> Result<(Vec<
         } else if text == format.null {
             None
         } else {
-            Some(unescape_text(&text))
+            Some(unescape_text(&text)?)
         };
         fields.push(value);
         *quoted = false;
@@ -188,30 +198,62 @@ fn split_records(data: &[u8], format: &CopyFormat, at_end: bool) -> Result<(Vec<
     Ok((records, consumed))
 }
 
-/// PostgreSQL text format escapes.
-fn unescape_text(text: &str) -> String {
+/// PostgreSQL text format escapes: `\t`, `\n` and the other letters, a byte in 1-3 octal digits (`\101`) or 1-2
+/// hex digits (`\x41`); any other character escaped is itself. The bytes must still be UTF-8, without NUL.
+fn unescape_text(text: &str) -> Result<String, String> {
     if !text.contains('\\') {
-        return text.to_string();
+        return Ok(text.to_string());
     }
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
+    let bytes = text.as_bytes();
+    // The value of up to `max` digits of `radix` from `at`, and how many there were.
+    let digits = |at: usize, radix: u32, max: usize| -> (u32, usize) {
+        let (mut value, mut count) = (0, 0);
+        while count < max
+            && let Some(digit) = bytes.get(at + count).and_then(|&b| char::from(b).to_digit(radix))
+        {
+            value = value * radix + digit;
+            count += 1;
+        }
+        (value, count)
+    };
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'\\' {
+            out.push(bytes[i]);
+            i += 1;
             continue;
         }
-        match chars.next() {
-            Some('t') => out.push('\t'),
-            Some('n') => out.push('\n'),
-            Some('r') => out.push('\r'),
-            Some('b') => out.push('\u{8}'),
-            Some('f') => out.push('\u{c}'),
-            Some('v') => out.push('\u{b}'),
-            Some(other) => out.push(other),
-            None => out.push('\\'),
+        let Some(&escaped) = bytes.get(i + 1) else {
+            out.push(b'\\');
+            break;
+        };
+        i += 2;
+        let byte = match escaped {
+            b't' => b'\t',
+            b'n' => b'\n',
+            b'r' => b'\r',
+            b'b' => 0x08,
+            b'f' => 0x0c,
+            b'v' => 0x0b,
+            b'0'..=b'7' => {
+                let (value, count) = digits(i - 1, 8, 3);
+                i += count - 1;
+                value as u8
+            }
+            b'x' if digits(i, 16, 2).1 > 0 => {
+                let (value, count) = digits(i, 16, 2);
+                i += count;
+                value as u8
+            }
+            other => other,
+        };
+        if byte == 0 {
+            return Err("invalid byte sequence for encoding \"UTF8\": 0x00".into());
         }
+        out.push(byte);
     }
-    out
+    String::from_utf8(out).map_err(|_| "invalid byte sequence for encoding \"UTF8\"".to_string())
 }
 
 /// Loads rows into a table from a stream of chunks.
@@ -477,6 +519,22 @@ mod tests {
         let format = CopyFormat::default();
         let (records, _) = split_records(b"1\t\\N\ta\\tb\n", &format, false).unwrap();
         assert_eq!(records, vec![vec![Some("1".into()), None, Some("a\tb".into())]]);
+        // Bytes in octal and hex, as PostgreSQL reads them (UTF-8 from its bytes); `\x` without a digit is `x`.
+        let (records, _) = split_records(b"\\101\\x42\\103\\xq\\303\\251\\7\\1012\n", &format, false).unwrap();
+        assert_eq!(records, vec![vec![Some("ABCxq\u{e9}\u{7}A2".into())]]);
+        assert!(split_records(b"\\0\n", &format, false).is_err());
+        assert!(split_records(b"\\303\n", &format, false).is_err());
+    }
+
+    #[test]
+    fn legacy_csv_options_are_read() {
+        let parsed = crate::parse::parse("COPY t FROM STDIN WITH CSV HEADER QUOTE ''''").unwrap();
+        let crate::parse::Parsed::Sql(statement) = &parsed[0] else { panic!("{parsed:?}") };
+        let sqlparser::ast::Statement::Copy { options, legacy_options, .. } = statement.as_ref() else {
+            panic!("{statement:?}")
+        };
+        let format = CopyFormat::from_options(options, legacy_options).unwrap();
+        assert!(format.csv && format.header && format.quote == b'\'', "{format:?}");
     }
 
     #[test]
