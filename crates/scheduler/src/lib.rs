@@ -73,8 +73,9 @@ const IDLE_WAIT_MAX: Duration = Duration::from_millis(50);
 /// Stack for a worker thread. Tasks evaluate a statement's expressions by recursing once per level of their
 /// trees, as deep as the statement's own thread lets a statement be (a chain of thousands of `+`), and may drop
 /// a plan's last reference, whose drop recurses as deep; a thread's default 2 MiB overflowed at about a thousand
-/// levels and aborted the whole process. The size of a statement thread's stack (`numadb_sql::text`), and as
-/// there address space: pages are only touched as deep as a task goes.
+/// levels and aborted the whole process. A statement thread's stack is this size too
+/// (`numadb_sql::text::STATEMENT_STACK_BYTES`, which says what the depth takes); address space: pages are only
+/// touched as deep as a task goes.
 pub const WORKER_STACK_BYTES: usize = if cfg!(debug_assertions) { 256 << 20 } else { 64 << 20 };
 
 /// Why a scheduler could not be built.

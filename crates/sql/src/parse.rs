@@ -54,13 +54,13 @@ pub enum Parsed {
     },
 }
 
-/// A syntax error in PostgreSQL's words.
 /// Levels of nesting (parentheses, subqueries, NOT, CASE within CASE) the parser takes: sqlparser's default of 50
 /// refused `(a = 23 OR (a = 22 OR …))` at 23 levels, which PostgreSQL and DuckDB run. Deeper is PostgreSQL's
 /// "stack depth limit exceeded" (54001); the statement threads' stacks ([`text::STATEMENT_STACK_BYTES`]) hold
 /// this many levels with room to spare, as they hold [`text::OPERATORS_MAX`] operators.
 pub const PARSER_NESTING_MAX: usize = 1000;
 
+/// A syntax error in PostgreSQL's words (a statement nested too deeply: 54001).
 pub fn syntax_error(error: ParserError) -> ExecError {
     if matches!(error, ParserError::RecursionLimitExceeded) {
         return ExecError::new(

@@ -41,8 +41,9 @@ pub fn is_blank(sql: &str) -> bool {
 /// engine's parser, binder and planner recurse once per level of a statement's syntax tree; [`check_complexity`]
 /// bounds the levels, and this leaves room for the deepest statement it lets through (measured: 5 000 `+` take
 /// about 15 MiB in a release build and 60 MiB in a debug build, whose frames are several times larger). It is
-/// address space: pages are only touched as deep as a statement goes.
-pub const STATEMENT_STACK_BYTES: usize = if cfg!(debug_assertions) { 256 << 20 } else { 64 << 20 };
+/// address space: pages are only touched as deep as a statement goes. The scheduler's workers, which evaluate
+/// the same expressions over the rows, get the same stack.
+pub const STATEMENT_STACK_BYTES: usize = numadb_scheduler::WORKER_STACK_BYTES;
 
 /// Set operations (`UNION`, `INTERSECT`, `EXCEPT`) a statement may hold.
 pub const SET_OPERATIONS_MAX: usize = 1000;
